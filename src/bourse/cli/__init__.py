@@ -1,0 +1,1 @@
+"""The `bourse` command line: a thin shell over the SDK and the market."""

@@ -1,0 +1,133 @@
+"""``bourse offers``: what the market can sell for a requirement, cheapest first."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from bourse.cli.errors import EXIT_NO_RESULT, handles_errors
+from bourse.cli.render import echo_json, money, table
+from bourse.core.compute import SPOT_POLICIES, Compute
+from bourse.core.match import Explanation, Match
+from bourse.core.offer import Offer
+from bourse.market.catalogs import catalog_offers
+from bourse.market.index import OfferIndex
+
+
+def compute_from_flags(flags: dict[str, Any]) -> Compute:
+    """A Compute from CLI flags; None-valued flags are left at their defaults."""
+    fields = {
+        "gpu": flags.get("gpu"), "gpus": flags.get("gpus"), "gpu_memory": flags.get("gpu_memory"),
+        "cpus": flags.get("cpus"), "memory": flags.get("memory"), "disk": flags.get("disk"),
+        "spot": flags.get("spot"), "max_price": flags.get("max_price"),
+        "regions": flags.get("region") or None,
+        "exclude_regions": flags.get("exclude_region") or None,
+        "providers": flags.get("provider") or None,
+        "exclude_providers": flags.get("exclude_provider") or None,
+        "torch": flags.get("torch"), "cuda": flags.get("cuda"), "tags": flags.get("tag") or None,
+    }
+    return Compute(**{k: v for k, v in fields.items() if v is not None})
+
+
+def compute_options(command: Any) -> Any:
+    """The Compute flags shared by ``offers`` and (later) ``run``."""
+    options = [
+        click.option("--gpu", help="GPU label or alternatives: a100, a100-40gb, "
+                     "h100|a100-80gb, a100:8, 40GB+"),
+        click.option("--gpus", type=int, help="Number of GPUs (default 1 when --gpu is given)."),
+        click.option("--gpu-memory", help="Per-GPU memory: 24GB, 40GB+, 24GB..80GB."),
+        click.option("--cpus", help="vCPUs: 8 (at least 8), 8+, 8..32."),
+        click.option("--memory", help="Host memory: 32GB, 64GB+, 32GB..256GB."),
+        click.option("--disk", help="Disk: 100GB+."),
+        click.option("--spot", type=click.Choice(SPOT_POLICIES),
+                     help="Spot policy (default never)."),
+        click.option("--max-price", help="Ceiling in US dollars per hour, e.g. 2 or 0.50."),
+        click.option("--region", multiple=True,
+                     help="Allowed regions or zones (glob, repeatable)."),
+        click.option("--exclude-region", multiple=True,
+                     help="Excluded regions (glob, repeatable)."),
+        click.option("--provider", multiple=True, help="Allowed providers (glob, repeatable)."),
+        click.option("--exclude-provider", multiple=True, help="Excluded providers (glob)."),
+        click.option("--torch", help="PyTorch release the job needs, e.g. 2.1."),
+        click.option("--cuda", help="CUDA floor, e.g. '>=12.1'."),
+        click.option("--tag", multiple=True, help="Required compliance tag (repeatable)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+HEADERS = ("PROVIDER", "INSTANCE", "GPU", "COUNT", "GPU MEM", "$/H", "SPOT $/H", "REGION")
+
+
+def offer_row(m: Match) -> list[str]:
+    o = m.offer
+    mem = f"{o.gpu_memory_mib / 1024:.0f}GB" if o.gpu_memory_mib else "-"
+    region = f"{o.region}/{o.zone}" if o.zone else o.region
+    return [o.provider, o.instance_type, o.gpu or "-", str(o.gpu_count), mem,
+            money(o.price, o.price_is_floor), money(o.spot_price, o.price_is_floor), region]
+
+
+def verbose_lines(m: Match) -> list[str]:
+    o = m.offer
+    facts = {
+        "id": o.id, "you pay": f"${m.price:.4f}/h ({'spot' if m.spot else 'on-demand'})",
+        "gpu": f"{o.gpu_count} x {o.gpu} ({o.gpu_memory_mib} MiB each)",
+        "cpus": o.cpus, "memory": f"{o.memory_gib} GiB" if o.memory_gib else None,
+        "disk": f"{o.disk_gib} GiB" if o.disk_gib else "sized at provisioning",
+        "driver": o.driver or "installed at provisioning", "max cuda": o.max_cuda,
+        "source": o.source, "available": o.available, "sla": o.sla,
+        "verified at": o.verified_at, "tags": ", ".join(sorted(o.tags)) or None,
+        "note": "price excludes the host VM" if o.price_is_floor else None,
+    }
+    return [f"  {k:<12} {v if v is not None else 'unknown'}" for k, v in facts.items()]
+
+
+@click.command()
+@compute_options
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--verbose", "-v", is_flag=True, help="Show each offer's full capabilities.")
+@click.option("--explain", "show_explain", is_flag=True,
+              help="Show how each constraint narrowed the offers.")
+@handles_errors
+def offers(limit: int, as_json: bool, verbose: bool, show_explain: bool, **flags: Any) -> None:
+    """List offers that satisfy a requirement, cheapest first (exit 1 when none match)."""
+    compute = compute_from_flags(flags)
+    all_offers = catalog_offers()
+    matches = OfferIndex(all_offers).match(compute, limit)
+    explanation = _explain(compute, all_offers) if show_explain or not matches else None
+    if as_json:
+        echo_json({"compute": compute, "notes": compute.gpu.notes if compute.gpu else [],
+                   "offers": [{"price_per_hour": m.price, "spot": m.spot, "offer": m.offer}
+                              for m in matches],
+                   "explanation": explanation})
+    else:
+        _print_human(compute, matches, explanation, verbose)
+    if not matches:
+        sys.exit(EXIT_NO_RESULT)
+
+
+def _explain(compute: Compute, all_offers: tuple[Offer, ...]) -> Explanation:
+    from bourse.core.match import explain
+
+    return explain(compute, all_offers)
+
+
+def _print_human(compute: Compute, matches: list[Match], explanation: Explanation | None,
+                 verbose: bool) -> None:
+    for note in compute.gpu.notes if compute.gpu else ():
+        click.echo(f"note: {note}", err=True)
+    if matches:
+        click.echo(table(HEADERS, [offer_row(m) for m in matches], right=(3, 4, 5, 6)))
+        if verbose:
+            for m in matches:
+                click.echo(f"\n{m.offer.id}")
+                click.echo("\n".join(verbose_lines(m)))
+    if explanation is not None:
+        out = click.echo if matches else (lambda text: click.echo(text, err=True))
+        if not matches:
+            out(f"no offer matches {compute.describe()}")
+        out("\n".join(explanation.lines()))

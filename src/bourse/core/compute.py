@@ -1,0 +1,301 @@
+"""``Compute``: what a job needs, written as a user would write it.
+
+``Compute("a100-40gb", disk="100GB", spot="prefer", max_price=0.5)`` or
+``Compute(gpu="h100|a100-80gb:8", cpus="32+", cuda=">=12.1", torch="2.1")``.
+
+Shorthand accepted by ``gpu``: a label (``a100``, ``A100-40GB``, ``NVIDIA A100-SXM4-40GB``),
+alternatives (``h100|a100-80gb``), a count (``a100:8``), a per-GPU memory range instead of or as
+well as labels (``24GB..80GB:2``, ``40GB+``), or ``cpu`` for no GPU. Sizes (cpus, memory, disk,
+GPU memory) are minimums unless written as a range ``low..high``; GB means GiB.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from bourse.core.cuda import parse_cuda_floor, torch_release
+from bourse.core.errors import InvalidInput
+from bourse.core.gpus import GpuSelection, catalogue
+from bourse.core.units import Range, parse_price, parse_range, parse_size_gib
+
+SpotPolicy = Literal["never", "prefer", "only"]
+SPOT_POLICIES: tuple[str, ...] = ("never", "prefer", "only")
+
+
+class Bounds(BaseModel):
+    """An inclusive range; ``max`` None means no upper bound."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    min: float = 0.0
+    max: float | None = None
+
+    def __contains__(self, value: float | None) -> bool:
+        if value is None:
+            return self.min <= 0 and self.max is None
+        return value >= self.min and (self.max is None or value <= self.max)
+
+    @property
+    def unbounded(self) -> bool:
+        return self.min <= 0 and self.max is None
+
+    def describe(self, unit: str = "") -> str:
+        return Range(self.min, self.max).describe(unit)
+
+    @classmethod
+    def parse(cls, value: Any, field: str, sizes: bool = True) -> Bounds:
+        if isinstance(value, Bounds):
+            return value
+        if isinstance(value, dict):
+            return cls.model_validate(value)
+        parsed = parse_range(value, field=field, sizes=sizes)
+        return cls(min=parsed.low, max=parsed.high)
+
+
+class GpuSpec(BaseModel):
+    """The GPU part of a Compute: acceptable models (empty = any), count, per-GPU memory."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    models: tuple[str, ...] = ()
+    count: int = 1
+    memory: Bounds = Bounds()
+    requested: str = ""
+    notes: tuple[str, ...] = ()
+
+    @field_validator("count")
+    @classmethod
+    def _count(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("GPU count must be >= 1 (use gpu='cpu' for no GPU)")
+        return value
+
+    @field_validator("models")
+    @classmethod
+    def _models(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        known = catalogue().models
+        unknown = [m for m in value if m not in known]
+        if unknown:
+            raise ValueError(f"unknown GPU model ids {unknown}; use a label such as a100-40gb")
+        return value
+
+    def describe(self) -> str:
+        text = self.requested or "|".join(self.models) or "any GPU"
+        return text if ":" in text else f"{text}:{self.count}"
+
+
+def parse_gpu(text: str) -> GpuSpec | None:
+    """Parse the ``gpu`` shorthand; ``cpu`` or ``none`` mean no GPU."""
+    raw = text.strip()
+    if raw.lower() in ("", "cpu", "none"):
+        return None
+    body, count = _split_count(raw)
+    models: list[str] = []
+    notes: list[str] = []
+    memory = Bounds()
+    for term in (t.strip() for t in body.split("|")):
+        if not term:
+            raise InvalidInput(f"empty alternative in {text!r}", field="gpu",
+                               hint="write alternatives as h100|a100-80gb")
+        if _is_memory(term):
+            memory = Bounds.parse(term, "gpu memory")
+            continue
+        selection = catalogue().resolve(term)
+        models.extend(m for m in selection.ids if m not in models)
+        notes.extend(_family_note(selection))
+    return GpuSpec(models=tuple(models), count=count, memory=memory, requested=raw,
+                   notes=tuple(notes))
+
+
+def _family_note(selection: GpuSelection) -> list[str]:
+    if len(selection.models) > 1:
+        return [f"{selection.label!r} means any {selection.family}: {', '.join(selection.ids)}"]
+    return []
+
+
+def _split_count(text: str) -> tuple[str, int]:
+    body, sep, count = text.rpartition(":")
+    if not sep:
+        return text, 1
+    if not count.strip().isdigit() or int(count) < 1:
+        raise InvalidInput(f"GPU count in {text!r} must be a whole number >= 1", field="gpu",
+                           hint="write e.g. a100:8; use gpu='cpu' for no GPU")
+    return body, int(count)
+
+
+def _is_memory(term: str) -> bool:
+    probe = term.replace("..", " ").removesuffix("+").split()
+    try:
+        for part in probe:
+            parse_size_gib(part, field="gpu memory")
+    except InvalidInput:
+        return False
+    return bool(probe) and not term.strip().isdigit()
+
+
+def _globs(value: Any, field: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    if not all(isinstance(i, str) for i in items):
+        raise InvalidInput(f"expected names or globs, got {value!r}", field=field)
+    return tuple(i.strip() for i in items if i.strip())
+
+
+class Compute(BaseModel):
+    """A job's requirements. Positional shorthand: ``Compute("a100:8", cpus="32+")``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gpu: GpuSpec | None = None
+    cpus: Bounds = Bounds()
+    memory: Bounds = Bounds()
+    disk: Bounds = Bounds()
+    cuda: str | None = None
+    torch: str | None = None
+    packages: tuple[str, ...] = ()
+    image: str | None = None
+    spot: SpotPolicy = "never"
+    max_price: float | None = None
+    regions: tuple[str, ...] = ()
+    exclude_regions: tuple[str, ...] = ()
+    providers: tuple[str, ...] = ()
+    exclude_providers: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    num_nodes: int = 1
+
+    def __init__(self, gpu: Any = None, /, **data: Any) -> None:
+        if gpu is not None:
+            if "gpu" in data:
+                raise InvalidInput("gpu given twice", field="gpu")
+            data["gpu"] = gpu
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _first_error(exc) from None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        gpu = data.get("gpu")
+        if isinstance(gpu, str):
+            data["gpu"] = parse_gpu(gpu)
+        _merge_gpu_kwargs(data)
+        return data
+
+    @field_validator("cpus", mode="before")
+    @classmethod
+    def _cpus(cls, value: Any) -> Bounds:
+        return Bounds.parse(value, "cpus", sizes=False)
+
+    @field_validator("memory", "disk", mode="before")
+    @classmethod
+    def _sizes(cls, value: Any, info: Any) -> Bounds:
+        return Bounds.parse(value, info.field_name)
+
+    @field_validator("cuda", mode="before")
+    @classmethod
+    def _cuda(cls, value: Any) -> str | None:
+        return None if value is None else str(parse_cuda_floor(str(value)))
+
+    @field_validator("torch", mode="before")
+    @classmethod
+    def _torch(cls, value: Any) -> str | None:
+        if value is None:
+            return None
+        torch_release(str(value))
+        return str(value).strip()
+
+    @field_validator("spot", mode="before")
+    @classmethod
+    def _spot(cls, value: Any) -> str:
+        if isinstance(value, bool):
+            return "only" if value else "never"
+        text = str(value).strip().lower()
+        if text not in SPOT_POLICIES:
+            raise InvalidInput(f"spot must be one of never, prefer, only; got {value!r}",
+                               field="spot")
+        return text
+
+    @field_validator("max_price", mode="before")
+    @classmethod
+    def _price(cls, value: Any) -> float | None:
+        return None if value is None else parse_price(value)
+
+    @field_validator("regions", "exclude_regions", "providers", "exclude_providers", "tags",
+                     "packages", mode="before")
+    @classmethod
+    def _lists(cls, value: Any, info: Any) -> tuple[str, ...]:
+        return _globs(value, info.field_name)
+
+    @field_validator("num_nodes")
+    @classmethod
+    def _nodes(cls, value: int) -> int:
+        if value < 1:
+            raise InvalidInput(f"num_nodes must be >= 1, got {value}", field="num_nodes")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Compute:
+        if self.cuda and self.gpu is None:
+            raise InvalidInput("a CUDA floor needs a GPU", field="cuda",
+                               hint="add gpu=... or drop cuda")
+        if self.gpu and self.gpu.models and self.cuda and all(
+            catalogue().get(m).vendor != "nvidia" for m in self.gpu.models
+        ):
+            raise InvalidInput(f"{', '.join(self.gpu.models)} cannot run CUDA", field="cuda")
+        _no_overlap(self.regions, self.exclude_regions, "regions")
+        _no_overlap(self.providers, self.exclude_providers, "providers")
+        return self
+
+    def describe(self) -> str:
+        """A one-line summary, e.g. ``a100:1, cpus 8+, spot=prefer, <= $0.50/h``."""
+        parts = [self.gpu.describe() if self.gpu else "no GPU"]
+        for name, bounds, unit in (("cpus", self.cpus, ""), ("memory", self.memory, "GB"),
+                                   ("disk", self.disk, "GB")):
+            if not bounds.unbounded:
+                parts.append(f"{name} {bounds.describe(unit)}")
+        parts += [f"{k}={v}" for k, v in (("cuda", self.cuda), ("torch", self.torch)) if v]
+        if self.spot != "never":
+            parts.append(f"spot={self.spot}")
+        if self.max_price is not None:
+            parts.append(f"<= ${self.max_price:.2f}/h")
+        return ", ".join(parts)
+
+
+def _merge_gpu_kwargs(data: dict[str, Any]) -> None:
+    """``gpus=N`` and ``gpu_memory="40GB+"`` refine (or create) the GPU spec."""
+    count, memory = data.pop("gpus", None), data.pop("gpu_memory", None)
+    if count is None and memory is None:
+        return
+    gpu = data.get("gpu")
+    spec = gpu if isinstance(gpu, GpuSpec) else GpuSpec.model_validate(gpu or {})
+    update: dict[str, Any] = {}
+    if count is not None:
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise InvalidInput(f"gpus must be a whole number >= 1, got {count!r}", field="gpus")
+        update["count"] = count
+    if memory is not None:
+        update["memory"] = Bounds.parse(memory, "gpu_memory")
+    data["gpu"] = spec.model_copy(update=update)
+
+
+def _no_overlap(allow: tuple[str, ...], deny: tuple[str, ...], field: str) -> None:
+    clash = [a for a in allow if any(fnmatch.fnmatchcase(a, d) for d in deny)]
+    if clash:
+        raise InvalidInput(f"{', '.join(clash)} is both required and excluded", field=field,
+                           hint=f"drop it from {field} or from exclude_{field}")
+
+
+def _first_error(exc: ValidationError) -> InvalidInput:
+    """pydantic's error, reworded with the field path, as an :class:`InvalidInput`."""
+    error = exc.errors()[0]
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, InvalidInput):
+        return cause
+    field = ".".join(str(p) for p in error["loc"]) or None
+    return InvalidInput(error["msg"].removeprefix("Value error, "), field=field)

@@ -1,0 +1,65 @@
+"""The exception tree of bourse.
+
+Every error a user can cause derives from :class:`BourseError` and says what was wrong and what
+to do. The CLI maps them to exit codes and the server to HTTP statuses in one place each
+(``bourse.cli.errors`` and, later, ``bourse.server.errors``) by reading ``exit_code`` and
+``http_status`` here.
+"""
+
+from __future__ import annotations
+
+
+class BourseError(Exception):
+    """Base class: a failure with a message written for the person who must act on it."""
+
+    exit_code = 1
+    http_status = 500
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.message} — {self.hint}"
+        return self.message
+
+
+class InvalidInput(BourseError):
+    """Input that cannot be understood: a bad label, flag, spec field or message."""
+
+    exit_code = 2
+    http_status = 422
+
+    def __init__(self, message: str, *, field: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.field = field
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return f"{self.field}: {text}" if self.field else text
+
+
+class UnknownGpu(InvalidInput):
+    """A GPU label that names no known model or family."""
+
+    def __init__(self, label: str, suggestions: list[str]) -> None:
+        hint = f"did you mean {' or '.join(suggestions)}?" if suggestions else (
+            "run `bourse gpus` to list known GPUs"
+        )
+        super().__init__(f"unknown GPU {label!r}", field="gpu", hint=hint)
+        self.label = label
+        self.suggestions = suggestions
+
+
+class NoMatch(BourseError):
+    """A well-formed request that nothing satisfies (exit code 1, never silent)."""
+
+    exit_code = 1
+    http_status = 409
+
+
+class NotFound(BourseError):
+    exit_code = 1
+    http_status = 404

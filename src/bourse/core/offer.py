@@ -1,0 +1,50 @@
+"""``Offer``: what can satisfy a Compute — a cloud instance type or a node's free slice."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+OfferSource = Literal["catalog", "node"]
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """One offer. Prices are US dollars per hour for the whole offer.
+
+    ``divisible`` offers (a node's free capacity) sell slices: a job pays the share of the price
+    that its GPUs (or, for CPU jobs, its cpus) are of the offer's. Catalogue instance types are
+    not divisible: a job takes the whole instance. ``price_is_floor`` marks prices known to
+    exclude part of the cost (GCP's accelerator-attachment rows exclude the host VM).
+    """
+
+    id: str
+    provider: str
+    instance_type: str
+    region: str
+    gpu: str | None  # canonical model id from the GPU catalogue; None for CPU-only offers
+    gpu_count: int
+    gpu_memory_mib: int | None  # per GPU
+    cpus: float | None
+    memory_gib: float | None
+    price: float | None  # on-demand; None when the offer has no on-demand price
+    spot_price: float | None = None  # None when the offer is not sold as interruptible
+    zone: str | None = None
+    node_id: str | None = None
+    disk_gib: float | None = None
+    driver: str | None = None  # None: installed at provisioning
+    max_cuda: str | None = None
+    os: str | None = None
+    packages: tuple[str, ...] = ()
+    available: int | None = None  # free units (instances or nodes); None when unknown
+    verified_at: datetime | None = None
+    sla: float | None = None  # measured availability, 0..1
+    tags: frozenset[str] = field(default_factory=frozenset)
+    divisible: bool = False
+    price_is_floor: bool = False
+    source: OfferSource = "catalog"
+
+    @property
+    def interruptible(self) -> bool:
+        return self.spot_price is not None

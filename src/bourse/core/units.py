@@ -1,0 +1,125 @@
+"""Sizes, ranges and prices as people write them: ``24GB``, ``40GB+``, ``16GB..80GB``, ``$0.50``.
+
+GPU vendors and clouds write "GB" for binary gigabytes (an A100 40GB has 40960 MiB), so here
+GB == GiB, MB == MiB and TB == TiB. A bare number is in GiB.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from bourse.core.errors import InvalidInput
+
+_UNITS_GIB = {
+    "": 1.0, "g": 1.0, "gb": 1.0, "gib": 1.0,
+    "m": 1 / 1024, "mb": 1 / 1024, "mib": 1 / 1024,
+    "t": 1024.0, "tb": 1024.0, "tib": 1024.0,
+}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size_gib(text: str | float | int, *, field: str) -> float:
+    """Parse ``"24GB"``, ``"512MiB"``, ``"1.5TB"`` or a number (GiB) into GiB."""
+    if isinstance(text, bool):
+        raise InvalidInput(f"expected a size, got {text!r}", field=field, hint="write e.g. 24GB")
+    if isinstance(text, int | float):
+        value = float(text)
+    else:
+        match = _SIZE.match(text)
+        unit = match.group(2).lower() if match else ""
+        if not match or unit not in _UNITS_GIB:
+            raise InvalidInput(
+                f"cannot read size {text!r}", field=field,
+                hint="write a number and a unit, e.g. 24GB",
+            )
+        value = float(match.group(1)) * _UNITS_GIB[unit]
+    if not math.isfinite(value) or value < 0:
+        raise InvalidInput(f"size must be a positive number, got {text!r}", field=field)
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """A closed range ``[low, high]``; ``high`` None means unbounded."""
+
+    low: float = 0.0
+    high: float | None = None
+
+    def __contains__(self, value: float) -> bool:
+        return value >= self.low and (self.high is None or value <= self.high)
+
+    def describe(self, unit: str = "") -> str:
+        low = _fmt(self.low) + unit
+        if self.high is None:
+            return f"{low}+"
+        if self.high == self.low:
+            return low
+        return f"{low}..{_fmt(self.high)}{unit}"
+
+
+def _fmt(value: float) -> str:
+    return str(int(value)) if value == int(value) else f"{value:g}"
+
+
+def parse_range(text: str | float | int | Range, *, field: str, sizes: bool = True) -> Range:
+    """Parse ``"40GB+"``, ``"16GB..80GB"``, ``"..64GB"`` or ``"8"`` (meaning at least 8)."""
+    if isinstance(text, Range):
+        return text
+    if isinstance(text, bool):
+        raise InvalidInput(f"expected a number or range, got {text!r}", field=field)
+
+    def one(value: str | float | int) -> float:
+        return parse_size_gib(value, field=field) if sizes else _parse_number(value, field=field)
+
+    if isinstance(text, int | float):
+        return Range(one(text))
+    raw = text.strip()
+    if ".." in raw:
+        low_text, high_text = raw.split("..", 1)
+        low = one(low_text) if low_text.strip() else 0.0
+        high = one(high_text) if high_text.strip() else None
+    else:
+        low, high = one(raw[:-1] if raw.endswith("+") else raw), None
+    if high is not None and high < low:
+        raise InvalidInput(
+            f"empty range {text!r}: the upper bound is below the lower bound",
+            field=field, hint="write low..high, e.g. 24GB..80GB",
+        )
+    return Range(low, high)
+
+
+def _parse_number(text: str | float | int, *, field: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InvalidInput(f"expected a number, got {text!r}", field=field) from None
+    if not math.isfinite(value) or value < 0:
+        raise InvalidInput(f"expected a positive number, got {text!r}", field=field)
+    return value
+
+
+_PRICE = re.compile(r"^\s*\$?\s*(\d+(?:\.\d+)?|\.\d+)\s*(?:/\s*h(?:r|our)?)?\s*$", re.IGNORECASE)
+
+
+def parse_price(text: str | float | int, *, field: str = "max_price") -> float:
+    """Parse a price in US dollars per hour: ``0.5``, ``"$0.50"``, ``"0.5/h"``."""
+    if isinstance(text, bool):
+        raise InvalidInput(f"price must be a number, got {text!r}", field=field)
+    if isinstance(text, int | float):
+        value = float(text)
+    else:
+        match = _PRICE.match(text)
+        if not match:
+            raise InvalidInput(
+                f"price must be a number of US dollars per hour, got {text!r}",
+                field=field, hint="write e.g. 0.5 or $0.50/h",
+            )
+        value = float(match.group(1))
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidInput(
+            f"price must be above zero, got {text!r}", field=field,
+            hint="a ceiling of $0/h matches nothing; leave it out for no ceiling",
+        )
+    return value

@@ -1,0 +1,1 @@
+"""The market: offers from cloud catalogues and nodes, and the index that matches them fast."""
