@@ -78,7 +78,7 @@ class GpuSpec(BaseModel):
         unknown = [m for m in value if m not in known]
         if unknown:
             raise ValueError(f"unknown GPU model ids {unknown}; use a label such as a100-40gb")
-        return value
+        return tuple(dict.fromkeys(value))
 
     def describe(self) -> str:
         text = self.requested or "|".join(self.models) or "any GPU"
@@ -88,7 +88,10 @@ class GpuSpec(BaseModel):
 def parse_gpu(text: str) -> GpuSpec | None:
     """Parse the ``gpu`` shorthand; ``cpu`` or ``none`` mean no GPU."""
     raw = text.strip()
-    if raw.lower() in ("", "cpu", "none"):
+    if not raw:
+        raise InvalidInput("gpu is empty", field="gpu",
+                           hint="name a GPU (e.g. a100-40gb) or write gpu='cpu' for none")
+    if raw.lower() in ("cpu", "none"):
         return None
     body, count = _split_count(raw)
     models: list[str] = []
@@ -99,7 +102,7 @@ def parse_gpu(text: str) -> GpuSpec | None:
             raise InvalidInput(f"empty alternative in {text!r}", field="gpu",
                                hint="write alternatives as h100|a100-80gb")
         if _is_memory(term):
-            memory = Bounds.parse(term, "gpu memory")
+            memory = Bounds.parse(term, "gpu")
             continue
         selection = catalogue().resolve(term)
         models.extend(m for m in selection.ids if m not in models)
@@ -230,7 +233,7 @@ class Compute(BaseModel):
                      "packages", mode="before")
     @classmethod
     def _lists(cls, value: Any, info: Any) -> tuple[str, ...]:
-        return _globs(value, info.field_name)
+        return tuple(dict.fromkeys(_globs(value, info.field_name)))
 
     @field_validator("num_nodes")
     @classmethod

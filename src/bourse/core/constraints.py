@@ -68,11 +68,13 @@ def _provider(c: Compute, o: Offer) -> str | None:
 def _region(c: Compute, o: Offer) -> str | None:
     if not c.regions and not c.exclude_regions:
         return None
-    ok = globs_allow(o.region, c.regions, c.exclude_regions) or (
-        o.zone is not None and globs_allow(o.zone, c.regions, c.exclude_regions)
-        and globs_allow(o.region, (), c.exclude_regions)
-    )
-    return None if ok else f"region {o.region} not allowed"
+    if not globs_allow(o.region, (), c.exclude_regions) or (
+            o.zone is not None and not globs_allow(o.zone, (), c.exclude_regions)):
+        return f"region {o.region}{'/' + o.zone if o.zone else ''} is excluded"
+    if not c.regions or globs_allow(o.region, c.regions, ()) or (
+            o.zone is not None and globs_allow(o.zone, c.regions, ())):
+        return None
+    return f"region {o.region} not allowed"
 
 
 def _tags(c: Compute, o: Offer) -> str | None:

@@ -18,16 +18,18 @@ from functools import cache
 from bourse.core.data import read_rows
 from bourse.core.errors import InvalidInput, UnknownGpu
 
-# Words that never change which GPU is meant: vendor and product-line words, form factors and
-# memory technologies. "super", "ti", "nvl", "ada" do change it and are kept.
-_NOISE = frozenset({
-    "nvidia", "tesla", "geforce", "quadro", "amd", "radeon", "instinct",
+# Words that never change which GPU a user means: vendor and product-line words, form factors
+# and memory technologies. "super", "ti", "nvl", "ada" do change it and are kept. Vendor words
+# are dropped even from the strict key; form factors only from the loose one, so that a
+# catalogue's "H100-SXM" still names the 80 GB SXM part when no memory is given.
+_VENDOR = frozenset({"nvidia", "tesla", "geforce", "quadro", "amd", "radeon", "instinct"})
+_NOISE = _VENDOR | frozenset({
     "sxm", "sxm2", "sxm3", "sxm4", "sxm5", "sxm6", "pcie", "fhhl",
     "hbm2", "hbm2e", "hbm3", "hbm3e", "gddr6", "gddr6x", "generation", "gen",
 })
 _TOKEN = re.compile(r"[a-z0-9.]+")
 _MEMORY_TOKEN = re.compile(r"^(\d+(?:\.\d+)?)(?:gb|g|gib)$")
-MEMORY_TOLERANCE = 0.07  # nvidia-smi readings vary a few percent with driver and ECC
+MEMORY_TOLERANCE = 0.075  # readings vary a few percent with driver and ECC (P4: 7611 of 8192)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +73,9 @@ def label_key(label: str) -> str:
 
 
 def strict_key(label: str) -> str:
-    """The strict comparison key: only case and separators removed (``H100-SXM`` -> h100sxm)."""
-    return "".join(_tokens(label))
+    """The strict comparison key: case, separators and vendor words removed
+    (``NVIDIA H100-SXM`` -> h100sxm)."""
+    return "".join(t for t in _tokens(label) if t not in _VENDOR)
 
 
 def _tokens(label: str) -> list[str]:
@@ -130,11 +133,14 @@ class GpuCatalogue:
         return self.models[model_id]
 
     def resolve(self, label: str) -> GpuSelection:
-        """Resolve a label a user wrote (``a100``, ``A100-40GB``, ``a100:2``...)."""
+        """Resolve a label a user wrote (``a100``, ``A100-40GB``, ``a100:2``...).
+
+        A label that, without vendor words and form factors, names a family of several sizes
+        means any of them (``Tesla V100``, ``A100 PCIe``, ``H100-SXM``); otherwise it must name
+        one model, by id, ``nvidia-smi`` name, alias, or family plus memory (``a100 40gb``).
+        """
         text, count = _split_count(label)
-        family = self._family_keys.get(strict_key(text))
-        if family is None and strict_key(text) not in self._strict:
-            family = self._family_keys.get(label_key(text))
+        family = self._family_keys.get(label_key(text))
         if family is not None and len(self.families[family]) > 1:
             return GpuSelection(label, self.families[family], family, count)
         model = self._lookup(text)

@@ -25,6 +25,7 @@ from bourse.core.offer import Offer
 
 PROVIDERS = ("aws", "azure", "cudo", "fluidstack", "gcp", "lambda", "nebius", "runpod", "vast")
 _PLACEHOLDER_SHAPES = {"vast"}  # vCPUs/MemoryGiB are 32/64.0 on every row (MANIFEST.md)
+_MEMORY_IS_TOTAL = {"vast"}  # GpuInfo SizeInMiB is for all the instance's GPUs together
 
 
 def _float(text: str | None) -> float | None:
@@ -48,22 +49,23 @@ def _gpu_info(text: str) -> dict[str, Any]:
     return info if isinstance(info, dict) else {}
 
 
-def _memory_candidates(info: Mapping[str, Any], count: int) -> list[float]:
-    """Per-GPU memory readings to try: as listed, then as a total divided by the count."""
+def _gpu_memory(provider: str, info: Mapping[str, Any], count: int) -> float | None:
+    """Memory per GPU in MiB. Most catalogues list it per GPU; vast.ai lists the total."""
     gpus = info.get("Gpus") or [{}]
     size = (gpus[0].get("MemoryInfo") or {}).get("SizeInMiB")
-    total = info.get("TotalGpuMemoryInMiB")
-    values = [size, size / count if size and count else None, total / count if total else None]
-    return [float(v) for v in values if v]
+    if not size:
+        return None
+    return float(size) / count if provider in _MEMORY_IS_TOTAL and count else float(size)
 
 
-def _identify(name: str, info: Mapping[str, Any], count: int) -> tuple[GpuModel, int]:
-    gpus = catalogue()
-    for memory in _memory_candidates(info, count):
-        model = gpus.identify(name, memory)
-        if model.memory_matches(memory):
-            return model, int(memory)
-    model = gpus.identify(name)
+def _identify(provider: str, name: str, info: Mapping[str, Any],
+              count: int) -> tuple[GpuModel, int]:
+    """The GPU model, and its memory: the catalogue's reading when it fits the model (nebius
+    lists host memory there), else the model's typical memory."""
+    memory = _gpu_memory(provider, info, count)
+    model = catalogue().identify(name, memory)
+    if memory is not None and model.memory_matches(memory):
+        return model, int(memory)
     return model, model.memory_mib
 
 
@@ -73,7 +75,7 @@ def row_offer(provider: str, row: Mapping[str, str]) -> Offer | None:
     if not name:
         return None
     count = int(float(row["AcceleratorCount"]))
-    model, memory = _identify(name, _gpu_info(row.get("GpuInfo") or ""), count)
+    model, memory = _identify(provider, name, _gpu_info(row.get("GpuInfo") or ""), count)
     instance = row.get("InstanceType") or f"{name} x{count} (accelerator only)"
     placeholder = provider in _PLACEHOLDER_SHAPES
     zone = (row.get("AvailabilityZone") or "").strip() or None

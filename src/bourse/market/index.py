@@ -251,7 +251,7 @@ class OfferIndex:
     def _candidate_codes(self, compute: Compute) -> list[int]:
         assert compute.gpu is not None
         if compute.gpu.models:
-            return [self._gpu_code[m] for m in compute.gpu.models]
+            return list(dict.fromkeys(self._gpu_code[m] for m in compute.gpu.models))
         bounds = compute.gpu.memory
         return [code for code, (low, high) in self._gpu_memory_span.items()
                 if high >= bounds.min and (bounds.max is None or low <= bounds.max)]
@@ -282,12 +282,13 @@ class _Query:
         self.index, self.compute, self.cols = index, compute, index.cols
         self.price = index.cols.price[compute.spot]
         self.provider_ok = index.providers.allowed(compute.providers, compute.exclude_providers)
-        self.region_ok = index.regions.allowed(compute.regions, compute.exclude_regions)
+        self.region_allowed = index.regions.allowed(compute.regions, ())
         self.region_not_denied = index.regions.allowed((), compute.exclude_regions)
-        self.zone_ok = index.zones.allowed(compute.regions, compute.exclude_regions)
-        self.zone_ok[-1] = False  # "no zone" never rescues a region
+        self.zone_allowed = index.zones.allowed(compute.regions, ())
+        self.zone_allowed[-1] = False  # "no zone" never rescues a region
+        self.zone_not_denied = index.zones.allowed((), compute.exclude_regions)
         unknown_tag = any(t not in index.tag_bits for t in compute.tags)
-        self.tags_need = np.uint64(sum(1 << index.tag_bits.get(t, 0) for t in compute.tags))
+        self.tags_need = np.uint64(sum(1 << index.tag_bits.get(t, 0) for t in set(compute.tags)))
         self.impossible = unknown_tag
 
     def first_matches(self, rows: Ints, limit: int) -> list[Match]:
@@ -318,9 +319,10 @@ class _Query:
             ok &= self._gpu_mask(rows)
         ok &= self.provider_ok[cols.provider[rows]]
         if c.regions or c.exclude_regions:
-            region = cols.region[rows]
-            ok &= self.region_ok[region] | (
-                self.zone_ok[cols.zone[rows]] & self.region_not_denied[region])
+            region, zone = cols.region[rows], cols.zone[rows]
+            ok &= self.region_not_denied[region] & self.zone_not_denied[zone]
+            if c.regions:
+                ok &= self.region_allowed[region] | self.zone_allowed[zone]
         if c.tags:
             ok &= (cols.tags[rows] & self.tags_need) == self.tags_need
         ok &= self._size_mask(rows)

@@ -1,0 +1,116 @@
+"""Job and attempt states, and the one place their transitions are checked.
+
+A job moves PENDING -> SCHEDULED -> STARTING -> RUNNING -> SUCCEEDED | FAILED | CANCELLED.
+Each placement is an *attempt*; an attempt on a node that is lost (or that never acknowledged
+its start) becomes LOST and the job goes back to PENDING for a new attempt, up to its retry
+limit. The attempt number is the fencing token: only the current attempt may move the job.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from bourse.core.errors import BourseError
+
+
+class JobState(StrEnum):
+    PENDING = "PENDING"
+    SCHEDULED = "SCHEDULED"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in _JOB_TERMINAL
+
+    @property
+    def active(self) -> bool:
+        """Placed on a node and not ended."""
+        return self in (JobState.SCHEDULED, JobState.STARTING, JobState.RUNNING)
+
+
+class AttemptState(StrEnum):
+    SCHEDULED = "SCHEDULED"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    LOST = "LOST"
+
+    @property
+    def terminal(self) -> bool:
+        return self in _ATTEMPT_TERMINAL
+
+    @property
+    def active(self) -> bool:
+        return not self.terminal
+
+
+_JOB_TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+_ATTEMPT_TERMINAL = frozenset({AttemptState.SUCCEEDED, AttemptState.FAILED,
+                               AttemptState.CANCELLED, AttemptState.LOST})
+
+_ENDINGS = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
+JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    JobState.PENDING: frozenset({JobState.SCHEDULED, JobState.CANCELLED, JobState.FAILED}),
+    JobState.SCHEDULED: frozenset({JobState.STARTING, JobState.RUNNING, JobState.PENDING,
+                                   *_ENDINGS}),
+    JobState.STARTING: frozenset({JobState.RUNNING, JobState.PENDING, *_ENDINGS}),
+    JobState.RUNNING: frozenset({JobState.PENDING, *_ENDINGS}),
+    JobState.SUCCEEDED: frozenset(),
+    JobState.FAILED: frozenset(),
+    JobState.CANCELLED: frozenset(),
+}
+
+_ATTEMPT_ENDINGS = {AttemptState.SUCCEEDED, AttemptState.FAILED, AttemptState.CANCELLED,
+                    AttemptState.LOST}
+ATTEMPT_TRANSITIONS: dict[AttemptState, frozenset[AttemptState]] = {
+    AttemptState.SCHEDULED: frozenset({AttemptState.STARTING, AttemptState.RUNNING,
+                                       *_ATTEMPT_ENDINGS}),
+    AttemptState.STARTING: frozenset({AttemptState.RUNNING, *_ATTEMPT_ENDINGS}),
+    AttemptState.RUNNING: frozenset(_ATTEMPT_ENDINGS),
+    AttemptState.SUCCEEDED: frozenset(),
+    AttemptState.FAILED: frozenset(),
+    AttemptState.CANCELLED: frozenset(),
+    AttemptState.LOST: frozenset(),
+}
+
+
+class IllegalTransition(BourseError):
+    """A state change the lifecycle does not allow (a bug or a stale message)."""
+
+    exit_code = 1
+    http_status = 409
+
+
+def check_job(current: JobState, target: JobState) -> JobState:
+    if target not in JOB_TRANSITIONS[current]:
+        raise IllegalTransition(f"job cannot go from {current} to {target}")
+    return target
+
+
+def check_attempt(current: AttemptState, target: AttemptState) -> AttemptState:
+    if target not in ATTEMPT_TRANSITIONS[current]:
+        raise IllegalTransition(f"attempt cannot go from {current} to {target}")
+    return target
+
+
+def exit_outcome(exit_code: int | None, cancel_requested: bool) -> AttemptState:
+    """How an attempt that exited ended: cancelled if asked to stop, else by its exit code."""
+    if cancel_requested:
+        return AttemptState.CANCELLED
+    return AttemptState.SUCCEEDED if exit_code == 0 else AttemptState.FAILED
+
+
+def job_state_for(attempt: AttemptState) -> JobState:
+    """The job state that mirrors a (non-LOST) attempt state."""
+    return JobState(attempt.value)
+
+
+def after_loss(attempts_lost: int, max_retries: int) -> JobState:
+    """A lost attempt sends the job back to PENDING while retries remain, else FAILED."""
+    return JobState.PENDING if attempts_lost <= max_retries else JobState.FAILED

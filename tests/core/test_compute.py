@@ -1,0 +1,180 @@
+"""``Compute``: the shorthand people write, its JSON form, and the errors it raises."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bourse.core.compute import Bounds, Compute
+from bourse.core.errors import InvalidInput, UnknownGpu
+
+A100_FAMILY = {"a100-40gb", "a100-80gb"}
+H100_FAMILY = {"h100-80gb", "h100-nvl"}
+
+
+@pytest.mark.parametrize(
+    ("gpu", "models", "count", "memory"),
+    [
+        ("a100-40gb", {"a100-40gb"}, 1, Bounds()),
+        ("A100-40GB", {"a100-40gb"}, 1, Bounds()),
+        ("a100", A100_FAMILY, 1, Bounds()),
+        ("h100|a100-80gb", H100_FAMILY | {"a100-80gb"}, 1, Bounds()),
+        ("h100-80gb|a100-80gb", {"h100-80gb", "a100-80gb"}, 1, Bounds()),
+        ("a100|a100-40gb", A100_FAMILY, 1, Bounds()),
+        ("a100:8", A100_FAMILY, 8, Bounds()),
+        ("h100|a100-80gb:8", H100_FAMILY | {"a100-80gb"}, 8, Bounds()),
+        ("NVIDIA A100-SXM4-40GB:2", {"a100-40gb"}, 2, Bounds()),
+        ("24GB..80GB:2", set(), 2, Bounds(min=24, max=80)),
+        ("40GB+", set(), 1, Bounds(min=40)),
+        ("..24GB", set(), 1, Bounds(max=24)),
+        ("a100|40GB+", A100_FAMILY, 1, Bounds(min=40)),
+    ],
+)
+def test_gpu_shorthand(gpu: str, models: set[str], count: int, memory: Bounds) -> None:
+    spec = Compute(gpu).gpu
+    assert spec is not None
+    assert set(spec.models) == models
+    assert len(spec.models) == len(models)  # no duplicates
+    assert spec.count == count
+    assert spec.memory == memory
+
+
+@pytest.mark.parametrize("gpu", ["cpu", "none", "CPU", "None"])
+def test_no_gpu(gpu: str) -> None:
+    assert Compute(gpu).gpu is None
+    assert Compute(gpu=gpu).gpu is None
+    assert Compute().gpu is None
+
+
+def test_positional_form() -> None:
+    c = Compute("a100-40gb", disk="100GB", spot="prefer", max_price=0.5)
+    assert c.gpu is not None
+    assert c.gpu.models == ("a100-40gb",)
+    assert c.gpu.count == 1
+    assert c.disk == Bounds(min=100)
+    assert c.spot == "prefer"
+    assert c.max_price == 0.5
+    assert c == Compute(gpu="a100-40gb", disk="100GB", spot="prefer", max_price="$0.50")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "models", "count", "memory"),
+    [
+        ({"gpus": 4}, set(), 4, Bounds()),
+        ({"gpu_memory": "40GB+"}, set(), 1, Bounds(min=40)),
+        ({"gpus": 2, "gpu_memory": "24GB..48GB"}, set(), 2, Bounds(min=24, max=48)),
+        ({"gpu": "a100", "gpus": 2}, A100_FAMILY, 2, Bounds()),
+        ({"gpu": "a100:2", "gpus": 4}, A100_FAMILY, 4, Bounds()),
+        ({"gpu": "h100", "gpu_memory": "90GB+"}, H100_FAMILY, 1, Bounds(min=90)),
+        ({"gpu": "a100", "gpus": 4, "gpu_memory": "80GB"}, A100_FAMILY, 4, Bounds(min=80)),
+    ],
+)
+def test_gpus_and_gpu_memory_kwargs(kwargs: dict[str, Any], models: set[str], count: int,
+                                    memory: Bounds) -> None:
+    spec = Compute(**kwargs).gpu
+    assert spec is not None
+    assert set(spec.models) == models
+    assert spec.count == count
+    assert spec.memory == memory
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("cpus", "8", Bounds(min=8)),
+        ("cpus", "8..32", Bounds(min=8, max=32)),
+        ("cpus", 16, Bounds(min=16)),
+        ("memory", "64GB+", Bounds(min=64)),
+        ("memory", "512MB..2TB", Bounds(min=0.5, max=2048)),
+        ("disk", "1TB", Bounds(min=1024)),
+    ],
+)
+def test_sized_fields(field: str, value: Any, expected: Bounds) -> None:
+    assert getattr(Compute(**{field: value}), field) == expected
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "attr", "expected"),
+    [
+        ({"regions": "us-east-1, eu-*"}, "regions", ("us-east-1", "eu-*")),
+        ({"exclude_providers": ["vast"]}, "exclude_providers", ("vast",)),
+        ({"tags": "hipaa"}, "tags", ("hipaa",)),
+        ({"gpu": "a100", "cuda": ">=12.1"}, "cuda", "12.1"),
+        ({"gpu": "a100", "cuda": "12.1+"}, "cuda", "12.1"),
+        ({"gpu": "a100", "torch": "2.1"}, "torch", "2.1"),
+        ({"spot": "ONLY"}, "spot", "only"),
+        ({"spot": True}, "spot", "only"),
+        ({"spot": False}, "spot", "never"),
+        ({"max_price": "0.5/h"}, "max_price", 0.5),
+        ({"num_nodes": 4}, "num_nodes", 4),
+    ],
+)
+def test_other_fields(kwargs: dict[str, Any], attr: str, expected: Any) -> None:
+    assert getattr(Compute(**kwargs), attr) == expected
+
+
+@pytest.mark.parametrize(
+    "compute",
+    [
+        Compute(),
+        Compute("a100-40gb", disk="100GB", spot="prefer", max_price=0.5),
+        Compute("h100|a100-80gb:8", cpus="32+", memory="64GB..512GB", cuda=">=12.1",
+                torch="2.1", regions="us-*", exclude_providers=["vast"], tags="hipaa",
+                num_nodes=2),
+        Compute("24GB..80GB:2", spot="only"),
+        Compute(gpus=4, gpu_memory="40GB+"),
+        Compute("cpu", cpus="4..8"),
+    ],
+)
+def test_json_round_trip(compute: Compute) -> None:
+    assert Compute.model_validate_json(compute.model_dump_json()) == compute
+    assert Compute.model_validate(compute.model_dump()) == compute
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "field"),
+    [
+        (("a100:0",), {}, "gpu"),
+        (("a100:-1",), {}, "gpu"),
+        (("a100:x",), {}, "gpu"),
+        ((), {"gpus": 0}, "gpus"),
+        ((), {"gpus": -2}, "gpus"),
+        (("a100",), {"gpus": 0}, "gpus"),
+        ((), {"gpu_memory": "80GB..24GB"}, "gpu_memory"),
+        ((), {"memory": "64GB..32GB"}, "memory"),
+        ((), {"cpus": "32..8"}, "cpus"),
+        ((), {"cpus": -1}, "cpus"),
+        ((), {"disk": "1TB..10GB"}, "disk"),
+        ((), {"max_price": "cheap"}, "max_price"),
+        ((), {"max_price": -1}, "max_price"),
+        ((), {"max_price": 0}, "max_price"),
+        ((), {"max_price": float("nan")}, "max_price"),
+        ((), {"spot": "maybe"}, "spot"),
+        ((), {"cuda": ">=12.1"}, "cuda"),
+        (("cpu",), {"cuda": "12.1"}, "cuda"),
+        (("a100",), {"cuda": "<12"}, "cuda"),
+        (("a100",), {"cuda": "13.9"}, "cuda"),
+        (("mi300x",), {"cuda": "12.1"}, "cuda"),
+        (("a100",), {"torch": "9.9"}, "torch"),
+        ((), {"num_nodes": 0}, "num_nodes"),
+        ((), {"regions": "us-east-1", "exclude_regions": "us-*"}, "regions"),
+        ((), {"providers": "aws", "exclude_providers": "aws"}, "providers"),
+        ((), {"colour": "red"}, "colour"),
+        (("a100-40",), {}, "gpu"),
+        (("a100|",), {}, "gpu"),
+        (("a100",), {"gpu": "h100"}, "gpu"),
+        (("80GB..24GB",), {}, "gpu"),
+        (("",), {}, "gpu"),
+    ],
+)
+def test_errors_name_the_field(args: tuple[Any, ...], kwargs: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        Compute(*args, **kwargs)
+    assert info.value.field == field
+
+
+def test_unknown_gpu_label_suggests() -> None:
+    with pytest.raises(UnknownGpu) as info:
+        Compute("a100-40")
+    assert info.value.suggestions[0] == "a100-40gb"
