@@ -1,0 +1,246 @@
+"""The agent daemon: dials out to the coordinator and runs what it is given.
+
+One WebSocket carries everything. The node never listens on a port, so it works behind NAT and
+firewalls that allow only outbound connections. WebSocket pings every ``keep_alive_s`` keep
+idle-dropping middleboxes (a load balancer that cuts idle TCP after 20 minutes) from closing
+it, and a heartbeat message every ``keep_alive_s`` tells the coordinator the node is alive and
+what it runs. On any failure the agent reconnects with exponential backoff and full jitter, and
+replays from its spool everything not yet acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import websockets
+from pydantic import ValidationError
+from websockets.asyncio.client import ClientConnection
+
+from bourse.agent import credentials
+from bourse.agent.bundles import BundleCache, BundleError
+from bourse.agent.probe import probe
+from bourse.agent.runtime import Runtime
+from bourse.agent.spool import Spool
+from bourse.core.backoff import backoff_delay
+from bourse.protocol.agent import (
+    MAX_FRAME_BYTES,
+    SERVER_TO_AGENT,
+    Ack,
+    CancelJob,
+    Envelope,
+    Error,
+    Heartbeat,
+    Hello,
+    StartJob,
+    Welcome,
+    envelope,
+)
+from bourse.protocol.common import Wire
+
+log = logging.getLogger("bourse.agent")
+SEND_WINDOW = 1000  # outbox rows in flight before waiting for acks
+BACKOFF_BASE_S, BACKOFF_CAP_S = 0.2, 10.0
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    server: str
+    work_dir: Path
+    name: str
+    token: str | None = None
+    keep_alive_s: float = 20.0
+    cpus: int | None = None
+
+
+class Session:
+    """One live connection: a sender (outbox replay), a receiver and a heartbeat."""
+
+    def __init__(self, agent: Agent, ws: ClientConnection) -> None:
+        self.agent, self.ws = agent, ws
+        self.lock = asyncio.Lock()
+        self.in_flight: set[int] = set()
+        self.acked = asyncio.Event()
+        self._ids = itertools.count()
+
+    async def send(self, body: Wire | Callable[[], Wire], msg_id: str | None = None) -> None:
+        async with self.lock:
+            message = body() if callable(body) else body
+            frame = envelope(msg_id or f"a{next(self._ids)}", message)
+            await self.ws.send(frame.model_dump_json())
+
+    async def run(self) -> None:
+        tasks = [asyncio.create_task(self._sender()), asyncio.create_task(self._receiver()),
+                 asyncio.create_task(self._heartbeat())]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _sender(self) -> None:
+        spool, after = self.agent.spool, 0
+        while True:
+            spool.changed.clear()
+            rows = spool.pending(after, 200)
+            if not rows:
+                await spool.changed.wait()
+                continue
+            for row in rows:
+                while len(self.in_flight) >= SEND_WINDOW:
+                    self.acked.clear()
+                    await self.acked.wait()
+                self.in_flight.add(row.id)
+                await self._send_row(row.type, row.body(), row.id)
+                after = row.id
+
+    async def _send_row(self, kind: str, body: dict[str, Any], row_id: int) -> None:
+        frame = Envelope(id=f"o{row_id}", type=kind, body=body)
+        async with self.lock:
+            await self.ws.send(frame.model_dump_json())
+
+    async def _receiver(self) -> None:
+        async for text in self.ws:
+            frame = Envelope.model_validate(json.loads(text))
+            model = SERVER_TO_AGENT.get(frame.type)
+            if model is None:
+                await self.send(Error(message=f"unknown message type {frame.type!r}",
+                                      ref=frame.id))
+                continue
+            try:
+                body = model.model_validate(frame.body)
+            except ValidationError as exc:
+                log.error("invalid %s from the coordinator: %s", frame.type, exc)
+                continue
+            await self._handle(frame, body)
+
+    async def _handle(self, frame: Envelope, body: Wire) -> None:
+        if isinstance(body, Ack):
+            rows = [int(i[1:]) for i in body.ids if i.startswith("o") and i[1:].isdigit()]
+            self.agent.spool.ack(rows)
+            self.in_flight.difference_update(rows)
+            self.acked.set()
+        elif isinstance(body, StartJob):
+            self.agent.start(body)
+            await self.send(Ack(ids=[frame.id]))
+        elif isinstance(body, CancelJob):
+            self.agent.cancel(body)
+            await self.send(Ack(ids=[frame.id]))
+        elif isinstance(body, Error):
+            log.error("coordinator error: %s (about %s)", body.message, body.ref)
+
+    async def _heartbeat(self) -> None:
+        runtime = self.agent.runtime
+        while True:
+            await asyncio.sleep(self.agent.config.keep_alive_s)
+            await self.send(lambda: Heartbeat(running=runtime.running(), time=time.time()))
+
+
+class Agent:
+    def __init__(self, config: AgentConfig, rng: Callable[[], float] = random.random) -> None:
+        self.config, self.rng = config, rng
+        self.work_dir = config.work_dir
+        self.spool = Spool(self.work_dir / "spool.db")
+        self.runtime = Runtime(self.work_dir, self.spool)
+        self.cred: credentials.NodeCredential | None = None
+        self.bundles: BundleCache | None = None
+        self._starting: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self._background: set[asyncio.Task[None]] = set()
+        self.failures = 0
+
+    @property
+    def ws_url(self) -> str:
+        base = self.config.server.rstrip("/")
+        return base.replace("https://", "wss://", 1).replace("http://", "ws://", 1) + \
+            "/api/v1/agent/ws"
+
+    async def run(self) -> None:
+        """Enrol if needed, re-adopt jobs that survived a restart, then stay connected."""
+        self.cred = await asyncio.to_thread(
+            credentials.ensure, self.config.server.rstrip("/"), self.config.token,
+            self.config.name, self.work_dir)
+        self.bundles = BundleCache(self.work_dir / "bundles", self.cred.server,
+                                   self.cred.credential)
+        await self.runtime.adopt()
+        log.info("agent %s (node %s) starting; coordinator %s", self.config.name,
+                 self.cred.node_id, self.config.server)
+        try:
+            await self._connect_forever()
+        finally:
+            await self.runtime.close()
+            self.spool.close()
+
+    async def _connect_forever(self) -> None:
+        self.failures = 0
+        while True:
+            try:
+                await self._session()
+            except (OSError, websockets.WebSocketException, TimeoutError) as exc:
+                log.warning("connection to %s ended: %s", self.config.server, exc)
+            self.failures += 1
+            delay = backoff_delay(self.failures, self.rng(), base=BACKOFF_BASE_S,
+                                  cap=BACKOFF_CAP_S)
+            log.info("reconnecting in %.1f s", delay)
+            await asyncio.sleep(delay)
+
+    async def _session(self) -> None:
+        assert self.cred is not None
+        keep_alive = self.config.keep_alive_s
+        async with websockets.connect(
+                self.ws_url, additional_headers={"Authorization": f"Bearer {self.cred.credential}"},
+                ping_interval=keep_alive, ping_timeout=keep_alive * 2,
+                max_size=MAX_FRAME_BYTES, open_timeout=15) as ws:
+            session = Session(self, ws)
+            caps = await asyncio.to_thread(probe, self.work_dir, self.config.cpus)
+            await session.send(lambda: Hello(name=self.config.name, capabilities=caps,
+                                             running=self.runtime.running(),
+                                             keep_alive_s=keep_alive))
+            welcome = Envelope.model_validate(json.loads(await asyncio.wait_for(ws.recv(), 15)))
+            if welcome.type != "welcome":
+                raise websockets.WebSocketException(f"expected welcome, got {welcome.type}")
+            log.info("connected as node %s", Welcome.model_validate(welcome.body).node_id)
+            self.failures = 0  # a welcomed session resets the backoff
+            await session.run()
+
+    def start(self, message: StartJob) -> None:
+        key = (message.job_id, message.attempt)
+        if key not in self._starting:
+            task = asyncio.create_task(self._start(message))
+            self._starting[key] = task
+            task.add_done_callback(lambda _t: self._starting.pop(key, None))
+
+    async def _start(self, message: StartJob) -> None:
+        bundle = None
+        if message.spec.bundle:
+            assert self.bundles is not None
+            try:
+                bundle = await self.bundles.fetch(message.spec.bundle)
+            except BundleError as exc:
+                self.spool.append_event(message.job_id, message.attempt, "start_failed",
+                                        {"reason": exc.message}, time.time())
+                return
+        await self.runtime.start(message, bundle)
+
+    def cancel(self, message: CancelJob) -> None:
+        task = asyncio.create_task(self.runtime.cancel(
+            message.job_id, message.attempt, message.grace_s, message.reason, message.stale))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+
+async def run_agent(config: AgentConfig) -> None:
+    agent = Agent(config)
+    with contextlib.suppress(asyncio.CancelledError):
+        await agent.run()

@@ -1,0 +1,335 @@
+"""The agent's process runtime: runs attempts as local processes and reports them via the spool.
+
+``start`` records the attempt and spools ``accepted``, prepares its directory (extracts the code
+bundle, finds the workdir), spawns the command under the shim (:mod:`bourse.agent.shim`) with a
+minimal environment — never the agent's own, which holds credentials — and spools ``started``.
+A failure before the process runs spools ``start_failed``. Then one asyncio task per attempt
+polls every ``poll_interval``: it tails the logs into the spool (:mod:`bourse.agent.tailer`),
+SIGKILLs a cancelled job whose grace has run out, and notices the exit; it then drains the logs
+to their end and spools ``exited``. Every decision is recorded in the spool first, so a new
+Runtime over the same spool and work dir can ``adopt`` the jobs of one that was killed.
+
+All methods run on the daemon's event loop thread (the spool is single-threaded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import tarfile
+import time
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bourse.agent import shim
+from bourse.agent.shim import AttemptDir
+from bourse.agent.spool import AttemptRecord, AttemptStatus, Spool
+from bourse.agent.tailer import LogTailer
+from bourse.core.errors import BourseError
+from bourse.protocol.agent import LOG_CHUNK_BYTES, StartJob
+from bourse.protocol.common import AttemptRef
+
+log = logging.getLogger(__name__)
+
+LOST_REASON = "exit status lost (agent restarted and the job's shim was killed)"
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+Key = tuple[str, int]
+
+
+class StartError(BourseError):
+    """Why an attempt could not be started; becomes the ``reason`` of ``start_failed``."""
+
+
+def base_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables every job gets from the agent's environment (and nothing else of it)."""
+    return {"PATH": environ.get("PATH", DEFAULT_PATH), "HOME": environ.get("HOME", "/"),
+            "LANG": environ.get("LANG", "C.UTF-8")}
+
+
+def job_env(base: Mapping[str, str], tmpdir: Path, msg: StartJob) -> dict[str, str]:
+    """The job's environment: the base, its TMPDIR, the spec's variables, then the exchange's."""
+    return {**base, "TMPDIR": str(tmpdir), **msg.spec.env, **msg.env}
+
+
+def exit_info(file_status: int | None, wait_status: int | None,
+              cancel_reason: str | None) -> dict[str, Any]:
+    """The ``exited`` event's data from what is known: the status the shim wrote (sh reports a
+    job killed by signal n as 128+n), else the shim's own wait status, else nothing."""
+    code: int | None = None
+    sig: int | None = None
+    if file_status is not None:
+        code = file_status
+    elif wait_status is not None and os.WIFSIGNALED(wait_status):
+        sig = os.WTERMSIG(wait_status)
+    elif wait_status is not None:
+        code = os.WEXITSTATUS(wait_status)
+    return {"exit_code": code, "signal": sig, "reason": cancel_reason or _describe(code, sig)}
+
+
+def _describe(code: int | None, sig: int | None) -> str:
+    if code is not None:
+        return f"exited with code {code}"
+    if sig is not None:
+        return f"killed by {signal.Signals(sig).name}"
+    return LOST_REASON
+
+
+def resolve_workdir(work: Path, workdir: str) -> Path:
+    cwd = (work / workdir).resolve()
+    if not cwd.is_relative_to(work.resolve()):
+        raise StartError(f"workdir {workdir!r} points outside the job's files")
+    if not cwd.is_dir():
+        raise StartError(f"workdir {workdir!r} does not exist in the job's files")
+    return cwd
+
+
+def extract_bundle(bundle: Path, dest: Path) -> None:
+    try:
+        with tarfile.open(bundle, "r:gz") as tar:
+            tar.extractall(dest, filter="data")
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
+        raise StartError(f"cannot extract the code bundle: {e}") from e
+
+
+def prepare(adir: AttemptDir, msg: StartJob, bundle: Path | None) -> Path:
+    """Create the attempt's directory and put the job's files in; returns the job's cwd."""
+    adir.create()
+    if bundle is not None:
+        extract_bundle(bundle, adir.work)
+    elif msg.spec.bundle is not None:
+        raise StartError(f"the code bundle {msg.spec.bundle} was not provided to the agent")
+    return resolve_workdir(adir.work, msg.spec.workdir)
+
+
+@dataclass
+class _Watch:
+    """A live attempt's process, as its monitor task sees it."""
+
+    key: Key
+    adir: AttemptDir
+    pid: int
+    started: int | None  # process start time, against pid reuse
+    tailer: LogTailer
+    kill_at: float | None = None
+    stale: bool = False
+    child: bool = True  # try waitpid; cleared once it says the process is not ours
+    seen_alive: bool = False
+    task: asyncio.Task[None] | None = None
+
+
+@dataclass(frozen=True)
+class _Ended:
+    wait_status: int | None  # None when the process was not our child
+
+
+class Runtime:
+    def __init__(self, work_dir: Path, spool: Spool, *, poll_interval: float = 0.05,
+                 chunk_bytes: int = LOG_CHUNK_BYTES,
+                 max_pending_log_bytes: int = 16 * 1024 * 1024,
+                 environ: Mapping[str, str] | None = None) -> None:
+        self._work_dir = work_dir
+        self._spool = spool
+        self._poll = poll_interval
+        self._chunk = chunk_bytes
+        self._max_pending = max_pending_log_bytes
+        self._base_env = base_env(os.environ if environ is None else environ)
+        self._watches: dict[Key, _Watch] = {}
+        self._starting: set[Key] = set()
+
+    # --- commands ----------------------------------------------------------------------------
+
+    async def start(self, msg: StartJob, bundle: Path | None = None) -> None:
+        """Start an attempt; a start for an attempt already known does nothing."""
+        key = (msg.job_id, msg.attempt)
+        if self._spool.get_attempt(*key) is not None:
+            return
+        adir = AttemptDir.of(self._work_dir, *key)
+        record = AttemptRecord(job_id=msg.job_id, attempt=msg.attempt,
+                               spec=msg.model_dump_json(), dir=str(adir.root),
+                               state=AttemptStatus.STARTING, created=time.time())
+        with self._spool.atomic():
+            self._spool.put_attempt(record)
+            self._spool.append_event(*key, "accepted", {}, time.time())
+        self._starting.add(key)
+        try:
+            await self._launch(key, adir, msg, bundle)
+        finally:
+            self._starting.discard(key)
+
+    async def cancel(self, job_id: str, attempt: int, grace_s: float = 10.0,
+                     reason: str = "cancelled", stale: bool = False) -> None:
+        """SIGTERM the attempt's process group, SIGKILL it after ``grace_s``; its ``exited``
+        event will carry ``reason``. ``stale``: the coordinator gave the attempt up, so it is
+        killed and nothing more about it is spooled (unsent rows included)."""
+        record = self._spool.get_attempt(job_id, attempt)
+        if record is None or not (stale or record.state.active):
+            return
+        kill_at = time.time() + grace_s
+        with self._spool.atomic():
+            if stale:
+                self._spool.drop_pending(job_id, attempt)
+                self._spool.update_attempt(job_id, attempt, state=AttemptStatus.STALE,
+                                           kill_at=kill_at)
+            else:
+                self._spool.update_attempt(job_id, attempt, cancel_reason=reason,
+                                           kill_at=kill_at)
+        watch = self._watches.get((job_id, attempt))
+        if watch is not None:
+            watch.stale = watch.stale or stale
+            watch.kill_at = kill_at
+            self._signal(watch, signal.SIGTERM)
+            self._escalate(watch)
+
+    def running(self) -> list[AttemptRef]:
+        """Attempts that are active or whose final event is not yet acknowledged."""
+        return self._spool.reportable()
+
+    async def adopt(self) -> None:
+        """After an agent restart: watch again every recorded attempt whose process may still
+        be running, and report the exits of those that ended meanwhile."""
+        active = (AttemptStatus.STARTING, AttemptStatus.RUNNING, AttemptStatus.STALE)
+        for found in self._spool.attempts(*active):
+            key = (found.job_id, found.attempt)
+            if key in self._watches or key in self._starting:
+                continue
+            starting = found.state is AttemptStatus.STARTING
+            record = self._recover_starting(found) if starting else found
+            if record.pid is not None:
+                self._watch(record)
+
+    async def close(self) -> None:
+        """Stop watching, leaving the jobs running (a later Runtime can adopt them)."""
+        tasks = [w.task for w in self._watches.values() if w.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._watches.clear()
+
+    # --- starting ----------------------------------------------------------------------------
+
+    async def _launch(self, key: Key, adir: AttemptDir, msg: StartJob,
+                      bundle: Path | None) -> None:
+        try:
+            if bundle is None:
+                cwd = prepare(adir, msg, bundle)
+            else:
+                cwd = await asyncio.to_thread(prepare, adir, msg, bundle)
+        except (StartError, OSError) as e:
+            self._fail_start(key, str(e))
+            return
+        record = self._spool.get_attempt(*key)
+        assert record is not None
+        if record.state is not AttemptStatus.STARTING:  # given up (stale) meanwhile
+            return
+        if record.cancel_reason is not None:
+            self._report_exit(key, exit_info(None, None, record.cancel_reason))
+            return
+        env = job_env(self._base_env, adir.tmp, msg)
+        try:
+            pid = shim.spawn(adir, cwd, list(msg.spec.command), env)
+        except (OSError, ValueError) as e:
+            self._fail_start(key, f"cannot start the job's process: {e}")
+            return
+        self._watch(self._record_started(key, pid, shim.start_time(pid)))
+
+    def _record_started(self, key: Key, pid: int, started: int | None) -> AttemptRecord:
+        with self._spool.atomic():
+            record = self._spool.update_attempt(*key, state=AttemptStatus.RUNNING, pid=pid,
+                                                proc_start=started)
+            self._spool.append_event(*key, "started", {"pid": pid}, time.time())
+        return record
+
+    def _recover_starting(self, record: AttemptRecord) -> AttemptRecord:
+        """An attempt the last agent was starting: the shim leaves a pid file once it runs."""
+        key = (record.job_id, record.attempt)
+        pid = shim.read_int(AttemptDir(Path(record.dir)).pid_file)
+        if pid is None:
+            self._fail_start(key, "the agent restarted before the job's process started")
+            return record
+        return self._record_started(key, pid, shim.start_time(pid, since=record.created))
+
+    def _fail_start(self, key: Key, reason: str) -> None:
+        with self._spool.atomic():
+            row = self._spool.append_event(*key, "start_failed", {"reason": reason},
+                                           time.time())
+            self._spool.update_attempt(*key, state=AttemptStatus.START_FAILED, reason=reason,
+                                       final_row=row)
+
+    def _report_exit(self, key: Key, info: dict[str, Any]) -> None:
+        with self._spool.atomic():
+            row = self._spool.append_event(*key, "exited", info, time.time())
+            self._spool.update_attempt(*key, state=AttemptStatus.EXITED, final_row=row,
+                                       exit_code=info["exit_code"],
+                                       exit_signal=info["signal"], reason=info["reason"])
+
+    # --- watching ----------------------------------------------------------------------------
+
+    def _watch(self, record: AttemptRecord) -> None:
+        assert record.pid is not None
+        key = (record.job_id, record.attempt)
+        adir = AttemptDir(Path(record.dir))
+        tailer = LogTailer(self._spool, *key, paths=(adir.stdout, adir.stderr),
+                           offsets=(record.stdout_offset, record.stderr_offset),
+                           chunk_bytes=self._chunk, max_pending=self._max_pending)
+        watch = _Watch(key, adir, record.pid, record.proc_start, tailer, kill_at=record.kill_at,
+                       stale=record.state is AttemptStatus.STALE)
+        self._watches[key] = watch
+        watch.task = asyncio.create_task(self._monitor(watch), name=f"attempt {key}")
+
+    async def _monitor(self, watch: _Watch) -> None:
+        try:
+            ended = await self._wait_exit(watch)
+            if watch.seen_alive:  # leftovers of the job in its group (never a reused pgid)
+                shim.signal_group(watch.pid, signal.SIGKILL)
+            while not (watch.stale or watch.tailer.step(time.time(), final=True)):
+                await asyncio.sleep(self._poll)
+            if not watch.stale:
+                self._report_end(watch, ended)
+        except Exception:
+            log.exception("watching attempt %s failed", watch.key)
+            raise
+        finally:
+            if self._watches.get(watch.key) is watch:
+                del self._watches[watch.key]
+
+    def _report_end(self, watch: _Watch, ended: _Ended) -> None:
+        record = self._spool.get_attempt(*watch.key)
+        assert record is not None
+        status = shim.read_int(watch.adir.exit_file)
+        self._report_exit(watch.key, exit_info(status, ended.wait_status, record.cancel_reason))
+
+    async def _wait_exit(self, watch: _Watch) -> _Ended:
+        while True:
+            ended = self._poll_process(watch)
+            if ended is not None:
+                return ended
+            watch.seen_alive = True
+            self._escalate(watch)
+            if not watch.stale:
+                watch.tailer.step(time.time())
+            await asyncio.sleep(self._poll)
+
+    def _poll_process(self, watch: _Watch) -> _Ended | None:
+        if watch.child:
+            try:
+                done, status = shim.reap(watch.pid)
+            except ChildProcessError:
+                watch.child = False
+            else:
+                return _Ended(status) if done else None
+        return None if shim.is_alive(watch.pid, watch.started) else _Ended(None)
+
+    def _escalate(self, watch: _Watch) -> None:
+        if watch.kill_at is not None and time.time() >= watch.kill_at:
+            self._signal(watch, signal.SIGKILL)
+            watch.kill_at = None
+
+    def _signal(self, watch: _Watch, sig: signal.Signals) -> None:
+        if shim.is_alive(watch.pid, watch.started):
+            shim.signal_group(watch.pid, sig)

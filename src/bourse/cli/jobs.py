@@ -1,0 +1,146 @@
+"""``bourse jobs``, ``bourse jobs show`` and ``bourse stop``: jobs on the exchange."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from datetime import datetime
+
+import click
+
+from bourse.cli.errors import handles_errors
+from bourse.cli.render import echo_json, table
+from bourse.protocol.api import AttemptView, EventView, JobDetail, JobView
+from bourse.sdk.client import Client
+
+STATES = ("PENDING", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
+HEADERS = ("ID", "NAME", "STATE", "NODE", "AGE", "COMMAND")
+ATTEMPT_HEADERS = ("#", "NODE", "STATE", "PLACED", "STARTED", "ENDED", "EXIT", "REASON")
+
+
+def open_client() -> Client:
+    """The client every command uses (from BOURSE_URL/BOURSE_TOKEN or the credentials file).
+
+    The one seam of the CLI: tests replace it to hand back a client on a mock transport.
+    """
+    return Client()
+
+
+def age(seconds: float) -> str:
+    """A short duration: 42s, 5m, 3h, 2d."""
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def clock(timestamp: float | None) -> str:
+    if timestamp is None:
+        return "-"
+    return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def job_row(job: JobView, now: float) -> list[str]:
+    return [job.id, job.name or "-", job.state, job.node_id or "-", age(now - job.created_at),
+            shorten(shlex.join(job.spec.command), 50)]
+
+
+@click.group(invoke_without_command=True)
+@click.option("--state", type=click.Choice(STATES, case_sensitive=False),
+              help="Only jobs in this state.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@handles_errors
+def jobs(ctx: click.Context, state: str | None, limit: int, as_json: bool) -> None:
+    """List jobs, newest first; `bourse jobs show ID` for one."""
+    if ctx.invoked_subcommand is not None:
+        return
+    with open_client() as client:
+        listing = client.jobs(state, limit)
+    if as_json:
+        echo_json(listing)
+    elif listing:
+        now = time.time()
+        click.echo(table(HEADERS, [job_row(j, now) for j in listing]))
+    else:
+        click.echo("no jobs" + (f" in state {state.upper()}" if state else ""), err=True)
+
+
+@jobs.command("show")
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handles_errors
+def show(job_id: str, as_json: bool) -> None:
+    """A job's spec, state, timeline and attempts."""
+    with open_client() as client:
+        detail = client.job(job_id)
+        timeline = client.events(job_id)
+    if as_json:
+        echo_json({**detail.model_dump(mode="json"),
+                   "events": [e.model_dump(mode="json") for e in timeline]})
+    else:
+        click.echo("\n".join(describe_job(detail, timeline)))
+
+
+def describe_job(job: JobDetail, timeline: list[EventView]) -> list[str]:
+    lines = [f"{k:<10} {v}" for k, v in _facts(job).items() if v is not None]
+    if timeline:
+        lines += ["", "timeline"] + [f"  {_event_line(e)}" for e in timeline]
+    if job.attempts:
+        rows = [_attempt_row(a) for a in job.attempts]
+        lines += ["", "attempts", _indent(table(ATTEMPT_HEADERS, rows, right=(0, 6)))]
+        lines += [f"  placement #{a.number}: {a.placement}" for a in job.attempts if a.placement]
+    return lines
+
+
+def _facts(job: JobDetail) -> dict[str, str | None]:
+    spec = job.spec
+    ended = job.state in ("SUCCEEDED", "FAILED", "CANCELLED")
+    return {
+        "id": job.id, "name": job.name,
+        "state": job.state + (" (stop requested)" if job.cancel_requested and not ended else ""),
+        "pending": job.pending_reason if job.state == "PENDING" else None,
+        "command": shlex.join(spec.command), "compute": spec.compute.describe(),
+        "code": spec.bundle[:12] if spec.bundle else "none",
+        "workdir": spec.workdir or None,
+        "env": ", ".join(sorted(spec.env)) or None,  # names only: values may be secrets
+        "retries": f"up to {spec.max_retries}",
+        "attempt": str(job.attempt) if job.attempt else None,
+        "node": job.node_id, "created": clock(job.created_at), "updated": clock(job.updated_at),
+        "exit code": None if job.exit_code is None else str(job.exit_code),
+        "reason": job.reason,
+    }
+
+
+def _event_line(event: EventView) -> str:
+    parts = [clock(event.time), f"#{event.attempt}" if event.attempt else "  ", event.kind]
+    parts += [p for p in (event.state, event.message) if p]
+    return "  ".join(parts)
+
+
+def _attempt_row(a: AttemptView) -> list[str]:
+    return [str(a.number), a.node_name or a.node_id, a.state, clock(a.placed_at),
+            clock(a.started_at), clock(a.ended_at),
+            "-" if a.exit_code is None else str(a.exit_code), a.reason or "-"]
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines())
+
+
+@click.command()
+@click.argument("job_ids", nargs=-1, required=True)
+@handles_errors
+def stop(job_ids: tuple[str, ...]) -> None:
+    """Cancel jobs: pending ones end now, running ones are stopped on their node."""
+    with open_client() as client:
+        for job_id in job_ids:
+            view = client.cancel(job_id)
+            pending = view.state not in ("SUCCEEDED", "FAILED", "CANCELLED")
+            click.echo(f"{view.id}: {'stopping' if pending else view.state}")

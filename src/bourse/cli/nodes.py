@@ -1,0 +1,99 @@
+"""``bourse nodes`` and ``bourse nodes show``: the machines that run jobs."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import click
+
+from bourse.cli import jobs as seam
+from bourse.cli.errors import handles_errors
+from bourse.cli.jobs import age, clock
+from bourse.cli.render import echo_json, money, table
+from bourse.protocol.api import NodeView
+from bourse.protocol.common import Capabilities
+
+HEADERS = ("ID", "NAME", "STATE", "CPUS", "MEMORY", "GPUS", "LAST SEEN", "RUNNING")
+
+
+def gpu_summary(caps: Capabilities | None) -> str:
+    """``2x h100-80gb`` (several models joined with ``+``), ``-`` for none."""
+    if caps is None or not caps.gpus:
+        return "-"
+    counts = Counter(g.model or g.name for g in caps.gpus)
+    return " + ".join(f"{n}x {model}" for model, n in sorted(counts.items()))
+
+
+def last_seen(node: NodeView, now: float) -> str:
+    if node.connected:
+        return "now"
+    return "-" if node.last_seen is None else f"{age(now - node.last_seen)} ago"
+
+
+def node_row(node: NodeView, now: float) -> list[str]:
+    caps = node.capabilities
+    return [node.id, node.name, node.state, str(caps.cpus) if caps else "-",
+            f"{caps.memory_gib:.0f}GiB" if caps else "-", gpu_summary(caps),
+            last_seen(node, now), str(len(node.running))]
+
+
+@click.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@handles_errors
+def nodes(ctx: click.Context, as_json: bool) -> None:
+    """List the nodes enrolled on the exchange; `bourse nodes show ID` for one."""
+    if ctx.invoked_subcommand is not None:
+        return
+    with seam.open_client() as client:
+        listing = client.nodes()
+    if as_json:
+        echo_json(listing)
+    elif listing:
+        now = time.time()
+        click.echo(table(HEADERS, [node_row(n, now) for n in listing], right=(3, 4, 7)))
+    else:
+        click.echo("no nodes enrolled", err=True)
+
+
+@nodes.command("show")
+@click.argument("node_id")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handles_errors
+def show(node_id: str, as_json: bool) -> None:
+    """A node's capabilities, state and running jobs."""
+    with seam.open_client() as client:
+        node = client.node(node_id)
+    if as_json:
+        echo_json(node)
+    else:
+        click.echo("\n".join(describe_node(node, time.time())))
+
+
+def describe_node(node: NodeView, now: float) -> list[str]:
+    caps = node.capabilities
+    facts: dict[str, str | None] = {
+        "id": node.id, "name": node.name, "state": node.state,
+        "connected": "yes" if node.connected else "no", "last seen": last_seen(node, now),
+        "keep-alive": f"{node.keep_alive_s:g}s", "price": money(node.price) + "/h"
+        if node.price is not None else None,
+        "running": ", ".join(node.running) or "nothing", "enrolled": clock(node.created_at),
+    }
+    if caps is not None:
+        facts |= _capabilities(caps)
+    lines = [f"{k:<12} {v}" for k, v in facts.items() if v]
+    if caps is not None:
+        lines += [f"  gpu {i}: {g.name}" + (f" ({g.memory_mib} MiB)" if g.memory_mib else "")
+                  for i, g in enumerate(caps.gpus)]
+    return lines
+
+
+def _capabilities(caps: Capabilities) -> dict[str, str | None]:
+    return {
+        "hostname": caps.hostname or None, "os": caps.os or None,
+        "cpus": f"{caps.cpus}" + (f" ({caps.cpu_model})" if caps.cpu_model else ""),
+        "memory": f"{caps.memory_gib:.1f} GiB", "disk free": f"{caps.disk_free_gib:.1f} GiB",
+        "gpus": gpu_summary(caps), "driver": caps.driver, "python": caps.python or None,
+        "agent": caps.agent_version or None,
+    }

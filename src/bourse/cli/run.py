@@ -1,0 +1,123 @@
+"""``bourse run``: pack the working directory, submit a job, stream its output, exit with its code.
+
+    bourse run --gpu a100 -- python train.py --epochs 3
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bourse.cli import jobs as seam
+from bourse.cli.errors import handles_errors
+from bourse.cli.logs import LogPrinter, finish, follow_job
+from bourse.cli.offers import compute_from_flags, compute_options
+from bourse.core.errors import InvalidInput
+from bourse.protocol.api import JobView
+from bourse.sdk.bundle import human_size, pack
+from bourse.sdk.client import Client
+from bourse.sdk.core import job_spec
+
+WAITING = ("PENDING", "SCHEDULED", "STARTING")
+
+
+def parse_env(pairs: tuple[str, ...], environ: dict[str, str] | None = None) -> dict[str, str]:
+    """``K=V`` pairs; a bare ``K`` takes its value from the local environment."""
+    local = dict(os.environ) if environ is None else environ
+    env: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            if name not in local:
+                raise InvalidInput(f"{name} is not set here", field="env",
+                                   hint="write --env NAME=VALUE")
+            value = local[name]
+        env[name] = value
+    return env
+
+
+def upload_code(client: Client, root: Path) -> str:
+    """Pack ``root`` and upload it unless the exchange has it; returns its SHA-256."""
+    with tempfile.TemporaryDirectory(prefix="bourse-") as tmp:
+        bundle = pack(root, out=Path(tmp) / "code.tar.gz")
+        for warning in bundle.warnings:
+            click.echo(f"warning: {warning}", err=True)
+        uploaded = client.ensure_bundle(bundle.path, bundle.sha256)
+    where = "uploaded" if uploaded else "already on the exchange"
+    click.echo(f"code: {bundle.file_count} files, {human_size(bundle.size)}, {where}", err=True)
+    return bundle.sha256
+
+
+class StatusLine:
+    """Says on stderr, once per change, why the job is waiting and where it was placed."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._last = ""
+
+    def __call__(self, job: JobView) -> None:
+        text = self.describe(job)
+        if text and text != self._last:
+            click.echo(f"bourse: {text}", err=True)
+            self._last = text
+
+    def describe(self, job: JobView) -> str:
+        if job.state == "PENDING":
+            return "PENDING" + (f": {job.pending_reason}" if job.pending_reason else "")
+        if job.state not in (*WAITING, "RUNNING"):
+            return ""
+        detail = self._client.job(job.id)
+        current = next((a for a in detail.attempts if a.number == job.attempt), None)
+        if current is None:
+            return job.state
+        text = f"{job.state} on {current.node_name or current.node_id} (attempt {job.attempt})"
+        return text + (f": {current.placement}" if current.placement and
+                       job.state != "RUNNING" else "")
+
+
+@click.command(context_settings={"allow_interspersed_args": False})
+@compute_options
+@click.option("--name", help="A name to recognise the job by.")
+@click.option("--env", "env_pairs", multiple=True, metavar="K=V",
+              help="Environment variable for the job (repeatable); a bare K copies it from here.")
+@click.option("--max-retries", type=click.IntRange(0, 100),
+              help="Attempts after a lost node (default 3).")
+@click.option("--detach", "-d", is_flag=True, help="Print the job id and return at once.")
+@click.option("--no-code", is_flag=True, help="Do not pack and upload the current directory.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@handles_errors
+def run(command: tuple[str, ...], *, name: str | None, env_pairs: tuple[str, ...],
+        max_retries: int | None, detach: bool, no_code: bool, **flags: Any) -> None:
+    """Run COMMAND on the exchange with the current directory as its code.
+
+    Exits with the job's exit code (130 if it was cancelled). Ctrl-C detaches; the job keeps
+    running.
+    """
+    spec_fields = {"name": name, "env": parse_env(env_pairs),
+                   "compute": compute_from_flags(flags), "max_retries": max_retries}
+    with seam.open_client() as client:
+        bundle = None if no_code else upload_code(client, Path.cwd())
+        job = client.submit(job_spec(list(command), bundle=bundle, **spec_fields))
+        if detach:
+            click.echo(job.id)
+            return
+        click.echo(f"bourse: submitted {job.id}", err=True)
+        final = _attach(client, job)
+    finish(final)
+
+
+def _attach(client: Client, job: JobView) -> JobView:
+    status = StatusLine(client)
+    status(job)
+    try:
+        return follow_job(client, job.id, LogPrinter(), on_job=status)
+    except KeyboardInterrupt:
+        click.echo(f"\ndetached from {job.id}; it keeps running.\n"
+                   f"  reattach: bourse logs -f {job.id}\n"
+                   f"  stop:     bourse stop {job.id}", err=True)
+        sys.exit(130)

@@ -1,0 +1,75 @@
+"""``bourse server``: run a coordinator in the foreground."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+from pathlib import Path
+
+import click
+import uvicorn
+
+from bourse.cli.errors import handles_errors
+from bourse.server.app import create_app
+from bourse.server.config import ServerConfig
+from bourse.server.db.database import sqlite_url
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Bind first, so that port 0 yields a known free port before the app starts."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    return sock
+
+
+def write_state(data_dir: Path, url: str) -> None:
+    path = data_dir / "server.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"url": url, "pid": os.getpid()}))
+    os.replace(tmp, path)
+
+
+@click.command()
+@click.option("--data-dir", type=click.Path(path_type=Path), default=Path("~/.bourse/server"),
+              show_default=True, help="Database (SQLite), bundles and logs live here.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (loopback by default).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8470, show_default=True,
+              help="Port to listen on; 0 picks a free one.")
+@click.option("--database-url", help="e.g. postgresql+asyncpg://user@host/db "
+              "(default: SQLite in the data dir).")
+@click.option("--keep-alive", type=click.FloatRange(min=0.1), default=20.0, show_default=True,
+              help="Seconds between agent heartbeats; silent for 3x this = node lost.")
+@click.option("--credentials", type=click.Path(path_type=Path),
+              help="Where the first start writes the admin token (default: "
+                   "<data dir>/admin-token).")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"]))
+@handles_errors
+def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_alive: float,
+           credentials: Path | None, log_level: str) -> None:
+    """Run a coordinator (the exchange's API, agent hub and scheduler)."""
+    data_dir = data_dir.expanduser()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(level=log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    sock = bind(host, port)
+    bound = sock.getsockname()[1]
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{bound}"
+    config = ServerConfig(data_dir=data_dir, database_url=database_url or sqlite_url(
+        data_dir / "bourse.db"), host=host, port=bound, keep_alive_s=keep_alive,
+        credentials_path=credentials.expanduser() if credentials else None, public_url=url)
+    app = create_app(config)
+    uv = uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False,
+                                       ws_max_size=16 * 1024 * 1024, lifespan="on"))
+    write_state(data_dir, url)
+    click.echo(f"bourse coordinator listening on {url}", err=True)
+    asyncio.run(uv.serve(sockets=[sock]))

@@ -1,0 +1,56 @@
+"""``bourse up`` / ``bourse down``: a local exchange (coordinator + agents) in the background."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from bourse.cli.errors import handles_errors
+from bourse.cli.render import echo_json
+from bourse.local.exchange import LocalExchange
+from bourse.sdk.config import bourse_home, credentials_path
+
+
+def _data_dir(value: Path | None) -> Path:
+    return (value or bourse_home() / "local").expanduser()
+
+
+@click.command()
+@click.option("--data-dir", type=click.Path(path_type=Path),
+              help="Where the exchange keeps its state (default: ~/.bourse/local).")
+@click.option("--agents", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Local agents to start.")
+@click.option("--port", type=click.IntRange(1, 65535),
+              help="Coordinator port (default 8470, or a free one if taken).")
+@click.option("--keep-alive", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+              help="Agent heartbeat interval in seconds.")
+@click.option("--cpus", type=click.IntRange(min=1), help="CPUs each agent offers.")
+@click.option("--json", "as_json", is_flag=True)
+@handles_errors
+def up(data_dir: Path | None, agents: int, port: int | None, keep_alive: float,
+       cpus: int | None, as_json: bool) -> None:
+    """Start a local exchange in the background; later commands find it automatically."""
+    exchange = LocalExchange(_data_dir(data_dir), keep_alive_s=keep_alive)
+    already = exchange.status()
+    if not as_json and already is None:
+        click.echo(f"starting a local exchange in {exchange.data_dir} ...", err=True)
+    status = exchange.up(agents=agents, port=port, cpus=cpus)
+    if as_json:
+        echo_json(status.to_json() | {"data_dir": str(exchange.data_dir),
+                                      "already_running": already is not None})
+        return
+    verb = "already running" if already else "running"
+    click.echo(f"bourse exchange {verb} at {status.url} "
+               f"({len(status.agent_pids)} agent{'s' if len(status.agent_pids) != 1 else ''})")
+    click.echo(f"credentials: {credentials_path()}   stop it with: bourse down", err=True)
+
+
+@click.command()
+@click.option("--data-dir", type=click.Path(path_type=Path),
+              help="The exchange's data dir (default: ~/.bourse/local).")
+@handles_errors
+def down(data_dir: Path | None) -> None:
+    """Stop the local exchange and everything it started (agents, their jobs)."""
+    stopped = LocalExchange(_data_dir(data_dir)).down()
+    click.echo("stopped: " + ", ".join(stopped) if stopped else "nothing was running")

@@ -1,0 +1,1 @@
+"""A whole exchange on one machine: a coordinator and agents as background processes."""

@@ -1,0 +1,125 @@
+"""Messages on the agent channel (one WebSocket per agent, JSON text frames).
+
+Every frame is an :class:`Envelope`: protocol version, a message id, a type and a body. Delivery
+is at-least-once in both directions: the receiver acknowledges ids once it has durably handled
+them (``ack``), the sender re-sends what was not acknowledged after a reconnect, and every
+handler is idempotent — job events and log chunks carry (job, attempt, seq), which the
+coordinator de-duplicates. Unknown fields are ignored; an unknown type is answered with an
+``error``; a frame that is not valid JSON of this shape closes the connection.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from bourse.protocol.common import AttemptRef, Capabilities, JobId, JobSpec, Wire
+from bourse.protocol.version import PROTOCOL_VERSION
+
+MAX_FRAME_BYTES = 8 * 1024 * 1024
+LOG_CHUNK_BYTES = 256 * 1024
+
+
+class Envelope(Wire):
+    v: int = PROTOCOL_VERSION
+    id: str = Field(min_length=1, max_length=128)
+    type: str = Field(min_length=1, max_length=64)
+    body: dict[str, Any] = Field(default_factory=dict)
+
+
+# --- agent -> coordinator ---------------------------------------------------------------------
+
+class Hello(Wire):
+    name: str = Field(min_length=1, max_length=128)
+    capabilities: Capabilities
+    running: list[AttemptRef] = Field(default_factory=list)
+    keep_alive_s: float = Field(gt=0, le=86400)
+    protocol: int = PROTOCOL_VERSION
+
+
+class Heartbeat(Wire):
+    running: list[AttemptRef] = Field(default_factory=list)
+    time: float
+
+
+EventKind = Literal["accepted", "preparing", "started", "exited", "start_failed", "info"]
+
+
+class JobEvent(Wire):
+    """Something that happened to an attempt on the node; ``seq`` is per attempt."""
+
+    job_id: JobId
+    attempt: int = Field(ge=1)
+    seq: int = Field(ge=0)
+    kind: EventKind
+    time: float
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class LogChunk(Wire):
+    """Bytes ``offset..offset+len`` of an attempt's stdout or stderr, base64-encoded."""
+
+    job_id: JobId
+    attempt: int = Field(ge=1)
+    seq: int = Field(ge=0)
+    stream: Literal["stdout", "stderr"]
+    offset: int = Field(ge=0)
+    data: str = Field(max_length=LOG_CHUNK_BYTES * 2)
+    time: float
+
+
+class Ack(Wire):
+    ids: list[str] = Field(max_length=100_000)
+
+
+class Error(Wire):
+    message: str
+    ref: str | None = None
+
+
+# --- coordinator -> agent ---------------------------------------------------------------------
+
+class Welcome(Wire):
+    node_id: str
+    keep_alive_s: float
+    server_time: float
+
+
+class StartJob(Wire):
+    job_id: JobId
+    attempt: int = Field(ge=1)
+    spec: JobSpec
+    env: dict[str, str] = Field(default_factory=dict)  # set by the exchange (BOURSE_JOB_ID...)
+
+
+class CancelJob(Wire):
+    """Stop an attempt: SIGTERM, then SIGKILL after ``grace_s``. ``stale`` marks an attempt the
+    exchange has already given up on (fencing); the agent reports nothing more about it."""
+
+    job_id: JobId
+    attempt: int = Field(ge=1)
+    grace_s: float = Field(default=10.0, ge=0, le=3600)
+    reason: str = "cancelled"
+    stale: bool = False
+
+
+AGENT_TO_SERVER: dict[str, type[Wire]] = {
+    "hello": Hello, "heartbeat": Heartbeat, "job_event": JobEvent, "log_chunk": LogChunk,
+    "ack": Ack, "error": Error,
+}
+SERVER_TO_AGENT: dict[str, type[Wire]] = {
+    "welcome": Welcome, "start_job": StartJob, "cancel_job": CancelJob, "ack": Ack,
+    "error": Error,
+}
+
+
+def envelope(msg_id: str, body: Wire) -> Envelope:
+    kind = _TYPE_OF[type(body)]
+    return Envelope(id=msg_id, type=kind, body=body.model_dump(mode="json"))
+
+
+_TYPE_OF: dict[type[Wire], str] = {
+    **{cls: name for name, cls in AGENT_TO_SERVER.items()},
+    **{cls: name for name, cls in SERVER_TO_AGENT.items()},
+}

@@ -1,0 +1,149 @@
+"""REST request and response bodies (``/api/v1``)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from bourse.core.compute import Compute
+from bourse.protocol.common import Capabilities, JobSpec, Wire
+
+JobState = Literal["PENDING", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED",
+                   "CANCELLED"]
+AttemptState = Literal["SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED",
+                       "LOST"]
+NodeState = Literal["online", "offline", "lost"]
+
+
+class AttemptView(Wire):
+    number: int
+    node_id: str
+    node_name: str | None = None
+    state: AttemptState
+    placed_at: float
+    started_at: float | None = None
+    ended_at: float | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    placement: str | None = None  # why this node was chosen
+
+
+class JobView(Wire):
+    id: str
+    name: str | None = None
+    state: JobState
+    spec: JobSpec
+    created_at: float
+    updated_at: float
+    attempt: int  # the current attempt number, 0 before the first placement
+    node_id: str | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    pending_reason: str | None = None  # why it is not placed yet (the matcher's explanation)
+    cancel_requested: bool = False
+
+
+class JobDetail(JobView):
+    attempts: list[AttemptView] = Field(default_factory=list)
+
+
+class JobList(Wire):
+    jobs: list[JobView]
+
+
+class EventView(Wire):
+    id: int
+    job_id: str
+    attempt: int
+    time: float
+    kind: str
+    state: str | None = None
+    message: str = ""
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class EventList(Wire):
+    events: list[EventView]
+
+
+class LogChunkView(Wire):
+    cursor: int
+    attempt: int
+    seq: int
+    stream: Literal["stdout", "stderr"]
+    offset: int
+    data: str  # base64
+
+
+class LogPage(Wire):
+    chunks: list[LogChunkView]
+    cursor: int  # pass back as ``after`` for the next page
+    done: bool  # the job has ended and every chunk up to it has been returned
+
+
+class NodeView(Wire):
+    id: str
+    name: str
+    state: NodeState
+    capabilities: Capabilities | None = None
+    keep_alive_s: float
+    last_seen: float | None = None
+    connected: bool = False
+    price: float | None = None
+    running: list[str] = Field(default_factory=list)  # job ids
+    created_at: float
+
+
+class NodeList(Wire):
+    nodes: list[NodeView]
+
+
+class EnrollmentCreate(Wire):
+    name: str | None = Field(default=None, max_length=128)
+    expires_in_s: float = Field(default=24 * 3600, gt=0, le=365 * 24 * 3600)
+
+
+class EnrollmentToken(Wire):
+    token: str
+    expires_at: float
+
+
+class EnrollRequest(Wire):
+    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")
+
+
+class EnrollResponse(Wire):
+    node_id: str
+    credential: str
+
+
+class OfferQuery(Wire):
+    compute: Compute = Field(default_factory=Compute)
+    limit: int = Field(default=20, ge=1, le=1000)
+    explain: bool = False
+
+
+class OfferView(Wire):
+    id: str
+    provider: str
+    instance_type: str
+    node_id: str | None = None
+    region: str
+    gpu: str | None = None
+    gpu_count: int
+    cpus: float | None = None
+    memory_gib: float | None = None
+    price_per_hour: float
+    spot: bool
+
+
+class OfferList(Wire):
+    offers: list[OfferView]
+    explanation: list[str] | None = None
+
+
+class ErrorView(Wire):
+    error: str
+    field: str | None = None
+    hint: str | None = None

@@ -1,0 +1,3 @@
+"""The agent protocol version, carried by every message (``v``)."""
+
+PROTOCOL_VERSION = 1

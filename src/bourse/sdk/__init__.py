@@ -1,0 +1,45 @@
+"""The Python SDK: submit jobs, follow their logs, list nodes (``Client``, ``AsyncClient``)."""
+
+from bourse.sdk.bundle import Bundle, pack
+from bourse.sdk.client import AsyncClient, Client
+from bourse.sdk.config import Credentials, load_credentials, save_credentials
+from bourse.sdk.errors import (
+    ApiError,
+    ApiInvalidInput,
+    ApiNotFound,
+    BundleTooLarge,
+    Conflict,
+    Forbidden,
+    NotConfigured,
+    ProtocolError,
+    ServerError,
+    TooLarge,
+    Unauthorized,
+    Unreachable,
+    WaitTimeout,
+)
+from bourse.sdk.logs import LogDecoder
+
+__all__ = [
+    "ApiError",
+    "ApiInvalidInput",
+    "ApiNotFound",
+    "AsyncClient",
+    "Bundle",
+    "BundleTooLarge",
+    "Client",
+    "Conflict",
+    "Credentials",
+    "Forbidden",
+    "LogDecoder",
+    "NotConfigured",
+    "ProtocolError",
+    "ServerError",
+    "TooLarge",
+    "Unauthorized",
+    "Unreachable",
+    "WaitTimeout",
+    "load_credentials",
+    "pack",
+    "save_credentials",
+]

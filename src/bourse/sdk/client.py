@@ -1,0 +1,324 @@
+"""``Client`` and ``AsyncClient``: the exchange's REST API over httpx.
+
+Both send the :class:`~bourse.sdk.core.Call` values built by :mod:`bourse.sdk.core`, so they
+differ only in how they wait. ``transport`` is httpx's seam: ``httpx.MockTransport`` in unit
+tests, ``httpx.ASGITransport(app)`` to talk to an in-process server.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import anyio
+import httpx
+
+from bourse.core.compute import Compute
+from bourse.protocol.api import (
+    EnrollmentToken,
+    EventView,
+    JobDetail,
+    JobView,
+    LogChunkView,
+    LogPage,
+    NodeView,
+    OfferList,
+)
+from bourse.protocol.common import JobSpec
+from bourse.sdk import core
+from bourse.sdk.bundle import aiter_file, iter_file
+from bourse.sdk.config import resolve_credentials
+from bourse.sdk.core import Call, StoredBundle
+from bourse.sdk.errors import ServerError, Unreachable, WaitTimeout, transport_errors
+from bourse.sdk.sse import FollowItem, LogFollower
+
+T = TypeVar("T")
+SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
+RECONNECT_DELAYS = (0.5, 1.0, 2.0, 5.0, 10.0)
+DAY = 24 * 3600.0
+Source = Path | str | bytes
+
+
+def _dropped(url: str) -> Unreachable:
+    return Unreachable(f"the log stream from {url} ended before the job did",
+                       hint="is the exchange restarting? retry `bourse logs -f`")
+
+
+def _body_headers(source: Source) -> dict[str, str]:
+    size = len(source) if isinstance(source, bytes) else Path(source).stat().st_size
+    return {"Content-Type": "application/octet-stream", "Content-Length": str(size)}
+
+
+def _give_up(failures: int, delays: tuple[float, ...], error: Exception) -> float:
+    delay = core.reconnect_delay(failures, delays)
+    if delay is None:
+        raise error
+    return delay
+
+
+class _Base:
+    reconnect_delays: tuple[float, ...] = RECONNECT_DELAYS
+
+    def __init__(self, url: str | None, token: str | None) -> None:
+        credentials = resolve_credentials(url, token)
+        self.url = credentials.url
+        self._base_url = core.base_url(credentials.url)
+        self._headers = core.headers(credentials.token)
+
+
+class Client(_Base):
+    """A blocking client; use it as a context manager to close its connections."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, *,
+                 timeout: float = 30.0, transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(url, token)
+        self._http = httpx.Client(base_url=self._base_url, headers=self._headers,
+                                  timeout=timeout, transport=transport)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, call: Call[T], **extra: Any) -> T:
+        with transport_errors(self.url):
+            response = self._http.request(call.method, call.path, params=call.params,
+                                          json=call.json, **extra)
+        return call.read(response)
+
+    def submit(self, spec: JobSpec) -> JobView:
+        return self._send(core.submit(spec))
+
+    def jobs(self, state: str | None = None, limit: int = 100) -> list[JobView]:
+        return self._send(core.jobs(state, limit))
+
+    def job(self, job_id: str) -> JobDetail:
+        return self._send(core.job(job_id))
+
+    def cancel(self, job_id: str) -> JobView:
+        return self._send(core.cancel(job_id))
+
+    def events(self, job_id: str, after: int = 0) -> list[EventView]:
+        return self._send(core.events(job_id, after))
+
+    def logs(self, job_id: str, after: int = 0, limit: int = 1000) -> LogPage:
+        return self._send(core.logs(job_id, after, limit))
+
+    def iter_logs(self, job_id: str, after: int = 0) -> Iterator[LogChunkView]:
+        """Every chunk stored so far, page after page (does not wait for more)."""
+        while True:
+            page = self.logs(job_id, after)
+            yield from page.chunks
+            if page.done or not page.chunks:
+                return
+            after = page.cursor
+
+    def follow(self, job_id: str, after: int = 0) -> Iterator[FollowItem]:
+        """Log chunks and job views as they happen, ending with the final JobView.
+
+        A stream that drops before its ``end`` event is reopened from the last cursor.
+        """
+        follower, failures = LogFollower(after), 0
+        while True:
+            seen = follower.received
+            try:
+                yield from self._follow_once(job_id, follower)
+                if follower.done:
+                    return
+                error: Exception = _dropped(self.url)
+            except (Unreachable, ServerError) as exc:
+                error = exc
+            failures = 1 if follower.received > seen else failures + 1
+            time.sleep(_give_up(failures, self.reconnect_delays, error))
+            follower.reconnected()
+
+    def _follow_once(self, job_id: str, follower: LogFollower) -> Iterator[FollowItem]:
+        call = core.follow(job_id, follower.cursor)
+        with transport_errors(self.url), self._http.stream(
+                call.method, call.path, params=call.params, headers=SSE_HEADERS) as response:
+            if not response.is_success:
+                response.read()
+            call.read(response)
+            for line in response.iter_lines():
+                item = follower.feed(line)
+                if item is not None:
+                    yield item
+                if follower.done:
+                    return
+
+    def wait(self, job_id: str, *, poll_s: float = 1.0,
+             timeout_s: float | None = None) -> JobDetail:
+        """Poll until the job ends; WaitTimeout after ``timeout_s``."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not core.is_terminal(detail := self.job(job_id)):
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout(f"job {job_id} is still {detail.state} after {timeout_s}s")
+            time.sleep(poll_s)
+        return detail
+
+    def nodes(self) -> list[NodeView]:
+        return self._send(core.nodes())
+
+    def node(self, node_id: str) -> NodeView:
+        return self._send(core.node(node_id))
+
+    def create_enrollment(self, name: str | None = None,
+                          expires_in_s: float = DAY) -> EnrollmentToken:
+        return self._send(core.create_enrollment(name, expires_in_s))
+
+    def bundle_exists(self, sha256: str) -> bool:
+        return self._send(core.bundle_exists(sha256))
+
+    def upload_bundle(self, source: Source, sha256: str) -> StoredBundle:
+        """PUT a bundle: bytes as they are, a file streamed in chunks."""
+        headers = _body_headers(source)
+        content = source if isinstance(source, bytes) else iter_file(Path(source))
+        return self._send(core.upload_bundle(sha256), content=content, headers=headers)
+
+    def ensure_bundle(self, source: Source, sha256: str) -> bool:
+        """Upload unless the exchange has it already; True when it was uploaded."""
+        if self.bundle_exists(sha256):
+            return False
+        self.upload_bundle(source, sha256)
+        return True
+
+    def offers(self, compute: Compute | None = None, limit: int = 20,
+               explain: bool = False) -> OfferList:
+        return self._send(core.offers(compute, limit, explain))
+
+    def health(self) -> bool:
+        return self._send(core.health(self.url))
+
+
+class AsyncClient(_Base):
+    """The same API for asyncio (or trio): every method is a coroutine or async iterator."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, *,
+                 timeout: float = 30.0,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        super().__init__(url, token)
+        self._http = httpx.AsyncClient(base_url=self._base_url, headers=self._headers,
+                                       timeout=timeout, transport=transport)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, call: Call[T], **extra: Any) -> T:
+        with transport_errors(self.url):
+            response = await self._http.request(call.method, call.path, params=call.params,
+                                                json=call.json, **extra)
+        return call.read(response)
+
+    async def submit(self, spec: JobSpec) -> JobView:
+        return await self._send(core.submit(spec))
+
+    async def jobs(self, state: str | None = None, limit: int = 100) -> list[JobView]:
+        return await self._send(core.jobs(state, limit))
+
+    async def job(self, job_id: str) -> JobDetail:
+        return await self._send(core.job(job_id))
+
+    async def cancel(self, job_id: str) -> JobView:
+        return await self._send(core.cancel(job_id))
+
+    async def events(self, job_id: str, after: int = 0) -> list[EventView]:
+        return await self._send(core.events(job_id, after))
+
+    async def logs(self, job_id: str, after: int = 0, limit: int = 1000) -> LogPage:
+        return await self._send(core.logs(job_id, after, limit))
+
+    async def iter_logs(self, job_id: str, after: int = 0) -> AsyncIterator[LogChunkView]:
+        while True:
+            page = await self.logs(job_id, after)
+            for chunk in page.chunks:
+                yield chunk
+            if page.done or not page.chunks:
+                return
+            after = page.cursor
+
+    async def follow(self, job_id: str, after: int = 0) -> AsyncIterator[FollowItem]:
+        follower, failures = LogFollower(after), 0
+        while True:
+            seen = follower.received
+            try:
+                async for item in self._follow_once(job_id, follower):
+                    yield item
+                if follower.done:
+                    return
+                error: Exception = _dropped(self.url)
+            except (Unreachable, ServerError) as exc:
+                error = exc
+            failures = 1 if follower.received > seen else failures + 1
+            await anyio.sleep(_give_up(failures, self.reconnect_delays, error))
+            follower.reconnected()
+
+    async def _follow_once(self, job_id: str,
+                           follower: LogFollower) -> AsyncIterator[FollowItem]:
+        call = core.follow(job_id, follower.cursor)
+        with transport_errors(self.url):
+            async with self._http.stream(call.method, call.path, params=call.params,
+                                         headers=SSE_HEADERS) as response:
+                if not response.is_success:
+                    await response.aread()
+                call.read(response)
+                async for line in response.aiter_lines():
+                    item = follower.feed(line)
+                    if item is not None:
+                        yield item
+                    if follower.done:
+                        return
+
+    async def wait(self, job_id: str, *, poll_s: float = 1.0,
+                   timeout_s: float | None = None) -> JobDetail:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not core.is_terminal(detail := await self.job(job_id)):
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout(f"job {job_id} is still {detail.state} after {timeout_s}s")
+            await anyio.sleep(poll_s)
+        return detail
+
+    async def nodes(self) -> list[NodeView]:
+        return await self._send(core.nodes())
+
+    async def node(self, node_id: str) -> NodeView:
+        return await self._send(core.node(node_id))
+
+    async def create_enrollment(self, name: str | None = None,
+                                expires_in_s: float = DAY) -> EnrollmentToken:
+        return await self._send(core.create_enrollment(name, expires_in_s))
+
+    async def bundle_exists(self, sha256: str) -> bool:
+        return await self._send(core.bundle_exists(sha256))
+
+    async def upload_bundle(self, source: Source, sha256: str) -> StoredBundle:
+        headers = _body_headers(source)
+        content = source if isinstance(source, bytes) else aiter_file(Path(source))
+        return await self._send(core.upload_bundle(sha256), content=content, headers=headers)
+
+    async def ensure_bundle(self, source: Source, sha256: str) -> bool:
+        if await self.bundle_exists(sha256):
+            return False
+        await self.upload_bundle(source, sha256)
+        return True
+
+    async def offers(self, compute: Compute | None = None, limit: int = 20,
+                     explain: bool = False) -> OfferList:
+        return await self._send(core.offers(compute, limit, explain))
+
+    async def health(self) -> bool:
+        return await self._send(core.health(self.url))

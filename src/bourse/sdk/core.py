@@ -1,0 +1,206 @@
+"""What the sync and async clients share: building requests and reading answers (I/O-free).
+
+Each API operation is a function returning a :class:`Call`: the request to send and how to read
+its answer. :class:`~bourse.sdk.client.Client` and :class:`~bourse.sdk.client.AsyncClient` only
+send calls, so both speak the API identically and errors are mapped in one place
+(:func:`bourse.sdk.errors.error_for`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from bourse import __version__
+from bourse.core.compute import Compute
+from bourse.core.errors import InvalidInput
+from bourse.protocol.api import (
+    EnrollmentCreate,
+    EnrollmentToken,
+    EventList,
+    EventView,
+    JobDetail,
+    JobList,
+    JobView,
+    LogPage,
+    NodeList,
+    NodeView,
+    OfferList,
+    OfferQuery,
+)
+from bourse.protocol.common import JobSpec, Wire
+from bourse.sdk.errors import ProtocolError, error_for
+
+API_PREFIX = "/api/v1"
+TERMINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+class StoredBundle(Wire):
+    """The answer to ``PUT /bundles/{sha256}``."""
+
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request and the function that reads its (successful or not) response."""
+
+    method: str
+    path: str
+    read: Callable[[httpx.Response], T]
+    params: dict[str, str | int] = field(default_factory=dict)
+    json: Any = None
+
+
+def root_url(url: str) -> str:
+    """The exchange's root for a URL given with or without ``/api/v1``."""
+    root = url.strip().rstrip("/")
+    if not root.startswith(("http://", "https://")):
+        raise InvalidInput(f"exchange URL {url!r} must start with http:// or https://",
+                           field="url")
+    return root.removesuffix(API_PREFIX)
+
+
+def base_url(url: str) -> str:
+    """The API root: every call's path is relative to it."""
+    return root_url(url) + API_PREFIX
+
+
+def headers(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}", "User-Agent": f"bourse/{__version__}"}
+
+
+def check(response: httpx.Response) -> httpx.Response:
+    """The response itself when it succeeded; the mapped error otherwise."""
+    if response.is_success:
+        return response
+    raise error_for(response.status_code, response.content, str(response.request.url))
+
+
+def model(kind: type[M]) -> Callable[[httpx.Response], M]:
+    def read(response: httpx.Response) -> M:
+        try:
+            return kind.model_validate_json(check(response).content)
+        except ValidationError as exc:
+            raise ProtocolError(
+                f"unreadable {kind.__name__} from {response.request.url}: "
+                f"{exc.errors()[0]['msg']}", hint="is the exchange the same bourse version?",
+            ) from exc
+
+    return read
+
+
+def _exists(response: httpx.Response) -> bool:
+    return response.status_code != 404 and check(response).is_success
+
+
+def _path_id(value: str) -> str:
+    if not value or "/" in value or value in (".", ".."):
+        raise InvalidInput(f"{value!r} is not an id", field="id")
+    return value
+
+
+def submit(spec: JobSpec) -> Call[JobView]:
+    return Call("POST", "/jobs", model(JobView), json=spec.model_dump(mode="json"))
+
+
+def jobs(state: str | None = None, limit: int = 100) -> Call[list[JobView]]:
+    params: dict[str, str | int] = {"limit": limit}
+    if state:
+        params["state"] = state.upper()
+    return Call("GET", "/jobs", lambda r: model(JobList)(r).jobs, params=params)
+
+
+def job(job_id: str) -> Call[JobDetail]:
+    return Call("GET", f"/jobs/{_path_id(job_id)}", model(JobDetail))
+
+
+def cancel(job_id: str) -> Call[JobView]:
+    return Call("POST", f"/jobs/{_path_id(job_id)}/cancel", model(JobView))
+
+
+def events(job_id: str, after: int = 0) -> Call[list[EventView]]:
+    return Call("GET", f"/jobs/{_path_id(job_id)}/events", lambda r: model(EventList)(r).events,
+                params={"after": after})
+
+
+def logs(job_id: str, after: int = 0, limit: int = 1000) -> Call[LogPage]:
+    return Call("GET", f"/jobs/{_path_id(job_id)}/logs", model(LogPage),
+                params={"after": after, "limit": limit})
+
+
+def follow(job_id: str, after: int) -> Call[httpx.Response]:
+    """The SSE request; the clients stream it and feed lines to a LogFollower."""
+    return Call("GET", f"/jobs/{_path_id(job_id)}/logs/follow", check, params={"after": after})
+
+
+def nodes() -> Call[list[NodeView]]:
+    return Call("GET", "/nodes", lambda r: model(NodeList)(r).nodes)
+
+
+def node(node_id: str) -> Call[NodeView]:
+    return Call("GET", f"/nodes/{_path_id(node_id)}", model(NodeView))
+
+
+def create_enrollment(name: str | None, expires_in_s: float) -> Call[EnrollmentToken]:
+    body = EnrollmentCreate(name=name, expires_in_s=expires_in_s)
+    return Call("POST", "/enrollments", model(EnrollmentToken), json=body.model_dump(mode="json"))
+
+
+def bundle_exists(sha256: str) -> Call[bool]:
+    return Call("HEAD", f"/bundles/{_sha(sha256)}", _exists)
+
+
+def upload_bundle(sha256: str) -> Call[StoredBundle]:
+    """The PUT; the clients attach the (streamed) body."""
+    return Call("PUT", f"/bundles/{_sha(sha256)}", model(StoredBundle))
+
+
+def offers(compute: Compute | None, limit: int, explain: bool) -> Call[OfferList]:
+    query = OfferQuery(compute=compute or Compute(), limit=limit, explain=explain)
+    return Call("POST", "/offers", model(OfferList), json=query.model_dump(mode="json"))
+
+
+def health(url: str) -> Call[bool]:
+    """``GET /healthz`` sits at the exchange's root, outside the versioned API."""
+    return Call("GET", root_url(url) + "/healthz", _ok)
+
+
+def _ok(response: httpx.Response) -> bool:
+    try:
+        body = check(response).json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("ok") is True
+
+
+def _sha(value: str) -> str:
+    if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
+        raise InvalidInput(f"{value!r} is not a lowercase hex SHA-256", field="sha256")
+    return value
+
+
+def job_spec(command: list[str], **fields: Any) -> JobSpec:
+    """A JobSpec whose validation errors read as :class:`InvalidInput` (None fields omitted)."""
+    try:
+        return JobSpec(command=command, **{k: v for k, v in fields.items() if v is not None})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"]) or None
+        raise InvalidInput(error["msg"], field=where) from None
+
+
+def is_terminal(job: JobView) -> bool:
+    return job.state in TERMINAL_STATES
+
+
+def reconnect_delay(failures: int, delays: tuple[float, ...]) -> float | None:
+    """Seconds to wait before reconnect number ``failures`` (1-based); None: give up."""
+    return delays[failures - 1] if 1 <= failures <= len(delays) else None

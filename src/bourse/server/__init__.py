@@ -1,0 +1,1 @@
+"""The coordinator: REST API, agent hub, scheduler and the database behind them."""

@@ -1,0 +1,80 @@
+"""The database handle: an async SQLAlchemy engine, sessions, and migrations at start.
+
+SQLite (the embedded default) runs in WAL mode with ``synchronous=NORMAL``: a committed
+transaction survives the coordinator being killed (it does not survive a power cut before the
+next checkpoint — use PostgreSQL where that matters). SQLite allows one writer at a time, so
+writes take an in-process lock instead of failing with "database is locked"; readers never wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import event
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite+aiosqlite:///{path}"
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON",
+                   "busy_timeout=30000"):
+        cursor.execute(f"PRAGMA {pragma}")
+    cursor.close()
+
+
+class Database:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.is_sqlite = url.startswith("sqlite")
+        self.engine = create_async_engine(url, pool_pre_ping=not self.is_sqlite)
+        if self.is_sqlite:
+            event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
+        self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
+        self._write_lock = asyncio.Lock() if self.is_sqlite else None
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncSession]:
+        """A session in a transaction, committed on success, rolled back on error."""
+        if self._write_lock is None:
+            async with self.sessions() as session, session.begin():
+                yield session
+            return
+        async with self._write_lock, self.sessions() as session, session.begin():
+            yield session
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        async with self.sessions() as session:
+            yield session
+
+    async def migrate(self) -> None:
+        """Apply every Alembic migration not yet applied."""
+        async with self.engine.begin() as connection:
+            await connection.run_sync(_upgrade)
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    config = Config()
+    script_dir = resources.files("bourse.server.db").joinpath("migrations")
+    config.set_main_option("script_location", str(script_dir))
+    config.attributes["connection"] = connection
+    return config
+
+
+def _upgrade(connection: Connection) -> None:
+    command.upgrade(alembic_config(connection), "head")

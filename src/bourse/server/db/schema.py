@@ -1,0 +1,142 @@
+"""Tables. Times are UNIX seconds (floats) so that SQLite and PostgreSQL behave the same.
+
+Every change here needs an Alembic migration in ``migrations/versions``; a test compares the
+migrated database with these models.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Token(Base):
+    """API tokens, enrolment tokens and node credentials — only their SHA-256 is stored."""
+
+    __tablename__ = "tokens"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # user | enroll | node
+    hash: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str | None] = mapped_column(String(128))
+    role: Mapped[str | None] = mapped_column(String(32))
+    node_id: Mapped[str | None] = mapped_column(String(40))
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float | None] = mapped_column(Float)
+    used_at: Mapped[float | None] = mapped_column(Float)
+    revoked_at: Mapped[float | None] = mapped_column(Float)
+
+
+class Node(Base):
+    __tablename__ = "nodes"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    state: Mapped[str] = mapped_column(String(16))  # online | offline | lost
+    capabilities: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    keep_alive_s: Mapped[float] = mapped_column(Float)
+    last_seen: Mapped[float | None] = mapped_column(Float)
+    session: Mapped[str | None] = mapped_column(String(40))  # the live connection, if any
+    price: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str | None] = mapped_column(String(200))
+    state: Mapped[str] = mapped_column(String(16))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    node_id: Mapped[str | None] = mapped_column(String(40))
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    reason: Mapped[str | None] = mapped_column(Text)
+    pending_reason: Mapped[str | None] = mapped_column(Text)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    retries_used: Mapped[int] = mapped_column(Integer, default=0)
+    max_retries: Mapped[int] = mapped_column(Integer, default=3)
+    avoid_nodes: Mapped[list[str]] = mapped_column(JSON, default=list)
+    lease_owner: Mapped[str | None] = mapped_column(String(64))
+    lease_until: Mapped[float | None] = mapped_column(Float)
+    __table_args__ = (Index("ix_jobs_state_created", "state", "created_at"),)
+
+
+class Attempt(Base):
+    __tablename__ = "attempts"
+    job_id: Mapped[str] = mapped_column(String(40), ForeignKey("jobs.id"), primary_key=True)
+    number: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_id: Mapped[str] = mapped_column(String(40))
+    state: Mapped[str] = mapped_column(String(16))
+    placed_at: Mapped[float] = mapped_column(Float)
+    start_deadline: Mapped[float] = mapped_column(Float)  # the placement lease
+    start_acked_at: Mapped[float | None] = mapped_column(Float)
+    started_at: Mapped[float | None] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    reason: Mapped[str | None] = mapped_column(Text)
+    placement: Mapped[str | None] = mapped_column(Text)
+    resources: Mapped[dict[str, Any]] = mapped_column(JSON)
+    __table_args__ = (Index("ix_attempts_node_state", "node_id", "state"),)
+
+
+class Event(Base):
+    """The job timeline: state changes and what agents reported, in arrival order."""
+
+    __tablename__ = "events"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(40), ForeignKey("jobs.id"))
+    attempt: Mapped[int] = mapped_column(Integer)
+    agent_seq: Mapped[int | None] = mapped_column(Integer)
+    time: Mapped[float] = mapped_column(Float)
+    kind: Mapped[str] = mapped_column(String(32))
+    state: Mapped[str | None] = mapped_column(String(16))
+    message: Mapped[str] = mapped_column(Text, default="")
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    __table_args__ = (
+        UniqueConstraint("job_id", "attempt", "agent_seq", name="uq_events_agent_seq"),
+        Index("ix_events_job", "job_id", "id"),
+    )
+
+
+class LogChunk(Base):
+    __tablename__ = "log_chunks"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(40), ForeignKey("jobs.id"))
+    attempt: Mapped[int] = mapped_column(Integer)
+    seq: Mapped[int] = mapped_column(Integer)
+    stream: Mapped[str] = mapped_column(String(8))
+    offset: Mapped[int] = mapped_column(BigInteger)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    time: Mapped[float] = mapped_column(Float)
+    __table_args__ = (
+        UniqueConstraint("job_id", "attempt", "seq", name="uq_log_chunks_seq"),
+        Index("ix_log_chunks_job", "job_id", "id"),
+    )
+
+
+class Bundle(Base):
+    """Code bundles, content-addressed by SHA-256; the bytes live in the data dir."""
+
+    __tablename__ = "bundles"
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[float] = mapped_column(Float)

@@ -1,0 +1,249 @@
+"""The agent hub: one WebSocket per agent, dialled out from the node.
+
+Per connection a reader validates frames and queues them, a processor handles what has queued
+in one database transaction (so a burst of log chunks costs one commit) and acknowledges the
+ids only after the commit, and a writer sends what services asked to send. A malformed frame
+closes that connection with a logged reason; other connections never notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from bourse.protocol.agent import (
+    AGENT_TO_SERVER,
+    Ack,
+    Envelope,
+    Error,
+    Heartbeat,
+    Hello,
+    JobEvent,
+    LogChunk,
+    Welcome,
+    envelope,
+)
+from bourse.protocol.common import Wire
+from bourse.server.commands import Command
+from bourse.server.db.database import Database
+from bourse.server.ids import new_id
+from bourse.server.notifier import Notifier
+from bourse.server.services.agents import (
+    node_disconnected,
+    node_heartbeat,
+    node_hello,
+    record_job_events,
+    record_log_chunks,
+)
+
+log = logging.getLogger(__name__)
+HELLO_TIMEOUT_S = 15.0
+MAX_BATCH = 500
+CLOSE_MALFORMED, CLOSE_POLICY, CLOSE_REPLACED = 1003, 1008, 4000
+
+
+class Malformed(Exception):
+    """A frame that is not a valid message: the connection is closed."""
+
+
+@dataclass
+class Connection:
+    node_id: str
+    session: str
+    ws: WebSocket
+    outbox: asyncio.Queue[str] = field(default_factory=asyncio.Queue)
+    _ids: itertools.count[int] = field(default_factory=itertools.count)
+
+    def send(self, message: Wire) -> None:
+        frame = envelope(f"{self.session}:{next(self._ids)}", message)
+        self.outbox.put_nowait(frame.model_dump_json())
+
+
+@dataclass
+class Batch:
+    ids: list[str] = field(default_factory=list)
+    events: list[JobEvent] = field(default_factory=list)
+    chunks: list[LogChunk] = field(default_factory=list)
+    heartbeat: Heartbeat | None = None
+
+
+def parse_frame(text: str) -> tuple[Envelope, Wire | None]:
+    """An envelope and its validated body; body None for a type we do not know."""
+    try:
+        frame = Envelope.model_validate(json.loads(text))
+    except (ValueError, ValidationError) as exc:
+        raise Malformed(f"not a protocol frame: {str(exc)[:200]}") from None
+    model = AGENT_TO_SERVER.get(frame.type)
+    if model is None:
+        return frame, None
+    try:
+        return frame, model.model_validate(frame.body)
+    except ValidationError as exc:
+        raise Malformed(f"invalid {frame.type} body: {str(exc)[:300]}") from None
+
+
+class Hub:
+    def __init__(self, db: Database, notifier: Notifier, on_change: Callable[[], None],
+                 keep_alive_s: float, clock: Callable[[], float] = time.time) -> None:
+        self.db, self.notifier, self.on_change = db, notifier, on_change
+        self.keep_alive_s, self.clock = keep_alive_s, clock
+        self.connections: dict[str, Connection] = {}
+
+    def connected(self, node_id: str) -> bool:
+        return node_id in self.connections
+
+    def send(self, commands: Sequence[Command]) -> None:
+        """Queue commands for their nodes; those of absent nodes are re-derived on hello."""
+        for command in commands:
+            connection = self.connections.get(command.node_id)
+            if connection is not None:
+                connection.send(command.message)
+
+    async def close_node(self, node_id: str, reason: str) -> None:
+        connection = self.connections.pop(node_id, None)
+        if connection is not None:
+            await _close(connection.ws, CLOSE_POLICY, reason)
+
+    async def serve(self, ws: WebSocket, node_id: str) -> None:
+        """Run one agent connection until it ends. The route has authenticated the node."""
+        try:
+            hello = await self._hello(ws, node_id)
+        except (Malformed, TimeoutError, WebSocketDisconnect) as exc:
+            log.warning("agent %s: no valid hello (%s)", node_id, exc)
+            await _close(ws, CLOSE_POLICY, "the first message must be a valid hello")
+            return
+        connection = await self._register(ws, node_id, hello)
+        try:
+            await self._run(connection)
+        except Exception:
+            log.exception("agent %s: connection failed; the agent will reconnect and replay",
+                          node_id)
+        finally:
+            await self._unregister(connection)
+            await _close(ws, CLOSE_POLICY, "connection ended")
+
+    async def _hello(self, ws: WebSocket, node_id: str) -> Hello:
+        text = await asyncio.wait_for(ws.receive_text(), HELLO_TIMEOUT_S)
+        frame, body = parse_frame(text)
+        if not isinstance(body, Hello):
+            raise Malformed(f"expected hello, got {frame.type}")
+        return body
+
+    async def _register(self, ws: WebSocket, node_id: str, hello: Hello) -> Connection:
+        previous = self.connections.get(node_id)
+        connection = Connection(node_id, new_id("s"), ws)
+        self.connections[node_id] = connection
+        if previous is not None:
+            await _close(previous.ws, CLOSE_REPLACED, "replaced by a newer connection")
+        now = self.clock()
+        async with self.db.write() as session:
+            commands = await node_hello(session, node_id, hello, connection.session, now)
+        connection.send(Welcome(node_id=node_id, keep_alive_s=hello.keep_alive_s,
+                                server_time=now))
+        self.send(commands)
+        log.info("agent %s (%s) connected", node_id, hello.name)
+        self.notifier.notify()
+        self.on_change()
+        return connection
+
+    async def _unregister(self, connection: Connection) -> None:
+        if self.connections.get(connection.node_id) is connection:
+            del self.connections[connection.node_id]
+        async with self.db.write() as session:
+            await node_disconnected(session, connection.node_id, connection.session,
+                                    self.clock())
+        log.info("agent %s disconnected", connection.node_id)
+
+    async def _run(self, connection: Connection) -> None:
+        inbox: asyncio.Queue[tuple[Envelope, Wire | None]] = asyncio.Queue(maxsize=4 * MAX_BATCH)
+        tasks = [asyncio.create_task(self._read(connection, inbox)),
+                 asyncio.create_task(self._process(connection, inbox)),
+                 asyncio.create_task(_write(connection))]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                exc = None if task.cancelled() else task.exception()
+                if exc is not None and not isinstance(exc, WebSocketDisconnect):
+                    raise exc
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _read(self, connection: Connection,
+                    inbox: asyncio.Queue[tuple[Envelope, Wire | None]]) -> None:
+        while True:
+            text = await connection.ws.receive_text()
+            try:
+                frame, body = parse_frame(text)
+            except Malformed as exc:
+                log.warning("agent %s: closing the connection: %s", connection.node_id, exc)
+                await _close(connection.ws, CLOSE_MALFORMED, str(exc)[:120])
+                return
+            if body is None:
+                connection.send(Error(message=f"unknown message type {frame.type!r}",
+                                      ref=frame.id))
+                continue
+            await inbox.put((frame, body))
+
+    async def _process(self, connection: Connection,
+                       inbox: asyncio.Queue[tuple[Envelope, Wire | None]]) -> None:
+        while True:
+            batch = Batch()
+            _add(batch, *await inbox.get())
+            while not inbox.empty() and len(batch.ids) < MAX_BATCH:
+                _add(batch, *inbox.get_nowait())
+            await self._apply(connection, batch)
+
+    async def _apply(self, connection: Connection, batch: Batch) -> None:
+        now = self.clock()
+        commands: list[Command] = []
+        async with self.db.write() as session:
+            if batch.chunks:
+                await record_log_chunks(session, connection.node_id, batch.chunks)
+            if batch.events:
+                commands += await record_job_events(session, connection.node_id,
+                                                    batch.events, now)
+            if batch.heartbeat is not None:
+                commands += await node_heartbeat(session, connection.node_id,
+                                                 batch.heartbeat, now)
+        if batch.ids:
+            connection.send(Ack(ids=batch.ids))
+        self.send(commands)
+        if batch.events or batch.chunks:
+            self.notifier.notify()
+        if batch.events or batch.heartbeat:
+            self.on_change()
+
+
+def _add(batch: Batch, frame: Envelope, body: Wire | None) -> None:
+    if isinstance(body, JobEvent):
+        batch.events.append(body)
+    elif isinstance(body, LogChunk):
+        batch.chunks.append(body)
+    elif isinstance(body, Heartbeat):
+        batch.heartbeat = body
+    elif isinstance(body, Hello):
+        return  # a second hello on the same connection changes nothing
+    if not isinstance(body, Ack | Error):
+        batch.ids.append(frame.id)
+
+
+async def _write(connection: Connection) -> None:
+    while True:
+        frame = await connection.outbox.get()
+        await connection.ws.send_text(frame)
+
+
+async def _close(ws: WebSocket, code: int, reason: str) -> None:
+    with contextlib.suppress(RuntimeError, WebSocketDisconnect, OSError):  # already closed
+        await ws.close(code=code, reason=reason)

@@ -1,0 +1,1 @@
+"""Thin routes: parse, check permission, call a service, return."""

@@ -1,0 +1,33 @@
+"""The agent side: enrolment with a one-time token, and the agent WebSocket."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, WebSocket
+
+from bourse.core.errors import BourseError
+from bourse.protocol.api import EnrollRequest, EnrollResponse
+from bourse.server.routes.deps import State, bearer, get_state, principal_of
+from bourse.server.services import tokens
+
+router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
+CLOSE_UNAUTHORIZED = 4401
+
+
+@router.post("/enroll", status_code=201)
+async def enroll(body: EnrollRequest, request: Request, state: State) -> EnrollResponse:
+    async with state.db.write() as session:
+        node_id, credential = await tokens.enroll_node(
+            session, bearer(request) or "", body.name, state.config.keep_alive_s, state.clock())
+    return EnrollResponse(node_id=node_id, credential=credential)
+
+
+@router.websocket("/ws")
+async def agent_socket(ws: WebSocket) -> None:
+    try:
+        principal = await principal_of(ws, "node")
+    except BourseError as exc:
+        await ws.close(code=CLOSE_UNAUTHORIZED, reason=exc.message[:120])
+        return
+    assert principal.node_id is not None
+    await ws.accept()
+    await get_state(ws).hub.serve(ws, principal.node_id)

@@ -1,0 +1,100 @@
+"""``/api/v1/jobs``: submit, list, show, cancel; timeline; logs (pages and SSE follow)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
+
+from bourse.core.states import JobState
+from bourse.protocol.api import EventList, JobDetail, JobList, JobView, LogPage
+from bourse.protocol.common import JobSpec
+from bourse.server.routes.deps import State, User
+from bourse.server.services import jobs
+from bourse.server.state import ServerState
+
+router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
+KEEP_ALIVE_S = 15.0
+
+
+@router.post("", status_code=201)
+async def submit(spec: JobSpec, state: State, _user: User) -> JobView:
+    async with state.db.write() as session:
+        job = await jobs.submit_job(session, spec, state.clock())
+    state.scheduler.kick()
+    return jobs.job_view(job)
+
+
+@router.get("")
+async def list_jobs(state: State, _user: User, job_state: Annotated[
+        JobState | None, Query(alias="state")] = None,
+        limit: Annotated[int, Query(ge=1, le=10000)] = 100) -> JobList:
+    async with state.db.read() as session:
+        found = await jobs.list_jobs(session, job_state.value if job_state else None, limit)
+        return JobList(jobs=[jobs.job_view(j) for j in found])
+
+
+@router.get("/{job_id}")
+async def show(job_id: str, state: State, _user: User) -> JobDetail:
+    async with state.db.read() as session:
+        return await jobs.job_detail(session, await jobs.get_job(session, job_id))
+
+
+@router.post("/{job_id}/cancel")
+async def cancel(job_id: str, state: State, _user: User) -> JobView:
+    async with state.db.write() as session:
+        job, commands = await jobs.cancel_job(session, job_id, state.clock())
+    state.hub.send(commands)
+    state.notifier.notify()
+    return jobs.job_view(job)
+
+
+@router.get("/{job_id}/events")
+async def events(job_id: str, state: State, _user: User,
+                 after: Annotated[int, Query(ge=0)] = 0) -> EventList:
+    async with state.db.read() as session:
+        return EventList(events=await jobs.list_events(session, job_id, after))
+
+
+@router.get("/{job_id}/logs")
+async def logs(job_id: str, state: State, _user: User,
+               after: Annotated[int, Query(ge=0)] = 0,
+               limit: Annotated[int, Query(ge=1, le=10000)] = 1000) -> LogPage:
+    async with state.db.read() as session:
+        return await jobs.read_logs(session, job_id, after, limit)
+
+
+@router.get("/{job_id}/logs/follow")
+async def follow(job_id: str, state: State, _user: User,
+                 after: Annotated[int, Query(ge=0)] = 0) -> StreamingResponse:
+    async with state.db.read() as session:
+        await jobs.get_job(session, job_id)  # 404 before the stream starts
+    return StreamingResponse(_follow(state, job_id, after), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _sse(event: str, data: str) -> str:
+    return f"event: {event}\ndata: {data}\n\n"
+
+
+async def _follow(state: ServerState, job_id: str, cursor: int) -> AsyncIterator[str]:
+    """Chunks as they arrive, the job whenever its state changes, then ``end``."""
+    last_state = None
+    while True:
+        seen = state.notifier.version
+        async with state.db.read() as session:
+            page = await jobs.read_logs(session, job_id, cursor, 500)
+            job = jobs.job_view(await jobs.get_job(session, job_id))
+        for chunk in page.chunks:
+            yield _sse("chunk", chunk.model_dump_json())
+        cursor = page.cursor
+        if job.state != last_state:
+            yield _sse("job", job.model_dump_json())
+            last_state = job.state
+        if page.done:
+            yield _sse("end", job.model_dump_json())
+            return
+        if not page.chunks and not await state.notifier.wait(seen, KEEP_ALIVE_S):
+            yield ": keep-alive\n\n"

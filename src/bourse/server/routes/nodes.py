@@ -1,0 +1,33 @@
+"""``/api/v1/nodes`` and enrolment tokens."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from bourse.protocol.api import EnrollmentCreate, EnrollmentToken, NodeList, NodeView
+from bourse.server.routes.deps import Admin, State, User
+from bourse.server.services import nodes, tokens
+
+router = APIRouter(prefix="/api/v1", tags=["nodes"])
+
+
+@router.get("/nodes")
+async def list_nodes(state: State, _user: User) -> NodeList:
+    async with state.db.read() as session:
+        return NodeList(nodes=await nodes.list_nodes(session, set(state.hub.connections)))
+
+
+@router.get("/nodes/{node_id}")
+async def show_node(node_id: str, state: State, _user: User) -> NodeView:
+    async with state.db.read() as session:
+        return await nodes.get_node(session, node_id, set(state.hub.connections))
+
+
+@router.post("/enrollments", status_code=201)
+async def create_enrollment(body: EnrollmentCreate, state: State, _admin: Admin) -> EnrollmentToken:
+    now = state.clock()
+    expires_at = now + body.expires_in_s
+    async with state.db.write() as session:
+        secret = await tokens.create_token(session, "enroll", now, name=body.name,
+                                           expires_at=expires_at)
+    return EnrollmentToken(token=secret, expires_at=expires_at)

@@ -1,0 +1,67 @@
+"""The scheduler loop: lost nodes, expired placement leases, then placement.
+
+``tick(now)`` is one pass, for tests to drive without sleeping; ``run()`` ticks whenever
+something may have changed (a submit, a node connecting, an attempt ending) and at least every
+``tick_interval_s``. Commands for agents are sent after the transaction commits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from bourse.server.config import ServerConfig
+from bourse.server.db.database import Database
+from bourse.server.hub import Hub
+from bourse.server.notifier import Notifier
+from bourse.server.services.placement import (
+    PlacementReport,
+    detect_lost_nodes,
+    expire_start_leases,
+    place_pending,
+)
+
+log = logging.getLogger(__name__)
+PLACEMENT_BATCH = 200
+
+
+class Scheduler:
+    def __init__(self, db: Database, hub: Hub, notifier: Notifier, config: ServerConfig,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.db, self.hub, self.notifier, self.config, self.clock = db, hub, notifier, config, clock
+        self._wake = asyncio.Event()
+
+    def kick(self) -> None:
+        self._wake.set()
+
+    async def tick(self, now: float | None = None) -> PlacementReport:
+        now = self.clock() if now is None else now
+        async with self.db.write() as session:
+            lost = await detect_lost_nodes(session, now)
+            expired = await expire_start_leases(session, now)
+            report = await place_pending(session, now, self.config.start_lease_s,
+                                         PLACEMENT_BATCH)
+        report.lost_nodes = lost
+        for node_id in lost:
+            log.warning("node %s lost: silent for 3 keep-alive intervals", node_id)
+            await self.hub.close_node(node_id, "declared lost")
+        self.hub.send(report.commands)
+        if lost or expired or report.placed:
+            self.notifier.notify()
+        if report.placed and report.placed + report.unplaced >= PLACEMENT_BATCH:
+            self.kick()  # there may be more pending jobs than one pass takes
+        return report
+
+    async def run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.config.tick_interval_s)
+            self._wake.clear()
+            try:
+                await self.tick()
+            except Exception:
+                log.exception("scheduler tick failed; retrying on the next one")
+                await asyncio.sleep(self.config.tick_interval_s)

@@ -1,0 +1,1 @@
+"""Plain service functions: ``async def verb_noun(session, ...)``; no network calls inside."""

@@ -1,0 +1,194 @@
+"""What the coordinator does with agent messages: hello, heartbeat, job events, log chunks.
+
+Every handler is idempotent. Job events and log chunks are de-duplicated by
+(job, attempt, seq); a message about an attempt that is no longer the job's current one (the
+attempt number is the fencing token) never changes the job, and the agent is told to kill it.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Sequence
+from typing import cast
+
+from sqlalchemy import Table, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bourse.core.states import AttemptState, JobState, exit_outcome
+from bourse.protocol.agent import CancelJob, Heartbeat, Hello, JobEvent, LogChunk, StartJob
+from bourse.protocol.common import AttemptRef, JobSpec
+from bourse.server.commands import Command
+from bourse.server.db.schema import Attempt, Event, Job, Node
+from bourse.server.db.schema import LogChunk as LogRow
+from bourse.server.db.upsert import insert_ignore, insert_one_ignore
+from bourse.server.services.jobs import CANCEL_GRACE_S, active_attempt_states
+from bourse.server.services.lifecycle import end_attempt, set_attempt_state, set_job_state
+
+EVENT_TABLE = cast(Table, Event.__table__)
+LOG_TABLE = cast(Table, LogRow.__table__)
+
+
+async def node_hello(session: AsyncSession, node_id: str, hello: Hello, connection: str,
+                     now: float) -> list[Command]:
+    """A node (re)connected: record what it is, then reconcile what it runs with what we
+    think it runs — re-send unacknowledged starts and pending cancels, kill stale attempts."""
+    node = await _node(session, node_id)
+    node.capabilities = hello.capabilities.model_dump(mode="json")
+    node.keep_alive_s, node.session = hello.keep_alive_s, connection
+    node.state, node.last_seen, node.updated_at = "online", now, now
+    commands = await _reconcile(session, node_id, hello.running, now)
+    return commands + await _resend(session, node_id)
+
+
+async def node_heartbeat(session: AsyncSession, node_id: str, beat: Heartbeat,
+                         now: float) -> list[Command]:
+    node = await _node(session, node_id)
+    node.last_seen = now
+    if node.state != "online":
+        node.state, node.updated_at = "online", now
+    return await _reconcile(session, node_id, beat.running, now)
+
+
+async def node_disconnected(session: AsyncSession, node_id: str, connection: str,
+                            now: float) -> None:
+    node = await session.get(Node, node_id)
+    if node is not None and node.session == connection:
+        node.session, node.updated_at = None, now
+
+
+async def _node(session: AsyncSession, node_id: str) -> Node:
+    node = await session.get(Node, node_id)
+    if node is None:
+        raise LookupError(f"node {node_id} is not enrolled")
+    return node
+
+
+async def _reconcile(session: AsyncSession, node_id: str, running: Sequence[AttemptRef],
+                     now: float) -> list[Command]:
+    reported = {(r.job_id, r.attempt) for r in running}
+    commands = [Command(node_id, CancelJob(job_id=job, attempt=number, grace_s=0,
+                                           reason="stale attempt", stale=True))
+                for job, number in reported
+                if not await _is_current(session, node_id, job, number)]
+    ours = (await session.scalars(select(Attempt).where(
+        Attempt.node_id == node_id,
+        Attempt.state.in_([AttemptState.STARTING.value, AttemptState.RUNNING.value])))).all()
+    for attempt in ours:
+        if (attempt.job_id, attempt.number) not in reported:
+            job = await session.get(Job, attempt.job_id, with_for_update=True)
+            assert job is not None
+            end_attempt(session, job, attempt, AttemptState.LOST, now=now,
+                        reason="the agent no longer has it")
+    return commands
+
+
+async def _is_current(session: AsyncSession, node_id: str, job_id: str, number: int) -> bool:
+    attempt = await session.get(Attempt, (job_id, number))
+    job = await session.get(Job, job_id)
+    return (attempt is not None and job is not None and attempt.node_id == node_id
+            and job.attempt == number and AttemptState(attempt.state).active)
+
+
+async def _resend(session: AsyncSession, node_id: str) -> list[Command]:
+    """Starts not yet acknowledged and cancels not yet carried out, for a reconnected node."""
+    attempts = (await session.scalars(select(Attempt).where(
+        Attempt.node_id == node_id, Attempt.state.in_(active_attempt_states())))).all()
+    commands: list[Command] = []
+    for attempt in attempts:
+        job = await session.get(Job, attempt.job_id)
+        if job is None or job.attempt != attempt.number:
+            continue
+        if attempt.state == AttemptState.SCHEDULED.value:
+            commands.append(start_command(job, attempt))
+        if job.cancel_requested:
+            commands.append(Command(node_id, CancelJob(
+                job_id=job.id, attempt=attempt.number, grace_s=CANCEL_GRACE_S,
+                reason="cancelled")))
+    return commands
+
+
+def start_command(job: Job, attempt: Attempt) -> Command:
+    env = {"BOURSE_JOB_ID": job.id, "BOURSE_ATTEMPT": str(attempt.number),
+           "BOURSE_NODE_ID": attempt.node_id}
+    return Command(attempt.node_id, StartJob(job_id=job.id, attempt=attempt.number,
+                                             spec=JobSpec.model_validate(job.spec), env=env))
+
+
+async def record_job_events(session: AsyncSession, node_id: str, events: Iterable[JobEvent],
+                            now: float) -> list[Command]:
+    commands: list[Command] = []
+    for event in events:
+        commands += await _job_event(session, node_id, event, now)
+    return commands
+
+
+async def _job_event(session: AsyncSession, node_id: str, event: JobEvent,
+                     now: float) -> list[Command]:
+    attempt = await session.get(Attempt, (event.job_id, event.attempt))
+    if attempt is None or attempt.node_id != node_id:
+        return []  # not ours to report: ignore (and never let it touch the job)
+    new = await insert_one_ignore(session, EVENT_TABLE, {
+        "job_id": event.job_id, "attempt": event.attempt, "agent_seq": event.seq,
+        "time": event.time, "kind": event.kind, "state": None, "data": event.data,
+        "message": str(event.data.get("reason", "")),
+    }, Event.id)
+    if new is None:
+        return []  # a duplicate delivery
+    job = await session.get(Job, event.job_id, with_for_update=True)
+    assert job is not None
+    current = job.attempt == event.attempt and AttemptState(attempt.state).active
+    if not current:
+        if event.kind in ("accepted", "started"):
+            return [Command(node_id, CancelJob(job_id=job.id, attempt=event.attempt,
+                                               grace_s=0, reason="stale attempt", stale=True))]
+        return []
+    _apply(session, job, attempt, event, now)
+    return []
+
+
+def _apply(session: AsyncSession, job: Job, attempt: Attempt, event: JobEvent,
+           now: float) -> None:
+    data = event.data
+    if event.kind == "accepted" and attempt.state == AttemptState.SCHEDULED.value:
+        attempt.start_acked_at = now
+        set_attempt_state(attempt, AttemptState.STARTING, now)
+        set_job_state(session, job, JobState.STARTING, now, "the node accepted the job")
+    elif event.kind == "started" and attempt.state in ("SCHEDULED", "STARTING"):
+        attempt.started_at = event.time
+        attempt.start_acked_at = attempt.start_acked_at or now
+        set_attempt_state(attempt, AttemptState.RUNNING, now)
+        set_job_state(session, job, JobState.RUNNING, now, f"process {data.get('pid')} started")
+    elif event.kind == "exited":
+        code = data.get("exit_code")
+        outcome = exit_outcome(code, job.cancel_requested)
+        reason = str(data.get("reason") or _exit_reason(code, data.get("signal")))
+        end_attempt(session, job, attempt, outcome, now=now, reason=reason,
+                    exit_code=code if isinstance(code, int) else None)
+    elif event.kind == "start_failed":
+        reason = f"could not start: {data.get('reason', 'unknown error')}"
+        outcome = AttemptState.CANCELLED if job.cancel_requested else AttemptState.FAILED
+        end_attempt(session, job, attempt, outcome, now=now, reason=reason)
+
+
+def _exit_reason(code: object, signal: object) -> str:
+    if isinstance(signal, int) and signal:
+        return f"killed by signal {signal}"
+    return f"exited with code {code}"
+
+
+async def record_log_chunks(session: AsyncSession, node_id: str,
+                            chunks: Sequence[LogChunk]) -> int:
+    """Store chunks from attempts of this node; duplicates are dropped. Returns how many new."""
+    keys = {(c.job_id, c.attempt) for c in chunks}
+    owned = set()
+    for job_id, number in keys:
+        attempt = await session.get(Attempt, (job_id, number))
+        if attempt is not None and attempt.node_id == node_id:
+            owned.add((job_id, number))
+    rows = [{"job_id": c.job_id, "attempt": c.attempt, "seq": c.seq, "stream": c.stream,
+             "offset": c.offset, "data": base64.b64decode(c.data), "time": c.time}
+            for c in chunks if (c.job_id, c.attempt) in owned]
+    inserted = 0
+    for start in range(0, len(rows), 200):
+        inserted += await insert_ignore(session, LOG_TABLE, rows[start:start + 200])
+    return inserted

@@ -1,0 +1,116 @@
+"""Jobs: submit, read, cancel; their timeline and logs."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bourse.core.errors import InvalidInput, NotFound
+from bourse.core.states import AttemptState, JobState
+from bourse.protocol.agent import CancelJob
+from bourse.protocol.api import AttemptView, EventView, JobDetail, JobView, LogChunkView, LogPage
+from bourse.protocol.common import JobSpec
+from bourse.server.commands import Command
+from bourse.server.db.schema import Attempt, Bundle, Event, Job, LogChunk, Node
+from bourse.server.ids import new_id
+from bourse.server.services.lifecycle import add_event, set_job_state
+
+CANCEL_GRACE_S = 10.0
+
+
+async def submit_job(session: AsyncSession, spec: JobSpec, now: float) -> Job:
+    if spec.bundle and await session.get(Bundle, spec.bundle) is None:
+        raise InvalidInput(f"code bundle {spec.bundle[:12]}… has not been uploaded",
+                           field="bundle", hint="upload it first with PUT /api/v1/bundles/{sha}")
+    job = Job(id=new_id("j"), name=spec.name, state=JobState.PENDING.value,
+              spec=spec.model_dump(mode="json"), created_at=now, updated_at=now, attempt=0,
+              cancel_requested=False, retries_used=0, max_retries=spec.max_retries,
+              avoid_nodes=[])
+    session.add(job)
+    await session.flush()  # the timeline row refers to the job
+    add_event(session, job.id, 0, "state", now, state=JobState.PENDING.value,
+              message="submitted")
+    return job
+
+
+async def get_job(session: AsyncSession, job_id: str) -> Job:
+    job = await session.get(Job, job_id)
+    if job is None:
+        raise NotFound(f"no job {job_id!r}", hint="`bourse jobs` lists jobs")
+    return job
+
+
+async def list_jobs(session: AsyncSession, state: str | None, limit: int) -> Sequence[Job]:
+    query = select(Job).order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)
+    if state is not None:
+        query = query.where(Job.state == state)
+    return (await session.scalars(query)).all()
+
+
+async def cancel_job(session: AsyncSession, job_id: str, now: float) -> tuple[Job, list[Command]]:
+    """Cancel a job: at once when it is not placed, else by asking its node to stop it."""
+    job = await get_job(session, job_id)
+    state = JobState(job.state)
+    if state.terminal or job.cancel_requested:
+        return job, []
+    if state is JobState.PENDING:
+        job.reason = "cancelled before it was placed"
+        set_job_state(session, job, JobState.CANCELLED, now, job.reason)
+        return job, []
+    job.cancel_requested = True
+    job.updated_at = now
+    add_event(session, job.id, job.attempt, "cancel", now, message="cancel requested")
+    assert job.node_id is not None
+    return job, [Command(job.node_id, CancelJob(job_id=job.id, attempt=job.attempt,
+                                                 grace_s=CANCEL_GRACE_S, reason="cancelled"))]
+
+
+def job_view(job: Job) -> JobView:
+    return JobView(id=job.id, name=job.name, state=job.state,
+                   spec=JobSpec.model_validate(job.spec), created_at=job.created_at,
+                   updated_at=job.updated_at, attempt=job.attempt, node_id=job.node_id,
+                   exit_code=job.exit_code, reason=job.reason,
+                   pending_reason=job.pending_reason, cancel_requested=job.cancel_requested)
+
+
+async def job_detail(session: AsyncSession, job: Job) -> JobDetail:
+    attempts = (await session.scalars(
+        select(Attempt).where(Attempt.job_id == job.id).order_by(Attempt.number))).all()
+    names = {n.id: n.name for n in (await session.scalars(
+        select(Node).where(Node.id.in_({a.node_id for a in attempts})))).all()}
+    views = [AttemptView(number=a.number, node_id=a.node_id, node_name=names.get(a.node_id),
+                         state=a.state, placed_at=a.placed_at,
+                         started_at=a.started_at, ended_at=a.ended_at, exit_code=a.exit_code,
+                         reason=a.reason, placement=a.placement) for a in attempts]
+    return JobDetail(**job_view(job).model_dump(), attempts=views)
+
+
+async def list_events(session: AsyncSession, job_id: str, after: int,
+                      limit: int = 1000) -> list[EventView]:
+    await get_job(session, job_id)
+    rows = (await session.scalars(
+        select(Event).where(Event.job_id == job_id, Event.id > after)
+        .order_by(Event.id).limit(limit))).all()
+    return [EventView(id=e.id, job_id=e.job_id, attempt=e.attempt, time=e.time, kind=e.kind,
+                      state=e.state, message=e.message, data=e.data) for e in rows]
+
+
+async def read_logs(session: AsyncSession, job_id: str, after: int, limit: int) -> LogPage:
+    """Chunks after the cursor in arrival order (sequence order within each attempt)."""
+    job = await get_job(session, job_id)
+    ended = JobState(job.state).terminal  # read before the chunks: nothing arrives after the end
+    rows = (await session.scalars(
+        select(LogChunk).where(LogChunk.job_id == job_id, LogChunk.id > after)
+        .order_by(LogChunk.id).limit(limit))).all()
+    chunks = [LogChunkView(cursor=c.id, attempt=c.attempt, seq=c.seq,
+                           stream=c.stream, offset=c.offset,
+                           data=base64.b64encode(c.data).decode()) for c in rows]
+    cursor = chunks[-1].cursor if chunks else after
+    return LogPage(chunks=chunks, cursor=cursor, done=ended and len(chunks) < limit)
+
+
+def active_attempt_states() -> list[str]:
+    return [s.value for s in AttemptState if s.active]

@@ -1,0 +1,77 @@
+"""State changes of jobs and attempts, applied to rows and recorded in the timeline.
+
+The legality of each change is decided by ``core.states``; this module applies it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bourse.core.states import (
+    AttemptState,
+    JobState,
+    after_loss,
+    check_attempt,
+    check_job,
+    job_state_for,
+)
+from bourse.server.db.schema import Attempt, Event, Job
+
+
+def add_event(session: AsyncSession, job_id: str, attempt: int, kind: str, now: float, *,
+              state: str | None = None, message: str = "",
+              data: dict[str, Any] | None = None) -> None:
+    session.add(Event(job_id=job_id, attempt=attempt, agent_seq=None, time=now, kind=kind,
+                      state=state, message=message, data=data or {}))
+
+
+def set_job_state(session: AsyncSession, job: Job, target: JobState, now: float,
+                  message: str = "") -> None:
+    check_job(JobState(job.state), target)
+    job.state = target.value
+    job.updated_at = now
+    add_event(session, job.id, job.attempt, "state", now, state=target.value, message=message)
+
+
+def set_attempt_state(attempt: Attempt, target: AttemptState, now: float,
+                      reason: str | None = None) -> None:
+    check_attempt(AttemptState(attempt.state), target)
+    attempt.state = target.value
+    if target.terminal:
+        attempt.ended_at = now
+        attempt.reason = reason or attempt.reason
+
+
+def end_attempt(session: AsyncSession, job: Job, attempt: Attempt, outcome: AttemptState, *,
+                now: float, reason: str, exit_code: int | None = None) -> None:
+    """Close an attempt and move its job: to the outcome, or back to PENDING after a loss."""
+    set_attempt_state(attempt, outcome, now, reason)
+    attempt.exit_code = exit_code
+    if job.attempt != attempt.number or JobState(job.state).terminal:
+        return  # a stale attempt ended: the job has moved on
+    if outcome is AttemptState.LOST:
+        _after_loss(session, job, attempt, now, reason)
+        return
+    job.exit_code, job.reason = exit_code, reason
+    set_job_state(session, job, job_state_for(outcome), now, reason)
+
+
+def _after_loss(session: AsyncSession, job: Job, attempt: Attempt, now: float,
+                reason: str) -> None:
+    if job.cancel_requested:
+        job.reason = f"cancelled; its node was lost ({reason})"
+        set_job_state(session, job, JobState.CANCELLED, now, job.reason)
+        return
+    job.retries_used += 1
+    job.avoid_nodes = sorted({*job.avoid_nodes, attempt.node_id})
+    target = after_loss(job.retries_used, job.max_retries)
+    if target is JobState.PENDING:
+        job.node_id = None
+        set_job_state(session, job, target, now,
+                      f"attempt {attempt.number} lost ({reason}); retrying "
+                      f"({job.retries_used}/{job.max_retries})")
+    else:
+        job.reason = f"attempt {attempt.number} lost ({reason}); no retries left"
+        set_job_state(session, job, target, now, job.reason)

@@ -1,0 +1,186 @@
+"""Placement: pending jobs onto live nodes' free capacity, through the market matcher.
+
+A placement is a lease: the attempt must be acknowledged by the node before ``start_deadline``
+or it is declared LOST and the job placed again. A node silent for three keep-alive intervals is
+lost, and so are its attempts. Pending jobs are claimed with row locks (``SKIP LOCKED`` on
+PostgreSQL) so several coordinators can share one database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bourse.core.compute import Compute
+from bourse.core.match import Match, explain, match
+from bourse.core.offer import Offer
+from bourse.core.states import AttemptState, JobState
+from bourse.market.pricing import list_price
+from bourse.protocol.common import Capabilities
+from bourse.server.commands import Command
+from bourse.server.db.schema import Attempt, Job, Node
+from bourse.server.services.agents import start_command
+from bourse.server.services.jobs import active_attempt_states
+from bourse.server.services.lifecycle import add_event, end_attempt, set_job_state
+
+LOST_AFTER_KEEP_ALIVES = 3
+
+
+@dataclass
+class Free:
+    """What is left on a node during one placement pass."""
+
+    node: Node
+    caps: Capabilities
+    cpus: float
+    memory_gib: float
+    gpus: int
+
+    def take(self, need: dict[str, float]) -> None:
+        self.cpus -= need["cpus"]
+        self.memory_gib -= need["memory_gib"]
+        self.gpus -= int(need["gpus"])
+
+
+@dataclass
+class PlacementReport:
+    placed: int = 0
+    unplaced: int = 0
+    lost_nodes: list[str] = field(default_factory=list)
+    commands: list[Command] = field(default_factory=list)
+
+
+def needs(compute: Compute) -> dict[str, float]:
+    """What an attempt reserves on a node: every job takes at least one CPU."""
+    return {"cpus": max(1.0, compute.cpus.min), "memory_gib": compute.memory.min,
+            "gpus": float(compute.gpu.count if compute.gpu else 0)}
+
+
+def node_offer(free: Free) -> Offer | None:
+    caps, node = free.caps, free.node
+    if free.cpus < 1:
+        return None
+    gpu = next((g.model for g in caps.gpus if g.model), None)
+    price = node.price or list_price(caps.cpus, gpu, len(caps.gpus))
+    memory = next((g.memory_mib for g in caps.gpus if g.memory_mib), None)
+    return Offer(id=node.id, provider="node", instance_type=node.name, region="local",
+                 gpu=gpu if free.gpus > 0 else None, gpu_count=max(free.gpus, 0),
+                 gpu_memory_mib=memory, cpus=free.cpus, memory_gib=free.memory_gib,
+                 disk_gib=caps.disk_free_gib, driver=caps.driver, price=price, node_id=node.id,
+                 available=1, divisible=True, source="node")
+
+
+async def live_capacity(session: AsyncSession) -> list[Free]:
+    """Connected nodes and what their active attempts leave free."""
+    nodes = (await session.scalars(select(Node).where(
+        Node.state == "online", Node.session.is_not(None)).order_by(Node.id))).all()
+    frees = {n.id: _whole(n) for n in nodes if n.capabilities}
+    attempts = (await session.scalars(select(Attempt).where(
+        Attempt.node_id.in_(list(frees)), Attempt.state.in_(active_attempt_states())))).all()
+    for attempt in attempts:
+        frees[attempt.node_id].take(attempt.resources)
+    return list(frees.values())
+
+
+def _whole(node: Node) -> Free:
+    caps = Capabilities.model_validate(node.capabilities)
+    return Free(node, caps, float(caps.cpus), caps.memory_gib, len(caps.gpus))
+
+
+async def place_pending(session: AsyncSession, now: float, lease_s: float,
+                        batch: int = 200) -> PlacementReport:
+    report = PlacementReport()
+    frees = await live_capacity(session)
+    jobs = (await session.scalars(
+        select(Job).where(Job.state == JobState.PENDING.value)
+        .order_by(Job.created_at, Job.id).limit(batch)
+        .with_for_update(skip_locked=True))).all()
+    by_id = {f.node.id: f for f in frees}
+    for job in jobs:
+        compute = Compute.model_validate(job.spec["compute"])
+        offers = [o for f in frees if (o := node_offer(f)) is not None]
+        chosen = _choose(compute, offers, set(job.avoid_nodes))
+        if chosen is None:
+            report.unplaced += 1
+            _explain_pending(job, compute, offers, frees)
+            continue
+        report.commands.append(_place(session, job, compute, chosen, frees=by_id, now=now,
+                                      lease_s=lease_s))
+        report.placed += 1
+    return report
+
+
+def _choose(compute: Compute, offers: Sequence[Offer], avoid: set[str]) -> Match | None:
+    """The best offer, avoiding nodes that lost this job unless nothing else fits."""
+    preferred = match(compute, [o for o in offers if o.id not in avoid], limit=1)
+    if preferred:
+        return preferred[0]
+    fallback = match(compute, offers, limit=1)
+    return fallback[0] if fallback else None
+
+
+def _explain_pending(job: Job, compute: Compute, offers: list[Offer],
+                     frees: list[Free]) -> None:
+    if not frees:
+        job.pending_reason = "no node is connected"
+    elif not offers:
+        job.pending_reason = "every connected node is busy"
+    else:
+        lines = explain(compute, offers, nearest=3).lines()
+        job.pending_reason = "; ".join(line.strip() for line in lines[1:])
+
+
+def _place(session: AsyncSession, job: Job, compute: Compute, chosen: Match, *,
+           frees: dict[str, Free], now: float, lease_s: float) -> Command:
+    node_id = chosen.offer.id
+    need = needs(compute)
+    frees[node_id].take(need)
+    job.attempt += 1
+    job.node_id, job.pending_reason = node_id, None
+    placement = (f"{frees[node_id].node.name}: cheapest fit at ${chosen.price:.4f}/h "
+                 f"for {compute.describe()}")
+    attempt = Attempt(job_id=job.id, number=job.attempt, node_id=node_id,
+                      state=AttemptState.SCHEDULED.value, placed_at=now,
+                      start_deadline=now + lease_s, placement=placement, resources=need)
+    session.add(attempt)
+    set_job_state(session, job, JobState.SCHEDULED, now, f"placed on {placement}")
+    return start_command(job, attempt)
+
+
+async def expire_start_leases(session: AsyncSession, now: float) -> int:
+    """Attempts whose node never acknowledged the start: LOST, and their jobs re-placed."""
+    expired = (await session.scalars(select(Attempt).where(
+        Attempt.state == AttemptState.SCHEDULED.value, Attempt.start_deadline < now))).all()
+    for attempt in expired:
+        job = await session.get(Job, attempt.job_id, with_for_update=True)
+        assert job is not None
+        end_attempt(session, job, attempt, AttemptState.LOST, now=now,
+                    reason="the node did not acknowledge the start in time")
+    return len(expired)
+
+
+async def detect_lost_nodes(session: AsyncSession, now: float) -> list[str]:
+    """Nodes silent for three keep-alive intervals are lost, with their attempts."""
+    nodes = (await session.scalars(select(Node).where(Node.state != "lost"))).all()
+    lost = []
+    for node in nodes:
+        silent = now - (node.last_seen or node.created_at)
+        if silent <= LOST_AFTER_KEEP_ALIVES * node.keep_alive_s:
+            continue
+        node.state, node.session, node.updated_at = "lost", None, now
+        lost.append(node.id)
+        await _lose_attempts(session, node, now, f"node {node.name} silent for {silent:.0f} s")
+    return lost
+
+
+async def _lose_attempts(session: AsyncSession, node: Node, now: float, reason: str) -> None:
+    attempts = (await session.scalars(select(Attempt).where(
+        Attempt.node_id == node.id, Attempt.state.in_(active_attempt_states())))).all()
+    for attempt in attempts:
+        job = await session.get(Job, attempt.job_id, with_for_update=True)
+        assert job is not None
+        end_attempt(session, job, attempt, AttemptState.LOST, now=now, reason=reason)
+        add_event(session, job.id, attempt.number, "node_lost", now, message=reason)

@@ -1,0 +1,93 @@
+"""Tokens: the admin token made at first start, enrolment tokens, node credentials.
+
+Only SHA-256 digests are stored. User and node credentials are different kinds and are never
+interchangeable: a user token cannot open the agent channel, a node credential cannot call the
+user API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bourse.server.db.schema import Node, Token
+from bourse.server.errors import Unauthorized
+from bourse.server.ids import digest, new_id, new_secret
+
+TokenKind = Literal["user", "enroll", "node"]
+
+
+@dataclass(frozen=True)
+class Principal:
+    kind: TokenKind
+    token_id: str
+    role: str | None = None
+    node_id: str | None = None
+
+    @property
+    def admin(self) -> bool:
+        return self.kind == "user" and self.role == "admin"
+
+
+async def has_user_tokens(session: AsyncSession) -> bool:
+    found = await session.scalar(select(Token.id).where(Token.kind == "user").limit(1))
+    return found is not None
+
+
+async def create_token(
+    session: AsyncSession, kind: TokenKind, now: float, *, name: str | None = None,
+    role: str | None = None, node_id: str | None = None, expires_at: float | None = None,
+) -> str:
+    secret = new_secret({"user": "u", "enroll": "e", "node": "n"}[kind])
+    session.add(Token(id=new_id("tok"), kind=kind, hash=digest(secret), name=name, role=role,
+                      node_id=node_id, created_at=now, expires_at=expires_at))
+    return secret
+
+
+async def authenticate(session: AsyncSession, secret: str | None, kind: TokenKind,
+                       now: float) -> Principal:
+    """The principal behind a bearer token of the given kind, or Unauthorized."""
+    if not secret:
+        raise Unauthorized("missing bearer token", hint="send 'Authorization: Bearer <token>'")
+    token = await session.scalar(select(Token).where(Token.hash == digest(secret)))
+    if token is None or token.kind != kind:
+        raise Unauthorized(f"not a valid {kind} token")
+    if token.revoked_at is not None:
+        raise Unauthorized("this token has been revoked")
+    if token.expires_at is not None and token.expires_at <= now:
+        raise Unauthorized("this token has expired")
+    return Principal(kind=kind, token_id=token.id, role=token.role, node_id=token.node_id)
+
+
+async def enroll_node(session: AsyncSession, enroll_secret: str, name: str,
+                      keep_alive_s: float, now: float) -> tuple[str, str]:
+    """Spend a one-time enrolment token on a new node; return (node id, node credential)."""
+    principal = await authenticate(session, enroll_secret, "enroll", now)
+    token = await session.get(Token, principal.token_id, with_for_update=True)
+    if token is None or token.used_at is not None:
+        raise Unauthorized("this enrolment token has already been used",
+                           hint="create a new one with `bourse nodes enroll`")
+    token.used_at = now
+    node_id = new_id("n")
+    session.add(Node(id=node_id, name=name, state="offline", capabilities=None,
+                     keep_alive_s=keep_alive_s, last_seen=None, session=None, price=None,
+                     created_at=now, updated_at=now))
+    credential = await create_token(session, "node", now, name=name, node_id=node_id)
+    token.node_id = node_id
+    return node_id, credential
+
+
+def write_credentials(path: Path, url: str, token: str) -> None:
+    """Write the CLI's credentials file, readable only by its owner, atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump({"url": url, "token": token}, handle)
+    os.replace(tmp, path)
