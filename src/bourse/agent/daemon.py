@@ -228,8 +228,7 @@ class Agent:
             try:
                 bundle = await self.bundles.fetch(message.spec.bundle)
             except BundleError as exc:
-                self.spool.append_event(message.job_id, message.attempt, "start_failed",
-                                        {"reason": exc.message}, time.time())
+                self.runtime.reject(message, exc.message)
                 return
         await self.runtime.start(message, bundle)
 

@@ -9,19 +9,31 @@ SIGKILLs a cancelled job whose grace has run out, and notices the exit; it then 
 to their end and spools ``exited``. Every decision is recorded in the spool first, so a new
 Runtime over the same spool and work dir can ``adopt`` the jobs of one that was killed.
 
-All methods run on the daemon's event loop thread (the spool is single-threaded).
+How the daemon drives it (all on its event loop thread; the spool is single-threaded):
+
+1. open the :class:`~bourse.agent.spool.Spool`, build the Runtime, ``await adopt()`` before any
+   command is handled;
+2. per connection: ``hello`` and heartbeats carry ``running()``; a sender loop sends
+   ``spool.pending(after_id)`` rows in order (envelope id ``str(row.id)``, type ``row.type``,
+   body ``row.body()``) from ``after_id = 0``, awaiting ``spool.changed`` when none are new; the
+   coordinator's ``ack`` ids go to ``spool.ack``;
+3. ``start_job`` -> ``await start(msg, bundle_path)`` (the bundle fetched beforehand),
+   ``cancel_job`` -> ``await cancel(...)``; both are idempotent;
+4. on shutdown ``await close()`` (jobs keep running), then ``spool.close()``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import shutil
 import signal
 import tarfile
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,13 +110,37 @@ def extract_bundle(bundle: Path, dest: Path) -> None:
 
 
 def prepare(adir: AttemptDir, msg: StartJob, bundle: Path | None) -> Path:
-    """Create the attempt's directory and put the job's files in; returns the job's cwd."""
+    """Create the attempt's directory and put the job's files in; returns the job's cwd.
+
+    A directory already there belongs to no recorded attempt (the spool was lost): it goes."""
+    if adir.root.exists():
+        shutil.rmtree(adir.root)
     adir.create()
     if bundle is not None:
         extract_bundle(bundle, adir.work)
     elif msg.spec.bundle is not None:
         raise StartError(f"the code bundle {msg.spec.bundle} was not provided to the agent")
     return resolve_workdir(adir.work, msg.spec.workdir)
+
+
+@contextlib.contextmanager
+def exit_signal(pid: int) -> Iterator[asyncio.Event]:
+    """An event set the moment ``pid`` exits (a Linux pidfd in the event loop), so a job's end
+    is seen at once rather than at the next poll; without pidfd support it is never set and
+    polling alone notices the exit."""
+    exited = asyncio.Event()
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        yield exited
+        return
+    loop = asyncio.get_running_loop()
+    loop.add_reader(fd, exited.set)
+    try:
+        yield exited
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
 
 
 @dataclass
@@ -133,6 +169,7 @@ class Runtime:
                  chunk_bytes: int = LOG_CHUNK_BYTES,
                  max_pending_log_bytes: int = 16 * 1024 * 1024,
                  environ: Mapping[str, str] | None = None) -> None:
+        """``environ``: where PATH, HOME and LANG for jobs come from (default: the agent's)."""
         self._work_dir = work_dir
         self._spool = spool
         self._poll = poll_interval
@@ -149,10 +186,8 @@ class Runtime:
         key = (msg.job_id, msg.attempt)
         if self._spool.get_attempt(*key) is not None:
             return
-        adir = AttemptDir.of(self._work_dir, *key)
-        record = AttemptRecord(job_id=msg.job_id, attempt=msg.attempt,
-                               spec=msg.model_dump_json(), dir=str(adir.root),
-                               state=AttemptStatus.STARTING, created=time.time())
+        record = self._new_record(msg)
+        adir = AttemptDir(Path(record.dir))
         with self._spool.atomic():
             self._spool.put_attempt(record)
             self._spool.append_event(*key, "accepted", {}, time.time())
@@ -161,6 +196,16 @@ class Runtime:
             await self._launch(key, adir, msg, bundle)
         finally:
             self._starting.discard(key)
+
+    def reject(self, msg: StartJob, reason: str) -> None:
+        """Refuse a start before anything runs (say, its bundle could not be fetched): records
+        the attempt and spools ``start_failed``. Does nothing for an attempt already known."""
+        key = (msg.job_id, msg.attempt)
+        if self._spool.get_attempt(*key) is not None:
+            return
+        with self._spool.atomic():
+            self._spool.put_attempt(self._new_record(msg))
+            self._fail_start(key, reason)
 
     async def cancel(self, job_id: str, attempt: int, grace_s: float = 10.0,
                      reason: str = "cancelled", stale: bool = False) -> None:
@@ -194,14 +239,10 @@ class Runtime:
         """After an agent restart: watch again every recorded attempt whose process may still
         be running, and report the exits of those that ended meanwhile."""
         active = (AttemptStatus.STARTING, AttemptStatus.RUNNING, AttemptStatus.STALE)
-        for found in self._spool.attempts(*active):
-            key = (found.job_id, found.attempt)
-            if key in self._watches or key in self._starting:
-                continue
-            starting = found.state is AttemptStatus.STARTING
-            record = self._recover_starting(found) if starting else found
-            if record.pid is not None:
-                self._watch(record)
+        for record in self._spool.attempts(*active):
+            key = (record.job_id, record.attempt)
+            if key not in self._watches and key not in self._starting:
+                self._adopt(record)
 
     async def close(self) -> None:
         """Stop watching, leaving the jobs running (a later Runtime can adopt them)."""
@@ -211,24 +252,36 @@ class Runtime:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._watches.clear()
 
+    def _new_record(self, msg: StartJob) -> AttemptRecord:
+        adir = AttemptDir.of(self._work_dir, msg.job_id, msg.attempt)
+        return AttemptRecord(job_id=msg.job_id, attempt=msg.attempt, spec=msg.model_dump_json(),
+                             dir=str(adir.root), state=AttemptStatus.STARTING,
+                             created=time.time())
+
+    def _adopt(self, record: AttemptRecord) -> None:
+        if record.state is AttemptStatus.STARTING:
+            record = self._recover_starting(record)
+        if record.pid is None:
+            return
+        if record.state is AttemptStatus.STALE and not shim.is_alive(record.pid,
+                                                                     record.proc_start):
+            return
+        self._watch(record)
+
     # --- starting ----------------------------------------------------------------------------
 
     async def _launch(self, key: Key, adir: AttemptDir, msg: StartJob,
                       bundle: Path | None) -> None:
-        try:
-            if bundle is None:
-                cwd = prepare(adir, msg, bundle)
-            else:
-                cwd = await asyncio.to_thread(prepare, adir, msg, bundle)
-        except (StartError, OSError) as e:
-            self._fail_start(key, str(e))
-            return
+        cwd = await self._prepare(adir, msg, bundle)
         record = self._spool.get_attempt(*key)
         assert record is not None
         if record.state is not AttemptStatus.STARTING:  # given up (stale) meanwhile
             return
         if record.cancel_reason is not None:
             self._report_exit(key, exit_info(None, None, record.cancel_reason))
+            return
+        if isinstance(cwd, str):
+            self._fail_start(key, cwd)
             return
         env = job_env(self._base_env, adir.tmp, msg)
         try:
@@ -237,6 +290,16 @@ class Runtime:
             self._fail_start(key, f"cannot start the job's process: {e}")
             return
         self._watch(self._record_started(key, pid, shim.start_time(pid)))
+
+    @staticmethod
+    async def _prepare(adir: AttemptDir, msg: StartJob, bundle: Path | None) -> Path | str:
+        """The job's cwd, or why it could not be prepared. Extraction runs in a thread."""
+        try:
+            if bundle is None:
+                return prepare(adir, msg, bundle)
+            return await asyncio.to_thread(prepare, adir, msg, bundle)
+        except (StartError, OSError, ValueError) as e:
+            return str(e)
 
     def _record_started(self, key: Key, pid: int, started: int | None) -> AttemptRecord:
         with self._spool.atomic():
@@ -305,15 +368,17 @@ class Runtime:
         self._report_exit(watch.key, exit_info(status, ended.wait_status, record.cancel_reason))
 
     async def _wait_exit(self, watch: _Watch) -> _Ended:
-        while True:
-            ended = self._poll_process(watch)
-            if ended is not None:
-                return ended
-            watch.seen_alive = True
-            self._escalate(watch)
-            if not watch.stale:
-                watch.tailer.step(time.time())
-            await asyncio.sleep(self._poll)
+        with exit_signal(watch.pid) as exited:
+            while True:
+                ended = self._poll_process(watch)
+                if ended is not None:
+                    return ended
+                watch.seen_alive = True
+                self._escalate(watch)
+                if not watch.stale:
+                    watch.tailer.step(time.time())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(exited.wait(), self._poll)
 
     def _poll_process(self, watch: _Watch) -> _Ended | None:
         if watch.child:

@@ -12,7 +12,7 @@ agent finds it. It *catches* TERM/INT/HUP with a no-op trap: caught signals are 
 default in children (ignored ones would be inherited), so a signal to the group stops the job
 while the shim lives on to write ``exit``. The command runs in a subshell so that even a shell
 builtin (``exit``, ``exec``) cannot end the shim early; dash execs its last command there
-without another fork.
+without another fork. ``command -p`` finds ``mv`` even when the job's PATH lacks it.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ trap : TERM INT HUP
 echo $$ >"$d/pid"
 ("$@") </dev/null
 s=$?
-echo $s >"$d/exit.tmp" && mv -f "$d/exit.tmp" "$d/exit"
+echo $s >"$d/exit.tmp" && command -p mv -f "$d/exit.tmp" "$d/exit"
 exit $s
 """
 

@@ -193,23 +193,28 @@ class Spool:
     @contextmanager
     def atomic(self) -> Iterator[None]:
         """One transaction around the calls made inside; nests."""
-        if self._depth == 0:
-            self._db.execute("BEGIN IMMEDIATE")
-        self._depth += 1
+        if self._depth > 0:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        self._depth = 1
         try:
             yield
-        except BaseException:
-            self._depth -= 1
-            if self._depth == 0:
-                self._db.execute("ROLLBACK")
-                self._added = False
-            raise
-        self._depth -= 1
-        if self._depth == 0:
             self._db.execute("COMMIT")
-            if self._added:
-                self._added = False
-                self.changed.set()
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            self._added = False
+            raise
+        finally:
+            self._depth = 0
+        if self._added:
+            self._added = False
+            self.changed.set()
 
     # --- outbox ------------------------------------------------------------------------------
 

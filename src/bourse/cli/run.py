@@ -59,6 +59,7 @@ class StatusLine:
     def __init__(self, client: Client) -> None:
         self._client = client
         self._last = ""
+        self._explained: set[int] = set()  # attempts whose placement reason was shown
 
     def __call__(self, job: JobView) -> None:
         text = self.describe(job)
@@ -76,8 +77,10 @@ class StatusLine:
         if current is None:
             return job.state
         text = f"{job.state} on {current.node_name or current.node_id} (attempt {job.attempt})"
-        return text + (f": {current.placement}" if current.placement and
-                       job.state != "RUNNING" else "")
+        if current.placement and current.number not in self._explained:
+            self._explained.add(current.number)
+            text += f": {current.placement}"
+        return text
 
 
 @click.command(context_settings={"allow_interspersed_args": False})

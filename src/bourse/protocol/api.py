@@ -44,6 +44,12 @@ class JobView(Wire):
     cancel_requested: bool = False
 
 
+class JobBatch(Wire):
+    """Many jobs in one request (a sweep, an array job); all are accepted or none is."""
+
+    jobs: list[JobSpec] = Field(min_length=1, max_length=1000)
+
+
 class JobDetail(JobView):
     attempts: list[AttemptView] = Field(default_factory=list)
 

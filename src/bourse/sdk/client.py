@@ -8,7 +8,7 @@ tests, ``httpx.ASGITransport(app)`` to talk to an in-process server.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -96,6 +96,10 @@ class Client(_Base):
 
     def submit(self, spec: JobSpec) -> JobView:
         return self._send(core.submit(spec))
+
+    def submit_many(self, specs: Sequence[JobSpec]) -> list[JobView]:
+        """Up to 1,000 jobs in one request, all accepted or none."""
+        return self._send(core.submit_many(specs))
 
     def jobs(self, state: str | None = None, limit: int = 100) -> list[JobView]:
         return self._send(core.jobs(state, limit))
@@ -226,6 +230,10 @@ class AsyncClient(_Base):
 
     async def submit(self, spec: JobSpec) -> JobView:
         return await self._send(core.submit(spec))
+
+    async def submit_many(self, specs: Sequence[JobSpec]) -> list[JobView]:
+        """Up to 1,000 jobs in one request, all accepted or none."""
+        return await self._send(core.submit_many(specs))
 
     async def jobs(self, state: str | None = None, limit: int = 100) -> list[JobView]:
         return await self._send(core.jobs(state, limit))

@@ -8,7 +8,7 @@ send calls, so both speak the API identically and errors are mapped in one place
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -23,6 +23,7 @@ from bourse.protocol.api import (
     EnrollmentToken,
     EventList,
     EventView,
+    JobBatch,
     JobDetail,
     JobList,
     JobView,
@@ -109,6 +110,11 @@ def _path_id(value: str) -> str:
 
 def submit(spec: JobSpec) -> Call[JobView]:
     return Call("POST", "/jobs", model(JobView), json=spec.model_dump(mode="json"))
+
+
+def submit_many(specs: Sequence[JobSpec]) -> Call[list[JobView]]:
+    body = JobBatch(jobs=list(specs)).model_dump(mode="json")
+    return Call("POST", "/jobs/batch", lambda r: model(JobList)(r).jobs, json=body)
 
 
 def jobs(state: str | None = None, limit: int = 100) -> Call[list[JobView]]:

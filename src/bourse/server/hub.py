@@ -221,8 +221,8 @@ class Hub:
         self.send(commands)
         if batch.events or batch.chunks:
             self.notifier.notify()
-        if batch.events or batch.heartbeat:
-            self.on_change()
+        if any(e.kind in ("exited", "start_failed") for e in batch.events):
+            self.on_change()  # capacity was freed
 
 
 def _add(batch: Batch, frame: Envelope, body: Wire | None) -> None:

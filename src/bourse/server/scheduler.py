@@ -26,6 +26,7 @@ from bourse.server.services.placement import (
 
 log = logging.getLogger(__name__)
 PLACEMENT_BATCH = 200
+KICK_GATHER_S = 0.005  # kicks arriving within this are served by one placement pass
 
 
 class Scheduler:
@@ -38,6 +39,7 @@ class Scheduler:
         self._wake.set()
 
     async def tick(self, now: float | None = None) -> PlacementReport:
+        """One full pass: lost nodes, expired placement leases, then placement."""
         now = self.clock() if now is None else now
         async with self.db.write() as session:
             lost = await detect_lost_nodes(session, now)
@@ -48,20 +50,40 @@ class Scheduler:
         for node_id in lost:
             log.warning("node %s lost: silent for 3 keep-alive intervals", node_id)
             await self.hub.close_node(node_id, "declared lost")
+        self._after(report, changed=bool(lost or expired))
+        return report
+
+    async def place(self, now: float | None = None) -> PlacementReport:
+        """Placement only: what a submit or a freed slot calls for."""
+        now = self.clock() if now is None else now
+        async with self.db.write() as session:
+            report = await place_pending(session, now, self.config.start_lease_s,
+                                         PLACEMENT_BATCH)
+        self._after(report, changed=False)
+        return report
+
+    def _after(self, report: PlacementReport, changed: bool) -> None:
         self.hub.send(report.commands)
-        if lost or expired or report.placed:
+        if changed or report.placed:
             self.notifier.notify()
         if report.placed and report.placed + report.unplaced >= PLACEMENT_BATCH:
             self.kick()  # there may be more pending jobs than one pass takes
-        return report
 
     async def run(self) -> None:
+        """Place on every kick (gathering kicks for a few milliseconds), and run a full tick
+        at least every ``tick_interval_s``."""
+        next_full = 0.0
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.config.tick_interval_s)
+            await asyncio.sleep(KICK_GATHER_S)
             self._wake.clear()
             try:
-                await self.tick()
+                if self.clock() >= next_full:
+                    next_full = self.clock() + self.config.tick_interval_s
+                    await self.tick()
+                else:
+                    await self.place()
             except Exception:
-                log.exception("scheduler tick failed; retrying on the next one")
+                log.exception("scheduler pass failed; retrying on the next one")
                 await asyncio.sleep(self.config.tick_interval_s)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bourse.server.bundles import BundleStore
 from bourse.server.config import ServerConfig
@@ -12,6 +12,7 @@ from bourse.server.db.database import Database
 from bourse.server.hub import Hub
 from bourse.server.notifier import Notifier
 from bourse.server.scheduler import Scheduler
+from bourse.server.services.tokens import PrincipalCache
 
 
 @dataclass
@@ -23,6 +24,7 @@ class ServerState:
     scheduler: Scheduler
     bundles: BundleStore
     clock: Callable[[], float] = time.time
+    principals: PrincipalCache = field(default_factory=PrincipalCache)
 
     @classmethod
     def build(cls, config: ServerConfig, clock: Callable[[], float] = time.time) -> ServerState:

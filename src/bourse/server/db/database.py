@@ -17,9 +17,11 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import event
+from sqlalchemy import Table, event, insert, make_url
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
+
+from bourse.server.db import inline_sqlite
 
 
 def sqlite_url(path: Path) -> str:
@@ -38,7 +40,11 @@ class Database:
     def __init__(self, url: str) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
-        self.engine = create_async_engine(url, pool_pre_ping=not self.is_sqlite)
+        if self.is_sqlite:
+            path = make_url(url).database or ":memory:"
+            self.engine = create_async_engine(url, async_creator=inline_sqlite.creator(path))
+        else:
+            self.engine = create_async_engine(url, pool_pre_ping=True)
         if self.is_sqlite:
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
@@ -50,9 +56,11 @@ class Database:
         if self._write_lock is None:
             async with self.sessions() as session, session.begin():
                 yield session
+                await flush_deferred(session)
             return
         async with self._write_lock, self.sessions() as session, session.begin():
             yield session
+            await flush_deferred(session)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:
@@ -66,6 +74,23 @@ class Database:
 
     async def close(self) -> None:
         await self.engine.dispose()
+
+
+def defer_insert(session: AsyncSession, table: Table, row: dict[str, Any]) -> None:
+    """Queue a row for one multi-row INSERT at the end of the transaction (after the ORM's
+    own flush). For rows nobody reads back in the same transaction — timeline events — this
+    turns one statement per row into one per transaction."""
+    deferred: dict[Table, list[dict[str, Any]]] = session.info.setdefault("deferred", {})
+    deferred.setdefault(table, []).append(row)
+
+
+async def flush_deferred(session: AsyncSession) -> None:
+    deferred: dict[Table, list[dict[str, Any]]] = session.info.pop("deferred", {})
+    if not deferred:
+        return
+    await session.flush()
+    for table, rows in deferred.items():
+        await session.execute(insert(table), rows)
 
 
 def alembic_config(connection: Connection | None = None) -> Config:

@@ -17,6 +17,11 @@ def get_state(request: HTTPConnection) -> ServerState:
     return state
 
 
+async def state_dependency(request: Request) -> ServerState:
+    """``get_state`` as an async dependency (FastAPI runs sync ones on a thread pool)."""
+    return get_state(request)
+
+
 def bearer(connection: HTTPConnection) -> str | None:
     header = connection.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
@@ -25,8 +30,15 @@ def bearer(connection: HTTPConnection) -> str | None:
 
 async def principal_of(connection: HTTPConnection, kind: TokenKind) -> Principal:
     state = get_state(connection)
+    secret = bearer(connection)
+    now = state.clock()
+    cached = state.principals.get(secret, kind, now)
+    if cached is not None:
+        return cached
     async with state.db.read() as session:
-        return await authenticate(session, bearer(connection), kind, state.clock())
+        principal = await authenticate(session, secret, kind, now)
+    state.principals.put(secret, principal, now)
+    return principal
 
 
 async def user(request: Request) -> Principal:
@@ -45,7 +57,7 @@ async def user_or_node(request: Request) -> Principal:
     return await principal_of(request, kind)
 
 
-State = Annotated[ServerState, Depends(get_state)]
+State = Annotated[ServerState, Depends(state_dependency)]
 User = Annotated[Principal, Depends(user)]
 Admin = Annotated[Principal, Depends(admin)]
 UserOrNode = Annotated[Principal, Depends(user_or_node)]

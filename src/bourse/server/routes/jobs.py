@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from bourse.core.states import JobState
-from bourse.protocol.api import EventList, JobDetail, JobList, JobView, LogPage
+from bourse.protocol.api import EventList, JobBatch, JobDetail, JobList, JobView, LogPage
 from bourse.protocol.common import JobSpec
 from bourse.server.routes.deps import State, User
 from bourse.server.services import jobs
@@ -25,6 +25,16 @@ async def submit(spec: JobSpec, state: State, _user: User) -> JobView:
         job = await jobs.submit_job(session, spec, state.clock())
     state.scheduler.kick()
     return jobs.job_view(job)
+
+
+@router.post("/batch", status_code=201)
+async def submit_batch(batch: JobBatch, state: State, _user: User) -> JobList:
+    """Submit up to 1,000 jobs at once, in one transaction."""
+    now = state.clock()
+    async with state.db.write() as session:
+        created = [await jobs.submit_job(session, spec, now) for spec in batch.jobs]
+    state.scheduler.kick()
+    return JobList(jobs=[jobs.job_view(j) for j in created])
 
 
 @router.get("")

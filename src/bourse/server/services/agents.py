@@ -8,10 +8,10 @@ attempt number is the fencing token) never changes the job, and the agent is tol
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import cast
 
-from sqlalchemy import Table, select
+from sqlalchemy import Table, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.states import AttemptState, JobState, exit_outcome
@@ -20,11 +20,15 @@ from bourse.protocol.common import AttemptRef, JobSpec
 from bourse.server.commands import Command
 from bourse.server.db.schema import Attempt, Event, Job, Node
 from bourse.server.db.schema import LogChunk as LogRow
-from bourse.server.db.upsert import insert_ignore, insert_one_ignore
+from bourse.server.db.upsert import insert_ignore
 from bourse.server.services.jobs import CANCEL_GRACE_S, active_attempt_states
-from bourse.server.services.lifecycle import end_attempt, set_attempt_state, set_job_state
+from bourse.server.services.lifecycle import (
+    add_event,
+    end_attempt,
+    set_attempt_state,
+    set_job_state,
+)
 
-EVENT_TABLE = cast(Table, Event.__table__)
 LOG_TABLE = cast(Table, LogRow.__table__)
 
 
@@ -114,36 +118,59 @@ def start_command(job: Job, attempt: Attempt) -> Command:
                                              spec=JobSpec.model_validate(job.spec), env=env))
 
 
-async def record_job_events(session: AsyncSession, node_id: str, events: Iterable[JobEvent],
+async def record_job_events(session: AsyncSession, node_id: str, events: Sequence[JobEvent],
                             now: float) -> list[Command]:
+    """Apply a batch of job events in a few statements: attempts, jobs and the sequence
+    numbers already stored are read up front, then each new event is applied in order."""
+    unique = list({(e.job_id, e.attempt, e.seq): e for e in events}.values())
+    attempts = await load_attempts(session, {(e.job_id, e.attempt) for e in unique})
+    ours = [e for e in unique
+            if (a := attempts.get((e.job_id, e.attempt))) is not None and a.node_id == node_id]
+    seen = await _stored_seqs(session, ours)
+    fresh = [e for e in ours if (e.job_id, e.attempt, e.seq) not in seen]
+    jobs = await load_jobs(session, {e.job_id for e in fresh})
     commands: list[Command] = []
-    for event in events:
-        commands += await _job_event(session, node_id, event, now)
+    for event in fresh:
+        attempt, job = attempts[(event.job_id, event.attempt)], jobs[event.job_id]
+        add_event(session, event.job_id, event.attempt, event.kind, event.time,
+                  message=str(event.data.get("reason", "")), data=event.data,
+                  agent_seq=event.seq)
+        if job.attempt == event.attempt and AttemptState(attempt.state).active:
+            _apply(session, job, attempt, event, now)
+        elif event.kind in ("accepted", "started"):
+            commands.append(Command(node_id, CancelJob(
+                job_id=job.id, attempt=event.attempt, grace_s=0, reason="stale attempt",
+                stale=True)))
     return commands
 
 
-async def _job_event(session: AsyncSession, node_id: str, event: JobEvent,
-                     now: float) -> list[Command]:
-    attempt = await session.get(Attempt, (event.job_id, event.attempt))
-    if attempt is None or attempt.node_id != node_id:
-        return []  # not ours to report: ignore (and never let it touch the job)
-    new = await insert_one_ignore(session, EVENT_TABLE, {
-        "job_id": event.job_id, "attempt": event.attempt, "agent_seq": event.seq,
-        "time": event.time, "kind": event.kind, "state": None, "data": event.data,
-        "message": str(event.data.get("reason", "")),
-    }, Event.id)
-    if new is None:
-        return []  # a duplicate delivery
-    job = await session.get(Job, event.job_id, with_for_update=True)
-    assert job is not None
-    current = job.attempt == event.attempt and AttemptState(attempt.state).active
-    if not current:
-        if event.kind in ("accepted", "started"):
-            return [Command(node_id, CancelJob(job_id=job.id, attempt=event.attempt,
-                                               grace_s=0, reason="stale attempt", stale=True))]
-        return []
-    _apply(session, job, attempt, event, now)
-    return []
+async def load_attempts(session: AsyncSession,
+                        keys: set[tuple[str, int]]) -> dict[tuple[str, int], Attempt]:
+    if not keys:
+        return {}
+    rows = (await session.scalars(select(Attempt).where(
+        tuple_(Attempt.job_id, Attempt.number).in_(list(keys))))).all()
+    return {(a.job_id, a.number): a for a in rows}
+
+
+async def load_jobs(session: AsyncSession, ids: set[str]) -> dict[str, Job]:
+    """Jobs by id, locked for update (a no-op on SQLite, whose writers are serialised)."""
+    if not ids:
+        return {}
+    rows = (await session.scalars(
+        select(Job).where(Job.id.in_(list(ids))).with_for_update())).all()
+    return {j.id: j for j in rows}
+
+
+async def _stored_seqs(session: AsyncSession,
+                       events: Sequence[JobEvent]) -> set[tuple[str, int, int]]:
+    if not events:
+        return set()
+    rows = await session.execute(
+        select(Event.job_id, Event.attempt, Event.agent_seq).where(
+            tuple_(Event.job_id, Event.attempt).in_({(e.job_id, e.attempt) for e in events}),
+            Event.agent_seq.in_({e.seq for e in events})))
+    return {(job, attempt, seq) for job, attempt, seq in rows.all() if seq is not None}
 
 
 def _apply(session: AsyncSession, job: Job, attempt: Attempt, event: JobEvent,
@@ -179,12 +206,8 @@ def _exit_reason(code: object, signal: object) -> str:
 async def record_log_chunks(session: AsyncSession, node_id: str,
                             chunks: Sequence[LogChunk]) -> int:
     """Store chunks from attempts of this node; duplicates are dropped. Returns how many new."""
-    keys = {(c.job_id, c.attempt) for c in chunks}
-    owned = set()
-    for job_id, number in keys:
-        attempt = await session.get(Attempt, (job_id, number))
-        if attempt is not None and attempt.node_id == node_id:
-            owned.add((job_id, number))
+    attempts = await load_attempts(session, {(c.job_id, c.attempt) for c in chunks})
+    owned = {key for key, attempt in attempts.items() if attempt.node_id == node_id}
     rows = [{"job_id": c.job_id, "attempt": c.attempt, "seq": c.seq, "stream": c.stream,
              "offset": c.offset, "data": base64.b64decode(c.data), "time": c.time}
             for c in chunks if (c.job_id, c.attempt) in owned]

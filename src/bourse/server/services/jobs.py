@@ -30,7 +30,6 @@ async def submit_job(session: AsyncSession, spec: JobSpec, now: float) -> Job:
               cancel_requested=False, retries_used=0, max_retries=spec.max_retries,
               avoid_nodes=[])
     session.add(job)
-    await session.flush()  # the timeline row refers to the job
     add_event(session, job.id, 0, "state", now, state=JobState.PENDING.value,
               message="submitted")
     return job

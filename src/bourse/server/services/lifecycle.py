@@ -5,8 +5,9 @@ The legality of each change is decided by ``core.states``; this module applies i
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from sqlalchemy import Table
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.states import (
@@ -17,14 +18,19 @@ from bourse.core.states import (
     check_job,
     job_state_for,
 )
+from bourse.server.db.database import defer_insert
 from bourse.server.db.schema import Attempt, Event, Job
+
+EVENTS = cast(Table, Event.__table__)
 
 
 def add_event(session: AsyncSession, job_id: str, attempt: int, kind: str, now: float, *,
               state: str | None = None, message: str = "",
-              data: dict[str, Any] | None = None) -> None:
-    session.add(Event(job_id=job_id, attempt=attempt, agent_seq=None, time=now, kind=kind,
-                      state=state, message=message, data=data or {}))
+              data: dict[str, Any] | None = None, agent_seq: int | None = None) -> None:
+    """Append to a job's timeline (written in one statement when the transaction ends)."""
+    defer_insert(session, EVENTS, {"job_id": job_id, "attempt": attempt, "agent_seq": agent_seq,
+                                   "time": now, "kind": kind, "state": state,
+                                   "message": message, "data": data or {}})
 
 
 def set_job_state(session: AsyncSession, job: Job, target: JobState, now: float,

@@ -92,17 +92,19 @@ def _whole(node: Node) -> Free:
 
 async def place_pending(session: AsyncSession, now: float, lease_s: float,
                         batch: int = 200) -> PlacementReport:
+    """Place pending jobs, oldest first, while any node has room."""
     report = PlacementReport()
     frees = await live_capacity(session)
-    jobs = (await session.scalars(
-        select(Job).where(Job.state == JobState.PENDING.value)
-        .order_by(Job.created_at, Job.id).limit(batch)
-        .with_for_update(skip_locked=True))).all()
     by_id = {f.node.id: f for f in frees}
+    offers = [o for f in frees if (o := node_offer(f)) is not None]
+    query = select(Job).where(Job.state == JobState.PENDING.value)
+    if not offers:  # nothing can be placed: only say why to jobs that do not know yet
+        query = query.where(Job.pending_reason.is_(None))
+    jobs = (await session.scalars(query.order_by(Job.created_at, Job.id).limit(batch)
+                                  .with_for_update(skip_locked=True))).all()
     for job in jobs:
-        compute = Compute.model_validate(job.spec["compute"])
-        offers = [o for f in frees if (o := node_offer(f)) is not None]
-        chosen = _choose(compute, offers, set(job.avoid_nodes))
+        compute = compute_of(job)
+        chosen = _choose(compute, offers, set(job.avoid_nodes)) if offers else None
         if chosen is None:
             report.unplaced += 1
             _explain_pending(job, compute, offers, frees)
@@ -110,7 +112,21 @@ async def place_pending(session: AsyncSession, now: float, lease_s: float,
         report.commands.append(_place(session, job, compute, chosen, frees=by_id, now=now,
                                       lease_s=lease_s))
         report.placed += 1
+        offers = [o for f in frees if (o := node_offer(f)) is not None]
     return report
+
+
+_COMPUTES: dict[str, Compute] = {}
+
+
+def compute_of(job: Job) -> Compute:
+    """A job's Compute, parsed once (specs never change after submission)."""
+    compute = _COMPUTES.get(job.id)
+    if compute is None:
+        if len(_COMPUTES) > 10_000:
+            _COMPUTES.clear()
+        compute = _COMPUTES[job.id] = Compute.model_validate(job.spec["compute"])
+    return compute
 
 
 def _choose(compute: Compute, offers: Sequence[Offer], avoid: set[str]) -> Match | None:
@@ -122,15 +138,23 @@ def _choose(compute: Compute, offers: Sequence[Offer], avoid: set[str]) -> Match
     return fallback[0] if fallback else None
 
 
+_CAPACITY_REASONS = ("no node is connected", "every connected node is busy")
+
+
 def _explain_pending(job: Job, compute: Compute, offers: list[Offer],
                      frees: list[Free]) -> None:
+    """Say why a job waits. The matcher's explanation is worked out once, not every tick."""
     if not frees:
-        job.pending_reason = "no node is connected"
+        reason = _CAPACITY_REASONS[0]
     elif not offers:
-        job.pending_reason = "every connected node is busy"
-    else:
+        reason = _CAPACITY_REASONS[1]
+    elif job.pending_reason is None or job.pending_reason in _CAPACITY_REASONS:
         lines = explain(compute, offers, nearest=3).lines()
-        job.pending_reason = "; ".join(line.strip() for line in lines[1:])
+        reason = "; ".join(line.strip() for line in lines[1:])
+    else:
+        return
+    if job.pending_reason != reason:
+        job.pending_reason = reason
 
 
 def _place(session: AsyncSession, job: Job, compute: Compute, chosen: Match, *,

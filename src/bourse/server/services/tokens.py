@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -29,10 +29,43 @@ class Principal:
     token_id: str
     role: str | None = None
     node_id: str | None = None
+    expires_at: float | None = None
 
     @property
     def admin(self) -> bool:
         return self.kind == "user" and self.role == "admin"
+
+
+@dataclass
+class PrincipalCache:
+    """Recently authenticated tokens, so that every request does not read the token table.
+
+    A revoked token stays usable for at most ``ttl_s`` (default 5 s); an expired one never is,
+    since the expiry is checked on every hit.
+    """
+
+    ttl_s: float = 5.0
+    _entries: dict[str, tuple[Principal, float, float | None]] = field(default_factory=dict)
+
+    def get(self, secret: str | None, kind: TokenKind, now: float) -> Principal | None:
+        entry = self._entries.get(digest(secret)) if secret else None
+        if entry is None:
+            return None
+        principal, cached_at, expires_at = entry
+        if (principal.kind != kind or now - cached_at > self.ttl_s
+                or (expires_at is not None and expires_at <= now)):
+            return None
+        return principal
+
+    def put(self, secret: str | None, principal: Principal, now: float) -> None:
+        if secret is None:
+            return
+        if len(self._entries) > 10_000:
+            self._entries.clear()
+        self._entries[digest(secret)] = (principal, now, principal.expires_at)
+
+    def forget(self) -> None:
+        self._entries.clear()
 
 
 async def has_user_tokens(session: AsyncSession) -> bool:
@@ -62,7 +95,8 @@ async def authenticate(session: AsyncSession, secret: str | None, kind: TokenKin
         raise Unauthorized("this token has been revoked")
     if token.expires_at is not None and token.expires_at <= now:
         raise Unauthorized("this token has expired")
-    return Principal(kind=kind, token_id=token.id, role=token.role, node_id=token.node_id)
+    return Principal(kind=kind, token_id=token.id, role=token.role, node_id=token.node_id,
+                     expires_at=token.expires_at)
 
 
 async def enroll_node(session: AsyncSession, enroll_secret: str, name: str,

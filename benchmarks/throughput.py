@@ -1,0 +1,102 @@
+"""Throughput: 2,000 tiny jobs (``true``) through 4 local agents; completed jobs per second.
+
+The clock runs from the first submit to the last job's end (its final state change). Jobs are
+submitted either one request each from 16 concurrent clients (``--mode single``), or in
+requests of 100 through the batch endpoint (``--mode batch``, how a sweep or an array job
+arrives); ``--mode both`` runs both on fresh exchanges. Printed beside it, in the same run: how
+fast this machine spawns ``true`` on its own. Target (issue 3): >= 100 jobs/s.
+
+    python benchmarks/throughput.py [--jobs 2000] [--agents 4] [--mode both]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+import time
+
+from _exchange import local_exchange
+
+from bourse.protocol.common import JobSpec
+from bourse.sdk.client import AsyncClient
+from bourse.sdk.config import load_credentials
+
+
+def spawn_rate(runs: int = 200) -> float:
+    t0 = time.perf_counter()
+    for _ in range(runs):
+        subprocess.run(["true"], check=True)
+    return runs / (time.perf_counter() - t0)
+
+
+def specs(start: int, count: int) -> list[JobSpec]:
+    return [JobSpec(command=["true"], name=f"tp-{i}") for i in range(start, start + count)]
+
+
+async def submit_all(url: str, token: str, jobs: int, batch: int,
+                     concurrency: int = 16) -> int:
+    """Submit ``jobs`` jobs, ``batch`` per request (1 = the plain submit endpoint)."""
+    starts = list(range(0, jobs, batch))
+    submitted = 0
+
+    async def worker() -> None:
+        nonlocal submitted
+        async with AsyncClient(url, token, timeout=120) as client:
+            while starts:
+                start = starts.pop()
+                count = min(batch, jobs - start)
+                if batch == 1:
+                    await client.submit(specs(start, 1)[0])
+                else:
+                    await client.submit_many(specs(start, count))
+                submitted += count
+
+    await asyncio.gather(*(worker() for _ in range(concurrency if batch == 1 else 2)))
+    return submitted
+
+
+async def wait_all(url: str, token: str, total: int) -> tuple[int, int, float]:
+    async with AsyncClient(url, token, timeout=120) as client:
+        while True:
+            done = await client.jobs(state="SUCCEEDED", limit=10000)
+            failed = await client.jobs(state="FAILED", limit=10000)
+            if len(done) + len(failed) >= total:
+                last = max(j.updated_at for j in [*done, *failed])
+                return len(done), len(failed), last
+            await asyncio.sleep(0.5)
+
+
+def run(mode: str, jobs: int, agents: int) -> float:
+    batch = 1 if mode == "single" else 100
+    with local_exchange(agents=agents):
+        creds = load_credentials()
+        t0 = time.time()
+        count = asyncio.run(submit_all(creds.url, creds.token, jobs, batch))
+        submitted = time.time() - t0
+        ok, failed, last = asyncio.run(wait_all(creds.url, creds.token, count))
+    elapsed = last - t0
+    rate = count / elapsed
+    print(f"{mode:6s}  {count} jobs, {agents} agents: submitted in {submitted:5.1f} s, all ended "
+          f"after {elapsed:5.1f} s ({ok} succeeded, {failed} failed): {rate:6.1f} jobs/s")
+    return rate if failed == 0 else 0.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--agents", type=int, default=4)
+    parser.add_argument("--mode", choices=["single", "batch", "both"], default="both")
+    args = parser.parse_args()
+    baseline = spawn_rate()
+    modes = ["single", "batch"] if args.mode == "both" else [args.mode]
+    rates = {mode: run(mode, args.jobs, args.agents) for mode in modes}
+    print(f"baseline: this machine alone spawns and reaps `true` at {baseline:.0f}/s")
+    for mode, rate in rates.items():
+        print(f"target >= 100 jobs/s ({mode} submits): {'met' if rate >= 100 else 'NOT met'}")
+    return 0 if all(rates.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,25 @@
+"""The ``exchange`` fixture: the CLI's client seam pointed at an in-memory fake exchange."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from cli_exchange import TOKEN, URL, FakeExchange
+
+from bourse.cli import jobs
+from bourse.sdk.client import Client
+
+
+@pytest.fixture
+def exchange(monkeypatch: pytest.MonkeyPatch) -> FakeExchange:
+    fake = FakeExchange()
+    monkeypatch.setenv("BOURSE_URL", URL)
+    monkeypatch.setenv("BOURSE_TOKEN", TOKEN)
+
+    def open_client() -> Client:
+        client = Client(transport=httpx.MockTransport(fake))
+        client.reconnect_delays = (0.0,)
+        return client
+
+    monkeypatch.setattr(jobs, "open_client", open_client)
+    return fake

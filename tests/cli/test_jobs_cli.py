@@ -1,0 +1,144 @@
+"""``bourse jobs``, ``bourse jobs show`` and ``bourse stop`` against a fake exchange."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_exchange import NOW, FakeExchange, job_view
+from click.testing import CliRunner, Result
+
+from bourse.cli.jobs import age
+from bourse.cli.main import cli
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def seed(exchange: FakeExchange) -> None:
+    exchange.add_job(job_view("j1", "SUCCEEDED", ["python", "train.py", "--lr", "3e-4"],
+                              name="first", node_id="n1", exit_code=0))
+    exchange.add_job(job_view("j2", "RUNNING", ["bash", "-c", "echo 'hi there'"],
+                              node_id="n2", attempt=2))
+    exchange.add_job(job_view("j3", "PENDING", pending_reason="no node has an h100"))
+
+
+def test_list_table_newest_first(exchange: FakeExchange) -> None:
+    seed(exchange)
+    result = run("jobs")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["ID", "NAME", "STATE", "NODE", "AGE", "COMMAND"]
+    assert [line.split()[0] for line in lines[1:]] == ["j3", "j2", "j1"]
+    assert lines[2].split()[:5] == ["j2", "-", "RUNNING", "n2", "5m"]
+    assert "bash -c 'echo '\"'\"'hi there'\"'\"''" in lines[2]
+    assert "python train.py --lr 3e-4" in lines[3]
+
+
+def test_list_filters_and_limits(exchange: FakeExchange) -> None:
+    seed(exchange)
+    result = run("jobs", "--state", "running", "--limit", "5")
+    assert result.exit_code == 0, result.output
+    assert [line.split()[0] for line in result.stdout.splitlines()[1:]] == ["j2"]
+    params = exchange.requests[-1].url.params
+    assert (params["state"], params["limit"]) == ("RUNNING", "5")
+
+
+def test_list_json(exchange: FakeExchange) -> None:
+    seed(exchange)
+    result = run("jobs", "--json")
+    data = json.loads(result.stdout)
+    assert [j["id"] for j in data] == ["j3", "j2", "j1"]
+    assert data[0]["pending_reason"] == "no node has an h100"
+
+
+def test_list_empty(exchange: FakeExchange) -> None:
+    result = run("jobs", "--state", "FAILED")
+    assert (result.exit_code, result.stdout) == (0, "")
+    assert "no jobs in state FAILED" in result.stderr
+
+
+def test_unknown_state_is_bad_input(exchange: FakeExchange) -> None:
+    assert run("jobs", "--state", "DONE").exit_code == 2
+
+
+def test_show(exchange: FakeExchange) -> None:
+    seed(exchange)
+    exchange.jobs["j2"]["spec"] = {"command": ["python", "t.py"], "env": {"API_KEY": "s3cret"},
+                                   "compute": {"gpu": "a100:2", "cpus": "8+"}}
+    exchange.attempts["j2"] = [
+        {"number": 1, "node_id": "n1", "node_name": "old-box", "state": "LOST",
+         "placed_at": NOW - 290, "started_at": NOW - 280, "ended_at": NOW - 200,
+         "reason": "node stopped answering", "placement": "cheapest: $0.00/h"},
+        {"number": 2, "node_id": "n2", "node_name": "gpu-box", "state": "RUNNING",
+         "placed_at": NOW - 100, "started_at": NOW - 90, "placement": "only node left"},
+    ]
+    exchange.events["j2"] = [
+        {"id": 1, "job_id": "j2", "attempt": 0, "time": NOW - 300, "kind": "submitted",
+         "state": "PENDING"},
+        {"id": 2, "job_id": "j2", "attempt": 1, "time": NOW - 290, "kind": "placed",
+         "state": "SCHEDULED", "message": "on old-box"},
+    ]
+    result = run("jobs", "show", "j2")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "state      RUNNING" in out
+    assert "compute    a100:2, cpus 8+" in out
+    assert "env        API_KEY" in out and "s3cret" not in out
+    assert "submitted  PENDING" in out and "placed  SCHEDULED  on old-box" in out
+    attempts = out.split("attempts\n")[1].splitlines()
+    assert attempts[0].split() == ["#", "NODE", "STATE", "PLACED", "STARTED", "ENDED", "EXIT",
+                                   "REASON"]
+    assert attempts[1].split()[:3] == ["1", "old-box", "LOST"]
+    assert "node stopped answering" in attempts[1]
+    assert "placement #2: only node left" in out
+
+
+def test_show_json(exchange: FakeExchange) -> None:
+    seed(exchange)
+    data = json.loads(run("jobs", "show", "j1", "--json").stdout)
+    assert (data["id"], data["state"], data["attempts"], data["events"]) == (
+        "j1", "SUCCEEDED", [], [])
+
+
+def test_show_unknown_job(exchange: FakeExchange) -> None:
+    result = run("jobs", "show", "nope")
+    assert result.exit_code == 1
+    assert result.stderr == "error: no job nope — list jobs with `bourse jobs`\n"
+
+
+def test_stop(exchange: FakeExchange) -> None:
+    seed(exchange)
+    result = run("stop", "j2")
+    assert (result.exit_code, result.stdout) == (0, "j2: stopping\n")
+    request = exchange.requests[-1]
+    assert (request.method, request.url.path) == ("POST", "/api/v1/jobs/j2/cancel")
+
+
+def test_stop_an_ended_job_is_a_conflict(exchange: FakeExchange) -> None:
+    seed(exchange)
+    result = run("stop", "j1")
+    assert result.exit_code == 1
+    assert "already ended" in result.stderr
+
+
+def test_bad_token_exits_2(exchange: FakeExchange, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOURSE_TOKEN", "wrong")
+    result = run("jobs")
+    assert result.exit_code == 2
+    assert "bad token" in result.stderr and "bourse login" in result.stderr
+
+
+def test_not_configured(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("BOURSE_URL", raising=False)
+    monkeypatch.delenv("BOURSE_TOKEN", raising=False)
+    monkeypatch.setenv("BOURSE_HOME", str(tmp_path))
+    result = run("jobs")
+    assert result.exit_code == 2
+    assert "bourse up" in result.stderr
+
+
+def test_age() -> None:
+    assert [age(s) for s in (-1, 5, 61, 7200, 3 * 86400)] == ["0s", "5s", "1m", "2h", "3d"]

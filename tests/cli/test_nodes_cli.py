@@ -1,0 +1,76 @@
+"""``bourse nodes`` and ``bourse nodes show`` against a fake exchange."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cli_exchange import NOW, FakeExchange
+from click.testing import CliRunner, Result
+
+from bourse.cli.main import cli
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def node(node_id: str, name: str, **extra: Any) -> dict[str, Any]:
+    return {"id": node_id, "name": name, "state": "online", "keep_alive_s": 30,
+            "created_at": NOW - 86400, **extra}
+
+
+GPU = {"model": "h100-80gb", "name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559}
+CAPS = {"hostname": "box1", "cpus": 32, "memory_gib": 251.4, "disk_free_gib": 900,
+        "gpus": [GPU, GPU], "driver": "550.54", "cpu_model": "EPYC"}
+
+
+def seed(exchange: FakeExchange) -> None:
+    exchange.nodes = [
+        node("n1", "gpu-box", capabilities=CAPS, connected=True, last_seen=NOW,
+             running=["j1", "j2"], price=1.5),
+        node("n2", "laptop", state="offline", last_seen=NOW - 7200),
+    ]
+
+
+def test_table(exchange: FakeExchange) -> None:
+    seed(exchange)
+    result = run("nodes")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["ID", "NAME", "STATE", "CPUS", "MEMORY", "GPUS", "LAST", "SEEN",
+                                "RUNNING"]
+    assert lines[1].split() == ["n1", "gpu-box", "online", "32", "251GiB", "2x", "h100-80gb",
+                                "now", "2"]
+    assert lines[2].split() == ["n2", "laptop", "offline", "-", "-", "-", "2h", "ago", "0"]
+
+
+def test_json(exchange: FakeExchange) -> None:
+    seed(exchange)
+    data = json.loads(run("nodes", "--json").stdout)
+    assert [n["id"] for n in data] == ["n1", "n2"]
+    assert data[0]["capabilities"]["gpus"][0]["model"] == "h100-80gb"
+
+
+def test_empty(exchange: FakeExchange) -> None:
+    result = run("nodes")
+    assert (result.exit_code, result.stdout) == (0, "")
+    assert "no nodes" in result.stderr
+
+
+def test_show(exchange: FakeExchange) -> None:
+    seed(exchange)
+    result = run("nodes", "show", "n1")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "running      j1, j2" in out
+    assert "gpus         2x h100-80gb" in out
+    assert "gpu 1: NVIDIA H100 80GB HBM3 (81559 MiB)" in out
+    assert "price        1.50/h" in out
+    assert json.loads(run("nodes", "show", "n1", "--json").stdout)["name"] == "gpu-box"
+
+
+def test_show_unknown(exchange: FakeExchange) -> None:
+    result = run("nodes", "show", "n9")
+    assert result.exit_code == 1
+    assert "no node n9" in result.stderr
