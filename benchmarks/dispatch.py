@@ -16,7 +16,6 @@ import sys
 import time
 
 from _exchange import local_exchange, percentile
-
 from bourse.protocol.common import JobSpec
 
 

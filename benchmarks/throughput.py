@@ -18,7 +18,6 @@ import sys
 import time
 
 from _exchange import local_exchange
-
 from bourse.protocol.common import JobSpec
 from bourse.sdk.client import AsyncClient
 from bourse.sdk.config import load_credentials

@@ -27,13 +27,11 @@ def credential_path(work_dir: Path) -> Path:
     return work_dir / "node.json"
 
 
-def load(work_dir: Path, server: str) -> NodeCredential | None:
+def load(work_dir: Path) -> NodeCredential | None:
     path = credential_path(work_dir)
     if not path.exists():
         return None
     data = json.loads(path.read_text())
-    if data.get("server") != server:
-        return None  # enrolled with another exchange
     return NodeCredential(data["server"], data["node_id"], data["credential"])
 
 
@@ -67,8 +65,17 @@ def enroll(server: str, token: str, name: str, work_dir: Path) -> NodeCredential
 
 
 def ensure(server: str, token: str | None, name: str, work_dir: Path) -> NodeCredential:
-    cred = load(work_dir, server)
-    if cred is not None:
+    """The stored credential; a new one when a token is given for a different exchange.
+
+    Without a token, a credential stored for another URL is kept and pointed at the new one:
+    the exchange may have moved (a new port, a new address); if it is really another
+    exchange, it refuses the credential and the agent says so.
+    """
+    cred = load(work_dir)
+    if cred is not None and (cred.server == server or not token):
+        if cred.server != server:
+            cred = NodeCredential(server, cred.node_id, cred.credential)
+            save(work_dir, cred)
         return cred
     if not token:
         raise InvalidInput(f"this node is not enrolled with {server}", field="--token",

@@ -25,6 +25,7 @@ from typing import Any
 import websockets
 from pydantic import ValidationError
 from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import InvalidStatus
 
 from bourse.agent import credentials
 from bourse.agent.bundles import BundleCache, BundleError
@@ -49,6 +50,7 @@ from bourse.protocol.common import Wire
 
 log = logging.getLogger("bourse.agent")
 SEND_WINDOW = 1000  # outbox rows in flight before waiting for acks
+SEND_WINDOW_BYTES = 8 * 1024 * 1024  # and bytes: bounds memory on both ends
 BACKOFF_BASE_S, BACKOFF_CAP_S = 0.2, 10.0
 
 
@@ -68,7 +70,7 @@ class Session:
     def __init__(self, agent: Agent, ws: ClientConnection) -> None:
         self.agent, self.ws = agent, ws
         self.lock = asyncio.Lock()
-        self.in_flight: set[int] = set()
+        self.in_flight: dict[int, int] = {}  # row id -> frame size
         self.acked = asyncio.Event()
         self._ids = itertools.count()
 
@@ -99,17 +101,18 @@ class Session:
                 await spool.changed.wait()
                 continue
             for row in rows:
-                while len(self.in_flight) >= SEND_WINDOW:
+                while (len(self.in_flight) >= SEND_WINDOW
+                       or sum(self.in_flight.values()) >= SEND_WINDOW_BYTES):
                     self.acked.clear()
                     await self.acked.wait()
-                self.in_flight.add(row.id)
-                await self._send_row(row.type, row.body(), row.id)
+                self.in_flight[row.id] = await self._send_row(row.type, row.body(), row.id)
                 after = row.id
 
-    async def _send_row(self, kind: str, body: dict[str, Any], row_id: int) -> None:
-        frame = Envelope(id=f"o{row_id}", type=kind, body=body)
+    async def _send_row(self, kind: str, body: dict[str, Any], row_id: int) -> int:
+        text = Envelope(id=f"o{row_id}", type=kind, body=body).model_dump_json()
         async with self.lock:
-            await self.ws.send(frame.model_dump_json())
+            await self.ws.send(text)
+        return len(text)
 
     async def _receiver(self) -> None:
         async for text in self.ws:
@@ -130,7 +133,8 @@ class Session:
         if isinstance(body, Ack):
             rows = [int(i[1:]) for i in body.ids if i.startswith("o") and i[1:].isdigit()]
             self.agent.spool.ack(rows)
-            self.in_flight.difference_update(rows)
+            for row in rows:
+                self.in_flight.pop(row, None)
             self.acked.set()
         elif isinstance(body, StartJob):
             self.agent.start(body)
@@ -187,6 +191,10 @@ class Agent:
         while True:
             try:
                 await self._session()
+            except InvalidStatus as exc:
+                log.error("the exchange at %s refused this node (HTTP %s): its credential is "
+                          "unknown or revoked; enrol again with --token (work dir %s)",
+                          self.config.server, exc.response.status_code, self.work_dir)
             except (OSError, websockets.WebSocketException, TimeoutError) as exc:
                 log.warning("connection to %s ended: %s", self.config.server, exc)
             self.failures += 1

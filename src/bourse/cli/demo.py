@@ -1,15 +1,17 @@
 """``bourse demo``: what ``make demo`` runs.
 
-Today it tours the market core on the real catalogues shipped with bourse: a requirement matched
+First a tour of the market on the real catalogues shipped with bourse: a requirement matched
 cheapest-first, a wrong GPU label caught with a suggestion, an impossible requirement explained,
-and driver/torch compatibility decided before placement. The exchange demo (a local coordinator,
-agent and a multi-stage training app) replaces it as those parts land.
+and driver/torch compatibility decided before placement. Then a throwaway local exchange (a
+coordinator and two agents, in a temp dir) runs a job, loses the machine it runs on (the agent
+is killed with SIGKILL) and finishes it on the other one.
 """
 
 from __future__ import annotations
 
 import click
 
+from bourse.cli.demo_exchange import exchange_tour
 from bourse.cli.offers import HEADERS, offer_row
 from bourse.cli.render import table
 from bourse.core.compute import Compute
@@ -25,8 +27,15 @@ def _heading(text: str) -> None:
 
 
 @click.command()
-def demo() -> None:
+@click.option("--market-only", is_flag=True, help="Skip the local exchange part.")
+def demo(market_only: bool) -> None:
     """Run the bourse demo (what `make demo` runs)."""
+    market_tour()
+    if not market_only:
+        exchange_tour()
+
+
+def market_tour() -> None:
     offers = catalog_offers()
     index = OfferIndex(offers)
     providers = len({o.provider for o in offers})

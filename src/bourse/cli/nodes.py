@@ -97,3 +97,22 @@ def _capabilities(caps: Capabilities) -> dict[str, str | None]:
         "gpus": gpu_summary(caps), "driver": caps.driver, "python": caps.python or None,
         "agent": caps.agent_version or None,
     }
+
+
+@nodes.command("enroll")
+@click.option("--name", help="A label for the token (the node picks its own name).")
+@click.option("--expires", "expires_h", type=click.FloatRange(min=0.01, max=24 * 365),
+              default=24.0, show_default=True, help="Hours until the token expires.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handles_errors
+def enroll(name: str | None, expires_h: float, as_json: bool) -> None:
+    """Create a one-time enrolment token for a new node (admin)."""
+    with seam.open_client() as client:
+        token = client.create_enrollment(name=name, expires_in_s=expires_h * 3600)
+        url = client.url
+    if as_json:
+        echo_json({"token": token.token, "expires_at": token.expires_at, "server": url})
+        return
+    click.echo(token.token)
+    click.echo(f"on the new node (valid until {clock(token.expires_at)}, usable once):\n"
+               f"  bourse agent --server {url} --token {token.token}", err=True)

@@ -47,7 +47,8 @@ from bourse.server.services.agents import (
 
 log = logging.getLogger(__name__)
 HELLO_TIMEOUT_S = 15.0
-MAX_BATCH = 500
+MAX_BATCH = 500  # messages per transaction
+MAX_BATCH_BYTES = 8 * 1024 * 1024  # and log bytes: a burst of output never balloons memory
 CLOSE_MALFORMED, CLOSE_POLICY, CLOSE_REPLACED = 1003, 1008, 4000
 
 
@@ -74,6 +75,7 @@ class Batch:
     events: list[JobEvent] = field(default_factory=list)
     chunks: list[LogChunk] = field(default_factory=list)
     heartbeat: Heartbeat | None = None
+    log_bytes: int = 0
 
 
 def parse_frame(text: str) -> tuple[Envelope, Wire | None]:
@@ -164,7 +166,7 @@ class Hub:
         log.info("agent %s disconnected", connection.node_id)
 
     async def _run(self, connection: Connection) -> None:
-        inbox: asyncio.Queue[tuple[Envelope, Wire | None]] = asyncio.Queue(maxsize=4 * MAX_BATCH)
+        inbox: asyncio.Queue[tuple[Envelope, Wire | None]] = asyncio.Queue(maxsize=64)
         tasks = [asyncio.create_task(self._read(connection, inbox)),
                  asyncio.create_task(self._process(connection, inbox)),
                  asyncio.create_task(_write(connection))]
@@ -200,7 +202,8 @@ class Hub:
         while True:
             batch = Batch()
             _add(batch, *await inbox.get())
-            while not inbox.empty() and len(batch.ids) < MAX_BATCH:
+            while (not inbox.empty() and len(batch.ids) < MAX_BATCH
+                   and batch.log_bytes < MAX_BATCH_BYTES):
                 _add(batch, *inbox.get_nowait())
             await self._apply(connection, batch)
 
@@ -230,6 +233,7 @@ def _add(batch: Batch, frame: Envelope, body: Wire | None) -> None:
         batch.events.append(body)
     elif isinstance(body, LogChunk):
         batch.chunks.append(body)
+        batch.log_bytes += len(body.data)
     elif isinstance(body, Heartbeat):
         batch.heartbeat = body
     elif isinstance(body, Hello):
