@@ -123,3 +123,13 @@ def parse_price(text: str | float | int, *, field: str = "max_price") -> float:
             hint="a ceiling of $0/h matches nothing; leave it out for no ceiling",
         )
     return value
+
+
+def format_bytes(size: int) -> str:
+    """``1048576`` -> ``1 MiB``, ``1500000`` -> ``1.4 MiB``, ``512`` -> ``512 B``."""
+    value, unit = float(size), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            break
+        value /= 1024
+    return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"

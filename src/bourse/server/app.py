@@ -16,6 +16,7 @@ from bourse.server import errors
 from bourse.server.config import ServerConfig
 from bourse.server.routes import agent, bundles, jobs, nodes, offers
 from bourse.server.services import tokens
+from bourse.server.services.placement import grace_after_start
 from bourse.server.state import ServerState
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,8 @@ def create_app(config: ServerConfig, clock: Callable[[], float] = time.time,
         config.data_dir.mkdir(parents=True, exist_ok=True)
         await state.db.migrate()
         await bootstrap(state)
+        async with state.db.write() as session:
+            await grace_after_start(session, state.clock(), config.start_lease_s)
         task = asyncio.create_task(state.scheduler.run()) if run_scheduler else None
         try:
             yield

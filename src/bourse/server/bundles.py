@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from bourse.core.errors import InvalidInput
+from bourse.core.units import format_bytes
 from bourse.server.errors import TooLarge
 
 
@@ -37,7 +38,8 @@ class BundleStore:
                 async for chunk in chunks:
                     size += len(chunk)
                     if size > self.max_bytes:
-                        raise TooLarge(f"bundle is larger than {self.max_bytes >> 20} MiB",
+                        raise TooLarge(f"bundle is larger than the limit of "
+                                       f"{format_bytes(self.max_bytes)}",
                                        hint="exclude data and build outputs with .bourseignore")
                     digest.update(chunk)
                     out.write(chunk)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
@@ -46,14 +47,24 @@ async def _bourse_error(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(_body(exc.message, field, exc.hint), exc.http_status, headers=headers)
 
 
+def _describe(error: Mapping[str, Any]) -> tuple[str, str | None]:
+    """(message, field path) of one pydantic/FastAPI error; the raw input is never echoed."""
+    loc = [str(p) for p in error.get("loc", ())]
+    message = str(error.get("msg", "invalid request")).removeprefix("Value error, ")
+    if error.get("type") == "json_invalid":  # loc is ("body", <character offset>)
+        offset = loc[1] if len(loc) > 1 else "?"
+        return f"the body is not valid JSON (at character {offset})", "body"
+    path = [p for p in loc if p != "body"] if loc[:1] == ["body"] else loc
+    return message, ".".join(path) or None
+
+
 async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
-    loc = [str(p) for p in first.get("loc", ()) if p != "body"]
-    message = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
-    detail = jsonable_encoder(exc.errors()[:10])
-    body = _body(message, ".".join(loc) or None, None) | {"details": detail}
-    return JSONResponse(body, 422)
+    errors = list(exc.errors()) or [{"loc": (), "msg": "invalid request"}]
+    described = [_describe(e) for e in errors[:10]]
+    message, field = described[0]
+    details = [{"field": f, "error": m} for m, f in described]
+    return JSONResponse(_body(message, field, None) | {"details": details}, 422)
 
 
 async def _http_error(_request: Request, exc: Exception) -> JSONResponse:

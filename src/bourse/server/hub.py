@@ -33,6 +33,7 @@ from bourse.protocol.agent import (
     envelope,
 )
 from bourse.protocol.common import Wire
+from bourse.protocol.version import PROTOCOL_VERSION
 from bourse.server.commands import Command
 from bourse.server.db.database import Database
 from bourse.server.ids import new_id
@@ -82,8 +83,11 @@ def parse_frame(text: str) -> tuple[Envelope, Wire | None]:
     """An envelope and its validated body; body None for a type we do not know."""
     try:
         frame = Envelope.model_validate(json.loads(text))
-    except (ValueError, ValidationError) as exc:
+    except (ValueError, ValidationError, RecursionError) as exc:
         raise Malformed(f"not a protocol frame: {str(exc)[:200]}") from None
+    if frame.v != PROTOCOL_VERSION:
+        raise Malformed(f"protocol version {frame.v} is not supported "
+                        f"(this coordinator speaks {PROTOCOL_VERSION})")
     model = AGENT_TO_SERVER.get(frame.type)
     if model is None:
         return frame, None
@@ -134,7 +138,7 @@ class Hub:
             await _close(ws, CLOSE_POLICY, "connection ended")
 
     async def _hello(self, ws: WebSocket, node_id: str) -> Hello:
-        text = await asyncio.wait_for(ws.receive_text(), HELLO_TIMEOUT_S)
+        text = await asyncio.wait_for(receive_text(ws), HELLO_TIMEOUT_S)
         frame, body = parse_frame(text)
         if not isinstance(body, Hello):
             raise Malformed(f"expected hello, got {frame.type}")
@@ -184,9 +188,8 @@ class Hub:
     async def _read(self, connection: Connection,
                     inbox: asyncio.Queue[tuple[Envelope, Wire | None]]) -> None:
         while True:
-            text = await connection.ws.receive_text()
             try:
-                frame, body = parse_frame(text)
+                frame, body = parse_frame(await receive_text(connection.ws))
             except Malformed as exc:
                 log.warning("agent %s: closing the connection: %s", connection.node_id, exc)
                 await _close(connection.ws, CLOSE_MALFORMED, str(exc)[:120])
@@ -240,6 +243,17 @@ def _add(batch: Batch, frame: Envelope, body: Wire | None) -> None:
         return  # a second hello on the same connection changes nothing
     if not isinstance(body, Ack | Error):
         batch.ids.append(frame.id)
+
+
+async def receive_text(ws: WebSocket) -> str:
+    """The next text frame; a binary frame is malformed; a close raises WebSocketDisconnect."""
+    message = await ws.receive()
+    if message["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(message.get("code", 1000), message.get("reason"))
+    text = message.get("text")
+    if text is None:
+        raise Malformed("binary frames are not part of the protocol")
+    return str(text)
 
 
 async def _write(connection: Connection) -> None:

@@ -98,9 +98,15 @@ async def list_events(session: AsyncSession, job_id: str, after: int,
 
 
 async def read_logs(session: AsyncSession, job_id: str, after: int, limit: int) -> LogPage:
-    """Chunks after the cursor in arrival order (sequence order within each attempt)."""
+    """Chunks after the cursor in arrival order (sequence order within each attempt).
+
+    ``done`` means the job has ended and every chunk of its final attempt has been returned
+    (it reports its end only after its last chunk). An earlier attempt that was declared lost
+    while still running may deliver more when its node reconnects; those chunks are kept,
+    labelled with their attempt, and appear after the cursor.
+    """
     job = await get_job(session, job_id)
-    ended = JobState(job.state).terminal  # read before the chunks: nothing arrives after the end
+    ended = JobState(job.state).terminal  # read before the chunks: see above
     rows = (await session.scalars(
         select(LogChunk).where(LogChunk.job_id == job_id, LogChunk.id > after)
         .order_by(LogChunk.id).limit(limit))).all()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.compute import Compute
@@ -184,6 +184,15 @@ async def expire_start_leases(session: AsyncSession, now: float) -> int:
         end_attempt(session, job, attempt, AttemptState.LOST, now=now,
                     reason="the node did not acknowledge the start in time")
     return len(expired)
+
+
+async def grace_after_start(session: AsyncSession, now: float, lease_s: float) -> None:
+    """A coordinator that was down heard nobody: restart every node's silence clock and every
+    placement lease at its start, so its own downtime is never taken for node silence."""
+    await session.execute(update(Node).where(Node.state != "lost").values(last_seen=now))
+    await session.execute(update(Attempt).where(
+        Attempt.state == AttemptState.SCHEDULED.value, Attempt.start_deadline < now + lease_s,
+    ).values(start_deadline=now + lease_s))
 
 
 async def detect_lost_nodes(session: AsyncSession, now: float) -> list[str]:
