@@ -26,8 +26,12 @@ class BourseError(Exception):
         return self.message
 
 
-class InvalidInput(BourseError):
-    """Input that cannot be understood: a bad label, flag, spec field or message."""
+class InvalidInput(BourseError, ValueError):
+    """Input that cannot be understood: a bad label, flag, spec field or message.
+
+    Also a ``ValueError``, so that pydantic reports one raised inside a nested model's
+    validator with the full path of the field (``compute.cpus``).
+    """
 
     exit_code = 2
     http_status = 422

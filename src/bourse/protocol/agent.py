@@ -19,6 +19,8 @@ from bourse.protocol.version import PROTOCOL_VERSION
 
 MAX_FRAME_BYTES = 8 * 1024 * 1024
 LOG_CHUNK_BYTES = 256 * 1024
+MAX_SEQ = 2**31 - 1  # sequence numbers and attempts fit a 32-bit integer column
+MAX_OFFSET = 2**62
 
 
 class Envelope(Wire):
@@ -50,8 +52,8 @@ class JobEvent(Wire):
     """Something that happened to an attempt on the node; ``seq`` is per attempt."""
 
     job_id: JobId
-    attempt: int = Field(ge=1)
-    seq: int = Field(ge=0)
+    attempt: int = Field(ge=1, le=MAX_SEQ)
+    seq: int = Field(ge=0, le=MAX_SEQ)
     kind: EventKind
     time: float
     data: dict[str, Any] = Field(default_factory=dict)
@@ -61,11 +63,11 @@ class LogChunk(Wire):
     """Bytes ``offset..offset+len`` of an attempt's stdout or stderr, base64-encoded."""
 
     job_id: JobId
-    attempt: int = Field(ge=1)
-    seq: int = Field(ge=0)
+    attempt: int = Field(ge=1, le=MAX_SEQ)
+    seq: int = Field(ge=0, le=MAX_SEQ)
     stream: Literal["stdout", "stderr"]
-    offset: int = Field(ge=0)
-    data: str = Field(max_length=LOG_CHUNK_BYTES * 2)
+    offset: int = Field(ge=0, le=MAX_OFFSET)
+    data: str = Field(max_length=LOG_CHUNK_BYTES * 2, pattern=r"^[A-Za-z0-9+/]*={0,2}$")
     time: float
 
 

@@ -204,4 +204,4 @@ class VerificationReport(Wire):
 
 class AttemptRef(Wire):
     job_id: JobId
-    attempt: int = Field(ge=1)
+    attempt: int = Field(ge=1, le=2**31 - 1)

@@ -47,24 +47,29 @@ async def _bourse_error(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(_body(exc.message, field, exc.hint), exc.http_status, headers=headers)
 
 
-def _describe(error: Mapping[str, Any]) -> tuple[str, str | None]:
-    """(message, field path) of one pydantic/FastAPI error; the raw input is never echoed."""
+def _describe(error: Mapping[str, Any]) -> tuple[str, str | None, str | None]:
+    """(message, field path, hint) of one pydantic/FastAPI error; the input is never echoed."""
     loc = [str(p) for p in error.get("loc", ())]
-    message = str(error.get("msg", "invalid request")).removeprefix("Value error, ")
     if error.get("type") == "json_invalid":  # loc is ("body", <character offset>)
         offset = loc[1] if len(loc) > 1 else "?"
-        return f"the body is not valid JSON (at character {offset})", "body"
-    path = [p for p in loc if p != "body"] if loc[:1] == ["body"] else loc
-    return message, ".".join(path) or None
+        return f"the body is not valid JSON (at character {offset})", "body", None
+    path = loc[1:] if loc[:1] == ["body"] else loc
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, InvalidInput):  # raised by our own validators: keep its words
+        if cause.field and (not path or path[-1] != cause.field):
+            path.append(cause.field)
+        return cause.message, ".".join(path) or None, cause.hint
+    message = str(error.get("msg", "invalid request")).removeprefix("Value error, ")
+    return message, ".".join(path) or None, None
 
 
 async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = list(exc.errors()) or [{"loc": (), "msg": "invalid request"}]
     described = [_describe(e) for e in errors[:10]]
-    message, field = described[0]
-    details = [{"field": f, "error": m} for m, f in described]
-    return JSONResponse(_body(message, field, None) | {"details": details}, 422)
+    message, field, hint = described[0]
+    details = [{"field": f, "error": m} for m, f, _ in described]
+    return JSONResponse(_body(message, field, hint) | {"details": details}, 422)
 
 
 async def _http_error(_request: Request, exc: Exception) -> JSONResponse:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
+from sqlalchemy.exc import DataError, IntegrityError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from bourse.protocol.agent import (
@@ -51,6 +52,9 @@ HELLO_TIMEOUT_S = 15.0
 MAX_BATCH = 500  # messages per transaction
 MAX_BATCH_BYTES = 8 * 1024 * 1024  # and log bytes: a burst of output never balloons memory
 CLOSE_MALFORMED, CLOSE_POLICY, CLOSE_REPLACED = 1003, 1008, 4000
+# The database refusing what a message says (a value out of range, a broken constraint): the
+# message is dropped and reported. Anything else (a lost connection) is retried by replay.
+REFUSED = (DataError, IntegrityError)
 
 
 class Malformed(Exception):
@@ -77,6 +81,16 @@ class Batch:
     chunks: list[LogChunk] = field(default_factory=list)
     heartbeat: Heartbeat | None = None
     log_bytes: int = 0
+    frames: list[tuple[Envelope, Wire]] = field(default_factory=list)
+
+    def split(self) -> list[Batch]:
+        """One batch per message, in order."""
+        singles = []
+        for frame, body in self.frames:
+            single = Batch()
+            _add(single, frame, body)
+            singles.append(single)
+        return singles
 
 
 def parse_frame(text: str) -> tuple[Envelope, Wire | None]:
@@ -211,6 +225,30 @@ class Hub:
             await self._apply(connection, batch)
 
     async def _apply(self, connection: Connection, batch: Batch) -> None:
+        if len(batch.frames) == 1:
+            await self._apply_alone(connection, batch)
+            return
+        try:
+            await self._commit(connection, batch)
+        except REFUSED:
+            log.warning("agent %s: a batch of %d messages failed; applying them one by one",
+                        connection.node_id, len(batch.ids))
+            for single in batch.split():
+                await self._apply_alone(connection, single)
+
+    async def _apply_alone(self, connection: Connection, batch: Batch) -> None:
+        """A message the database refuses is acknowledged and reported instead of wedging the
+        agent, which would otherwise replay it forever."""
+        try:
+            await self._commit(connection, batch)
+        except REFUSED as exc:
+            log.error("agent %s: message %s cannot be stored, dropping it: %s",
+                      connection.node_id, batch.ids, str(exc)[:200])
+            connection.send(Error(message="message refused by the coordinator's database",
+                                  ref=batch.ids[0] if batch.ids else None))
+            connection.send(Ack(ids=batch.ids))
+
+    async def _commit(self, connection: Connection, batch: Batch) -> None:
         now = self.clock()
         commands: list[Command] = []
         async with self.db.write() as session:
@@ -232,6 +270,8 @@ class Hub:
 
 
 def _add(batch: Batch, frame: Envelope, body: Wire | None) -> None:
+    if body is not None:
+        batch.frames.append((frame, body))
     if isinstance(body, JobEvent):
         batch.events.append(body)
     elif isinstance(body, LogChunk):

@@ -19,11 +19,12 @@ Sha = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
 @router.put("/{sha256}", status_code=201)
 async def upload(sha256: Sha, request: Request, state: State, _user: User) -> dict[str, object]:
     if not state.bundles.exists(sha256):
-        size = await state.bundles.put(sha256, request.stream())
-        async with state.db.write() as session:
-            if await session.get(Bundle, sha256) is None:
-                session.add(Bundle(sha256=sha256, size=size, created_at=time.time()))
-    return {"sha256": sha256, "size": state.bundles.path(sha256).stat().st_size}
+        await state.bundles.put(sha256, request.stream())
+    size = state.bundles.path(sha256).stat().st_size
+    async with state.db.write() as session:  # also repairs a stored file without its row
+        if await session.get(Bundle, sha256) is None:
+            session.add(Bundle(sha256=sha256, size=size, created_at=time.time()))
+    return {"sha256": sha256, "size": size}
 
 
 @router.head("/{sha256}")

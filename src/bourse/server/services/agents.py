@@ -8,10 +8,12 @@ attempt number is the fencing token) never changes the job, and the agent is tol
 from __future__ import annotations
 
 import base64
+import binascii
+import logging
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
-from sqlalchemy import Table, select, tuple_
+from sqlalchemy import Table, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.states import AttemptState, JobState, exit_outcome
@@ -30,6 +32,7 @@ from bourse.server.services.lifecycle import (
 )
 
 LOG_TABLE = cast(Table, LogRow.__table__)
+log = logging.getLogger(__name__)
 
 
 async def node_hello(session: AsyncSession, node_id: str, hello: Hello, connection: str,
@@ -55,9 +58,10 @@ async def node_heartbeat(session: AsyncSession, node_id: str, beat: Heartbeat,
 
 async def node_disconnected(session: AsyncSession, node_id: str, connection: str,
                             now: float) -> None:
-    node = await session.get(Node, node_id)
-    if node is not None and node.session == connection:
-        node.session, node.updated_at = None, now
+    """Forget the connection, unless a newer one has replaced it (compare-and-set, so a late
+    goodbye never clears the session of the connection that followed)."""
+    await session.execute(update(Node).where(Node.id == node_id, Node.session == connection)
+                          .values(session=None, updated_at=now))
 
 
 async def _node(session: AsyncSession, node_id: str) -> Node:
@@ -132,9 +136,9 @@ async def record_job_events(session: AsyncSession, node_id: str, events: Sequenc
     commands: list[Command] = []
     for event in fresh:
         attempt, job = attempts[(event.job_id, event.attempt)], jobs[event.job_id]
+        data = without_nul(event.data)
         add_event(session, event.job_id, event.attempt, event.kind, event.time,
-                  message=str(event.data.get("reason", "")), data=event.data,
-                  agent_seq=event.seq)
+                  message=str(data.get("reason", "")), data=data, agent_seq=event.seq)
         if job.attempt == event.attempt and AttemptState(attempt.state).active:
             _apply(session, job, attempt, event, now)
         elif event.kind in ("accepted", "started"):
@@ -142,6 +146,17 @@ async def record_job_events(session: AsyncSession, node_id: str, events: Sequenc
                 job_id=job.id, attempt=event.attempt, grace_s=0, reason="stale attempt",
                 stale=True)))
     return commands
+
+
+def without_nul(value: Any) -> Any:
+    """The same JSON value with NUL characters replaced (PostgreSQL's JSON refuses them)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {without_nul(k): without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_nul(v) for v in value]
+    return value
 
 
 async def load_attempts(session: AsyncSession,
@@ -203,14 +218,24 @@ def _exit_reason(code: object, signal: object) -> str:
     return f"exited with code {code}"
 
 
+def _decode(chunk: LogChunk) -> bytes | None:
+    try:
+        return base64.b64decode(chunk.data, validate=True)
+    except binascii.Error:
+        log.warning("log chunk %s/%s/%s is not valid base64; dropped", chunk.job_id,
+                    chunk.attempt, chunk.seq)
+        return None
+
+
 async def record_log_chunks(session: AsyncSession, node_id: str,
                             chunks: Sequence[LogChunk]) -> int:
     """Store chunks from attempts of this node; duplicates are dropped. Returns how many new."""
     attempts = await load_attempts(session, {(c.job_id, c.attempt) for c in chunks})
     owned = {key for key, attempt in attempts.items() if attempt.node_id == node_id}
     rows = [{"job_id": c.job_id, "attempt": c.attempt, "seq": c.seq, "stream": c.stream,
-             "offset": c.offset, "data": base64.b64decode(c.data), "time": c.time}
-            for c in chunks if (c.job_id, c.attempt) in owned]
+             "offset": c.offset, "data": data, "time": c.time}
+            for c in chunks
+            if (c.job_id, c.attempt) in owned and (data := _decode(c)) is not None]
     inserted = 0
     for start in range(0, len(rows), 200):
         inserted += await insert_ignore(session, LOG_TABLE, rows[start:start + 200])

@@ -22,6 +22,10 @@ CANCEL_GRACE_S = 10.0
 
 
 async def submit_job(session: AsyncSession, spec: JobSpec, now: float) -> Job:
+    if spec.compute.num_nodes > 1:
+        raise InvalidInput(f"num_nodes={spec.compute.num_nodes}: jobs spanning several nodes "
+                           "are not supported by the exchange yet", field="compute.num_nodes",
+                           hint="submit one job per node, or use num_nodes=1")
     if spec.bundle and await session.get(Bundle, spec.bundle) is None:
         raise InvalidInput(f"code bundle {spec.bundle[:12]}… has not been uploaded",
                            field="bundle", hint="upload it first with PUT /api/v1/bundles/{sha}")

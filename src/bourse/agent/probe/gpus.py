@@ -1,0 +1,109 @@
+"""Which GPUs this machine has, from the best source that answers.
+
+In order: NVML; ``nvidia-smi -q -x``; ``nvidia-smi --query-gpu=... --format=csv`` completed by
+the plain table (CUDA version, MIG devices); the plain table alone; else no GPU. A source that
+is present but fails (a driver/library mismatch, a hung or lying nvidia-smi, unsafe XML) is
+recorded in ``errors`` and the next one is tried, so the report says why a richer source was
+not used. A missing NVML library or nvidia-smi binary is not an error: it means no NVIDIA
+driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bourse.agent.probe.commands import CommandError, run_command, which
+from bourse.agent.probe.nvml import read_nvml
+from bourse.agent.probe.reading import SmiOutputError, SmiReading
+from bourse.agent.probe.smi_csv import QUERY_FIELDS, invalid_fields, parse_csv
+from bourse.agent.probe.smi_table import parse_table
+from bourse.agent.probe.smi_xml import parse_xml
+
+NO_GPU = SmiReading("none", None, None, ())
+_NO_DEVICES = "No devices were found"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProbe:
+    reading: SmiReading
+    errors: tuple[str, ...] = ()
+
+
+def probe_gpus(*, nvml: Any = None, smi: str | None = None, timeout: float = 20.0) -> GpuProbe:
+    errors: list[str] = []
+    try:
+        found = read_nvml(nvml)
+    except SmiOutputError as exc:
+        errors.append(str(exc))
+    else:
+        if found is not None:
+            return GpuProbe(found)
+    smi = smi or which("nvidia-smi")
+    if smi is None:
+        return GpuProbe(NO_GPU, tuple(errors))
+    for read in (_from_xml, _from_csv, _from_table):
+        try:
+            return GpuProbe(read(smi, timeout), tuple(errors))
+        except (SmiOutputError, CommandError) as exc:
+            errors.append(str(exc))
+            if _NO_DEVICES in str(exc):
+                break
+    return GpuProbe(NO_GPU, tuple(errors))
+
+
+def _smi(smi: str, args: Sequence[str], timeout: float) -> str:
+    out = run_command([smi, *args], timeout=timeout)
+    if out.returncode != 0:
+        said = (out.stdout.strip() or out.stderr.strip() or "no output").splitlines()[0][:300]
+        raise SmiOutputError(f"nvidia-smi {' '.join(args)} exited with {out.returncode}: {said}")
+    return out.stdout
+
+
+def _from_xml(smi: str, timeout: float) -> SmiReading:
+    return parse_xml(_smi(smi, ["-q", "-x"], timeout))
+
+
+def _from_table(smi: str, timeout: float) -> SmiReading:
+    found = parse_table(_smi(smi, [], timeout))
+    if not found.gpus:
+        raise SmiOutputError("nvidia-smi: no GPU rows in its table")
+    return found
+
+
+def _from_csv(smi: str, timeout: float) -> SmiReading:
+    found = parse_csv(_query(smi, timeout))
+    try:
+        table: SmiReading | None = parse_table(_smi(smi, [], timeout))
+    except (SmiOutputError, CommandError):
+        table = None
+    return merge_table(found, table)
+
+
+def _query(smi: str, timeout: float) -> str:
+    """``--query-gpu`` with the fields this driver knows: it names the ones it rejects, which
+    are dropped before asking again."""
+    fields = list(QUERY_FIELDS)
+    for _ in range(len(QUERY_FIELDS)):
+        args = [f"--query-gpu={','.join(fields)}", "--format=csv"]
+        out = run_command([smi, *args], timeout=timeout)
+        rejected = set(invalid_fields(out.stdout + out.stderr)) & set(fields)
+        if not rejected:
+            if out.returncode != 0:
+                said = (out.stdout.strip() or out.stderr.strip() or "no output").splitlines()[0]
+                raise SmiOutputError(f"nvidia-smi --query-gpu exited with {out.returncode}: "
+                                     f"{said[:300]}")
+            return out.stdout
+        fields = [f for f in fields if f not in rejected]
+    raise SmiOutputError("nvidia-smi --query-gpu rejected every field asked")
+
+
+def merge_table(query: SmiReading, table: SmiReading | None) -> SmiReading:
+    """The CSV reading completed by the table: its CUDA version and MIG devices."""
+    if table is None:
+        return query
+    migs = {g.index: g.mig_instances for g in table.gpus}
+    gpus = tuple(g.model_copy(update={"mig_instances": migs.get(g.index) or g.mig_instances})
+                 for g in query.gpus)
+    return replace(query, cuda=table.cuda or query.cuda, gpus=gpus)

@@ -1,0 +1,153 @@
+"""What the host is: CPU, memory, disk, OS, Python, container engines, CUDA toolkit, torch.
+
+The readers of ``/proc/cpuinfo``, ``/etc/os-release`` and the tools' ``--version`` output are
+pure functions of their text; the shell around them runs each command with a timeout, and a
+program that is missing (or fails) is simply absent from the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import sys
+from pathlib import Path
+
+import psutil
+
+from bourse.agent.probe.commands import CommandError, run_command, which
+from bourse.protocol.common import HostInfo, Tool, TorchInfo
+
+# CPU features a job's wheels or kernels may require (x86 and Arm spellings).
+CPU_FLAGS = frozenset({
+    "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+    "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "aes", "sha_ni",
+    "asimd", "sve", "sve2", "bf16", "i8mm",
+})
+# (name, argv): the engines a container runtime could use, and the CUDA compiler.
+TOOLS = (
+    ("docker", ("docker", "--version")),
+    ("podman", ("podman", "--version")),
+    ("nvidia-container-cli", ("nvidia-container-cli", "--version")),
+    ("nvcc", ("nvcc", "--version")),
+)
+TOOL_TIMEOUT_S = 10.0
+TORCH_TIMEOUT_S = 90.0  # importing torch reads a few hundred MB from disk the first time
+_TORCH_SCRIPT = """
+import json
+try:
+    import torch
+except Exception as exc:
+    print(json.dumps({"error": repr(exc)}))
+else:
+    available = bool(torch.cuda.is_available())
+    print(json.dumps({"version": torch.__version__, "cuda": torch.version.cuda,
+                      "cuda_available": available,
+                      "device_count": torch.cuda.device_count() if available else 0}))
+"""
+_VERSION = re.compile(r"\d+\.\d+(?:\.\d+)*")
+_NVCC = re.compile(r"release \d+\.\d+, V(\d+\.\d+(?:\.\d+)*)")
+
+
+def cpu_model(cpuinfo: str) -> str:
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("model name", "Hardware", "Processor") and value.strip():
+            return value.strip()
+    return ""
+
+
+def cpu_flags(cpuinfo: str) -> list[str]:
+    """The placement-relevant CPU flags of the first processor in ``/proc/cpuinfo``."""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return sorted(CPU_FLAGS & set(value.split()))
+    return []
+
+
+def os_name(os_release: str) -> str:
+    """``PRETTY_NAME`` from ``/etc/os-release``."""
+    for line in os_release.splitlines():
+        key, _, value = line.partition("=")
+        if key == "PRETTY_NAME":
+            return value.strip().strip('"')
+    return ""
+
+
+def tool_version(name: str, output: str) -> str | None:
+    """The version a ``--version`` output announces (``nvcc``: its ``V12.2.140``)."""
+    if name == "nvcc":
+        match = _NVCC.search(output)
+        return match.group(1) if match else None
+    match = _VERSION.search(output)
+    return match.group(0) if match else None
+
+
+def torch_info(output: str) -> TorchInfo | None:
+    """The torch subprocess's JSON line; None when torch is absent or broken."""
+    try:
+        data = json.loads(output.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+    return None if not isinstance(data, dict) or "version" not in data else TorchInfo(**data)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def free_gib(path: Path) -> float:
+    """Free space on the file system of ``path``, or of its nearest existing parent."""
+    for candidate in (path, *path.parents):
+        try:
+            return round(shutil.disk_usage(candidate).free / 2**30, 2)
+        except OSError:
+            continue
+    return 0.0
+
+
+def find_tools() -> list[Tool]:
+    found = []
+    for name, argv in TOOLS:
+        path = which(argv[0])
+        if path is None:
+            continue
+        try:
+            out = run_command([path, *argv[1:]], timeout=TOOL_TIMEOUT_S)
+        except CommandError:
+            continue
+        found.append(Tool(name=name, path=path, version=tool_version(name, out.stdout)))
+    return found
+
+
+def find_torch(python: str) -> TorchInfo | None:
+    """torch and its CUDA in ``python`` (the interpreter jobs run with), in a subprocess."""
+    try:
+        out = run_command([python, "-c", _TORCH_SCRIPT], timeout=TORCH_TIMEOUT_S)
+    except CommandError:
+        return None
+    return torch_info(out.stdout) if out.returncode == 0 else None
+
+
+def host_info(work_dir: Path, *, python: str | None = None, deep: bool = True) -> HostInfo:
+    """The host's facts; ``deep`` adds the tools and torch (seconds, not milliseconds)."""
+    cpuinfo = _read("/proc/cpuinfo")
+    return HostInfo(
+        hostname=socket.gethostname(),
+        cpu_model=cpu_model(cpuinfo) or platform.processor() or platform.machine(),
+        cpu_physical_cores=psutil.cpu_count(logical=False),
+        cpu_logical_cores=os.cpu_count() or 1, cpu_flags=cpu_flags(cpuinfo),
+        memory_mib=psutil.virtual_memory().total // 2**20,
+        disk_free_gib=free_gib(work_dir),
+        work_dir=str(work_dir), os=os_name(_read("/etc/os-release")) or platform.platform(),
+        kernel=platform.release(), arch=platform.machine(), python=sys.version.split()[0],
+        tools=find_tools() if deep else [],
+        torch=find_torch(python or sys.executable) if deep else None,
+    )

@@ -1,0 +1,272 @@
+"""Prefetch: job inputs from object stores into the node's content-addressed cache, then a job
+view of hard links (``<dest>/<input name>/...``).
+
+List every input, look each object version up in the cache, download what is missing with
+``concurrency`` requests in flight (small objects whole, large ones in ``part_size`` ranges
+written in place with ``pwrite``), publish each file by rename once complete, and link the
+job's view. A second prefetch of unchanged inputs lists, finds everything, and only links.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import functools
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from typing_extensions import Buffer
+
+from bourse.storage.cache import ContentCache, is_disk_full, space_error
+from bourse.storage.errors import InvalidURI, ObjectNotFound, StorageError
+from bourse.storage.plan import Request, cache_digest, relative_path, requests
+from bourse.storage.progress import Progress, ProgressMeter
+from bourse.storage.retry import RetryPolicy, retrying
+from bourse.storage.store import MiB, ObjectInfo, ObjectStore, Opener, directory
+from bourse.storage.uri import StoreURI, parse_uri
+
+_INPUT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+ProgressCallback = Callable[[Progress], None]
+
+
+@dataclass(frozen=True, slots=True)
+class PrefetchOptions:
+    concurrency: int = 32
+    part_size: int = 8 * MiB
+    progress_interval: float = 0.5
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefetchResult:
+    paths: dict[str, Path]  # input name -> its directory, or the file for a single object
+    objects: int
+    total_bytes: int
+    downloaded_bytes: int
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Input:
+    name: str
+    uri: StoreURI
+    store: ObjectStore
+    single: bool  # the URI names one object, not a prefix
+    objects: tuple[tuple[str, ObjectInfo, str], ...]  # (digest, object, relative path)
+
+
+def check_input_name(name: str) -> str:
+    if not _INPUT_NAME.match(name):
+        raise InvalidURI(f"invalid input name {name!r}", field="inputs",
+                         hint="use letters, digits, '_', '.' and '-' (it becomes a directory "
+                              "and part of BOURSE_INPUT_<NAME>)")
+    return name
+
+
+class Prefetcher:
+    def __init__(self, cache: ContentCache, opener: Opener,
+                 options: PrefetchOptions | None = None, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.cache, self.opener = cache, opener
+        self.options = options or PrefetchOptions()
+        self.clock = clock
+        self._inflight: dict[str, asyncio.Future[None]] = {}
+
+    async def prefetch(self, inputs: Mapping[str, str | StoreURI], dest: Path, *, holder: str,
+                       on_progress: ProgressCallback | None = None) -> PrefetchResult:
+        """Make every input available under ``dest``; the cache entries stay pinned for
+        ``holder`` (e.g. ``"<job>.<attempt>"``) until `release`."""
+        start = self.clock()
+        resolved = await asyncio.gather(*(
+            self._resolve(check_input_name(name), parse_uri(uri, field=f"inputs.{name}"))
+            for name, uri in inputs.items()))
+        wanted = {digest: (item.store, info) for item in resolved
+                  for digest, info, _ in item.objects}
+        self.cache.pin(holder, wanted)
+        missing = [(d, s, i) for d, (s, i) in wanted.items() if not self.cache.lookup(d, i.size)]
+        total = sum(info.size for _, info in wanted.values())
+        need = sum(info.size for _, _, info in missing)
+        meter = ProgressMeter("inputs", total, len(wanted), start=start, done=total - need,
+                              objects_done=len(wanted) - len(missing),
+                              interval=self.options.progress_interval)
+        downloaded = await self._fetch_missing(missing, meter, on_progress)
+        self.cache.touch(wanted)
+        paths = {item.name: self._materialize(item, dest) for item in resolved}
+        if on_progress:
+            on_progress(meter.snapshot(self.clock()))
+        return PrefetchResult(paths, len(wanted), total, downloaded, self.clock() - start)
+
+    def release(self, holder: str) -> None:
+        """The job attempt is over: its inputs may be evicted again."""
+        self.cache.unpin(holder)
+
+    async def _resolve(self, name: str, uri: StoreURI) -> _Input:
+        store = self.opener(uri)
+        if not uri.is_prefix:
+            with contextlib.suppress(ObjectNotFound):
+                info = await store.head(uri.key)
+                digest = cache_digest(store.origin, info.key, info.etag, info.size)
+                return _Input(name, uri, store, True, ((digest, info, uri.name),))
+        prefix = directory(uri.key)
+        listing = [info for info in await store.list(prefix) if not info.key.endswith("/")]
+        if not listing:
+            raise ObjectNotFound(f"input {name!r}: no object at {uri}",
+                                 hint="check the URI; a prefix must contain objects")
+        return _Input(name, uri, store, False, tuple(
+            (cache_digest(store.origin, info.key, info.etag, info.size), info,
+             relative_path(prefix, info.key)) for info in listing))
+
+    async def _fetch_missing(self, missing: list[tuple[str, ObjectStore, ObjectInfo]],
+                             meter: ProgressMeter, on_progress: ProgressCallback | None) -> int:
+        """Download what is missing, sharing objects another prefetch is already fetching;
+        returns the bytes this call downloaded."""
+        theirs = [(self._inflight[d], i) for d, _, i in missing if d in self._inflight]
+        mine = [(d, s, i) for d, s, i in missing if d not in self._inflight]
+        need = sum(i.size for _, _, i in mine)
+        loop = asyncio.get_running_loop()
+        futures = {d: loop.create_future() for d, _, _ in mine}
+        self._inflight |= futures
+        try:
+            with self.cache.reserve(need):
+                await _Download(self, mine, need, meter, on_progress).run()
+            for future in futures.values():
+                future.set_result(None)
+        except BaseException as exc:
+            for future in futures.values():
+                future.set_exception(StorageError(f"a concurrent prefetch failed: {exc}"))
+                future.exception()  # retrieved: no "never retrieved" warning if unused
+            raise
+        finally:
+            for digest in futures:
+                del self._inflight[digest]
+        for future, info in theirs:
+            await future
+            meter.add(info.size, self.clock(), objects=1)
+        return need
+
+    def _materialize(self, item: _Input, dest: Path) -> Path:
+        base = dest / item.name
+        if base.is_symlink() or base.is_file():
+            base.unlink()
+        elif base.exists():
+            shutil.rmtree(base)
+        base.mkdir(parents=True)
+        made = {base}
+        for digest, _, rel in item.objects:
+            target = base / rel
+            if target.parent not in made:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                made.add(target.parent)
+            _link(self.cache.path(digest), target)
+        return base / item.objects[0][2] if item.single else base
+
+
+def _link(source: Path, target: Path) -> None:
+    """A hard link (the job sees a plain read-only file that eviction cannot pull away), or
+    a symlink when the cache is on another filesystem."""
+    try:
+        os.link(source, target)
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+            raise
+        os.symlink(source, target)
+
+
+class _File:
+    """One object being downloaded into its temporary file."""
+
+    def __init__(self, cache: ContentCache, digest: str, size: int) -> None:
+        self.tmp = cache.tmp_path(digest)
+        self.remaining = size
+        self.fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            if size:
+                os.posix_fallocate(self.fd, 0, size)  # ENOSPC now rather than half-way
+        except OSError:
+            self.close()
+            self.tmp.unlink(missing_ok=True)
+            raise
+
+    def write(self, offset: int, data: Buffer) -> bool:
+        """Write one part; True when the file is complete."""
+        view = memoryview(data)
+        while view.nbytes:
+            written = os.pwrite(self.fd, view, offset)
+            view, offset = view[written:], offset + written
+            self.remaining -= written
+        return self.remaining == 0
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class _Download:
+    """The download of a set of missing objects: ``concurrency`` workers drain one request
+    list; parts of a large object land in one temp file, published when its last part lands."""
+
+    def __init__(self, owner: Prefetcher, missing: list[tuple[str, ObjectStore, ObjectInfo]],
+                 need: int, meter: ProgressMeter, on_progress: ProgressCallback | None) -> None:
+        self.cache, self.options, self.clock = owner.cache, owner.options, owner.clock
+        self.stores = {digest: store for digest, store, _ in missing}
+        self.requests: Iterator[Request] = iter(requests(
+            ((d, i) for d, _, i in missing), self.options.part_size))
+        self.need, self.meter, self.on_progress = need, meter, on_progress
+        self.files: dict[str, _File] = {}
+
+    async def run(self) -> None:
+        workers = [asyncio.ensure_future(self._worker())
+                   for _ in range(max(1, self.options.concurrency))]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:
+            for worker in workers:
+                worker.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            raise
+        finally:
+            for file in self.files.values():
+                file.close()
+                file.tmp.unlink(missing_ok=True)
+
+    async def _worker(self) -> None:
+        for request in self.requests:
+            data = await retrying(functools.partial(self._get, request), self.options.retry,
+                                  f"download of {request.key}")
+            if memoryview(data).nbytes != request.length:
+                raise StorageError(f"{request.key} changed while it was downloading",
+                                   hint="retry the prefetch once the object stops changing")
+            self._write(request, data)
+
+    async def _get(self, request: Request) -> Buffer:
+        store = self.stores[request.digest]
+        if request.ranged:
+            return await store.get_range(request.key, request.offset, request.length)
+        return await store.get(request.key)
+
+    def _write(self, request: Request, data: Buffer) -> None:
+        try:
+            file = self.files.get(request.digest)
+            if file is None:
+                file = self.files[request.digest] = _File(self.cache, request.digest,
+                                                          request.size)
+            complete = file.write(request.offset, data)
+            if complete:
+                file.close()
+                self.cache.commit(file.tmp, request.digest)
+                del self.files[request.digest]
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise space_error(self.cache.root, self.need,
+                                  max(self.cache.disk_free(), 0), "this prefetch") from None
+            raise
+        progress = self.meter.add(request.length, self.clock(), objects=int(complete))
+        if progress and self.on_progress:
+            self.on_progress(progress)

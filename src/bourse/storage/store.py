@@ -1,0 +1,90 @@
+"""The object-store seam: one small interface, a real implementation over obstore
+(`bourse.storage.remote`) and an in-memory one for tests (`bourse.storage.memory`).
+
+A store is bound to one bucket (or, for ``file://``, to the filesystem root); keys are relative
+to it. Calls are async because their callers (coordinator, agent) run on an event loop.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from typing_extensions import Buffer
+
+from bourse.storage.uri import StoreURI
+
+MiB = 1 << 20
+DEFAULT_PART_SIZE = 16 * MiB
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """An object as a listing or HEAD reports it; ``etag`` has its quotes stripped and is empty
+    when the store gives none."""
+
+    key: str
+    size: int
+    etag: str
+    last_modified: datetime | None = None
+
+
+def normalize_etag(etag: str | None) -> str:
+    return (etag or "").strip().removeprefix("W/").strip('"')
+
+
+def directory(prefix: str) -> str:
+    """``prefix`` as a directory: empty, or ending with ``/``."""
+    return prefix if prefix == "" or prefix.endswith("/") else prefix + "/"
+
+
+class ObjectStore(ABC):
+    """One bucket. ``list`` is recursive and treats its prefix as a directory (``"a"`` lists
+    ``a/...``, never ``ab``), which is what obstore does on every backend."""
+
+    root: StoreURI
+
+    @property
+    def origin(self) -> str:
+        """Names the bucket and the endpoint serving it: part of every cache key."""
+        return str(self.root)
+
+    def uri(self, key: str) -> StoreURI:
+        return StoreURI(self.root.scheme, self.root.bucket, key)
+
+    @abstractmethod
+    async def list(self, prefix: str = "") -> list[ObjectInfo]:
+        """Every object below ``directory(prefix)``, with size and ETag, in key order."""
+
+    @abstractmethod
+    async def head(self, key: str) -> ObjectInfo:
+        """The object's size and ETag; `ObjectNotFound` when there is none."""
+
+    @abstractmethod
+    async def get(self, key: str) -> Buffer:
+        """The whole object."""
+
+    @abstractmethod
+    async def get_range(self, key: str, start: int, length: int) -> Buffer:
+        """``length`` bytes from ``start`` (an HTTP range request)."""
+
+    @abstractmethod
+    async def put(self, key: str, data: Buffer) -> str:
+        """Write ``data`` in one request; returns the new ETag."""
+
+    @abstractmethod
+    async def put_file(self, key: str, path: Path, *, part_size: int = DEFAULT_PART_SIZE,
+                       concurrency: int = 8) -> str:
+        """Upload a local file, in parallel multipart parts when larger than ``part_size``;
+        atomic: readers see the old object or the whole new one. Returns the new ETag."""
+
+    @abstractmethod
+    async def delete(self, key: str) -> None:
+        """Remove the object; removing a missing object is not an error."""
+
+
+Opener = Callable[[StoreURI], ObjectStore]
+"""Gives the store for a URI's bucket: what prefetch, upload and checkpoints are handed."""
