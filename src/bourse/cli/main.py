@@ -1,40 +1,56 @@
-"""The ``bourse`` command."""
+"""The ``bourse`` command.
+
+Subcommands are imported only when used: the coordinator alone pulls in FastAPI, SQLAlchemy
+and uvicorn, which a `bourse jobs` on a laptop (or an agent's memory) should not pay for.
+"""
 
 from __future__ import annotations
+
+import importlib
 
 import click
 
 from bourse import __version__
-from bourse.cli.agent import agent
-from bourse.cli.demo import demo
-from bourse.cli.gpus import gpus
-from bourse.cli.jobs import jobs, stop
-from bourse.cli.logs import logs
-from bourse.cli.nodes import nodes
-from bourse.cli.offers import offers
-from bourse.cli.run import run
-from bourse.cli.server import server
-from bourse.cli.up import down, up
+
+# name -> (module, attribute, one-line help shown by `bourse --help`)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "up": ("bourse.cli.up", "up", "Start a local exchange in the background."),
+    "down": ("bourse.cli.up", "down", "Stop the local exchange and everything it started."),
+    "run": ("bourse.cli.run", "run", "Run a command on the exchange and stream its output."),
+    "jobs": ("bourse.cli.jobs", "jobs", "List jobs (and `jobs show ID`)."),
+    "logs": ("bourse.cli.logs", "logs", "Print a job's output; -f follows it."),
+    "stop": ("bourse.cli.jobs", "stop", "Cancel jobs."),
+    "nodes": ("bourse.cli.nodes", "nodes", "List nodes (and `nodes show`, `nodes enroll`)."),
+    "offers": ("bourse.cli.offers", "offers", "What the market sells for a requirement."),
+    "gpus": ("bourse.cli.gpus", "gpus", "The GPU models and labels bourse knows."),
+    "server": ("bourse.cli.server", "server", "Run a coordinator in the foreground."),
+    "agent": ("bourse.cli.agent", "agent", "Run a node agent (and `agent probe`)."),
+    "demo": ("bourse.cli.demo", "demo", "Run the bourse demo (what `make demo` runs)."),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, attribute, _ = COMMANDS[cmd_name]
+        command = getattr(importlib.import_module(module), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, help_text) for name, (_, _, help_text) in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="bourse")
 def cli() -> None:
     """bourse: an open exchange for GPU compute."""
-
-
-cli.add_command(offers)
-cli.add_command(gpus)
-cli.add_command(demo)
-cli.add_command(run)
-cli.add_command(jobs)
-cli.add_command(logs)
-cli.add_command(stop)
-cli.add_command(nodes)
-cli.add_command(server)
-cli.add_command(agent)
-cli.add_command(up)
-cli.add_command(down)
 
 
 def main() -> None:
