@@ -30,6 +30,7 @@ from websockets.exceptions import InvalidStatus
 from bourse.agent import credentials
 from bourse.agent.bundles import BundleCache, BundleError
 from bourse.agent.probe import probe
+from bourse.agent.probe.report import ProbeOptions, run_probe
 from bourse.agent.runtime import Runtime
 from bourse.agent.spool import Spool
 from bourse.core.backoff import backoff_delay
@@ -42,11 +43,12 @@ from bourse.protocol.agent import (
     Error,
     Heartbeat,
     Hello,
+    ProbeReportMessage,
     StartJob,
     Welcome,
     envelope,
 )
-from bourse.protocol.common import Wire
+from bourse.protocol.common import Declared, ProbeReport, Wire
 
 log = logging.getLogger("bourse.agent")
 SEND_WINDOW = 1000  # outbox rows in flight before waiting for acks
@@ -62,6 +64,9 @@ class AgentConfig:
     token: str | None = None
     keep_alive_s: float = 20.0
     cpus: int | None = None
+    declared: Declared | None = None
+    verify_every_s: float = 24 * 3600.0
+    storage_mb: int = 100
 
 
 class Session:
@@ -82,7 +87,7 @@ class Session:
 
     async def run(self) -> None:
         tasks = [asyncio.create_task(self._sender()), asyncio.create_task(self._receiver()),
-                 asyncio.create_task(self._heartbeat())]
+                 asyncio.create_task(self._heartbeat()), asyncio.create_task(self._reporter())]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
@@ -145,6 +150,13 @@ class Session:
         elif isinstance(body, Error):
             log.error("coordinator error: %s (about %s)", body.message, body.ref)
 
+    async def _reporter(self) -> None:
+        """Send the probe report on every connection; probe again when it is due."""
+        while True:
+            report = await self.agent.current_report()
+            await self.send(ProbeReportMessage(report=report))
+            await asyncio.sleep(max(1.0, self.agent.report_due_in()))
+
     async def _heartbeat(self) -> None:
         runtime = self.agent.runtime
         while True:
@@ -163,7 +175,8 @@ class Agent:
         self._starting: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.failures = 0
-
+        self.report: ProbeReport | None = None
+        self.fingerprint: str | None = None  # of the hardware, from the last hello
     @property
     def ws_url(self) -> str:
         base = self.config.server.rstrip("/")
@@ -212,15 +225,34 @@ class Agent:
                 max_size=MAX_FRAME_BYTES, open_timeout=15) as ws:
             session = Session(self, ws)
             caps = await asyncio.to_thread(probe, self.work_dir, self.config.cpus)
+            self.fingerprint = caps.fingerprint
             await session.send(lambda: Hello(name=self.config.name, capabilities=caps,
                                              running=self.runtime.running(),
-                                             keep_alive_s=keep_alive))
+                                             keep_alive_s=keep_alive,
+                                             declared=self.config.declared))
             welcome = Envelope.model_validate(json.loads(await asyncio.wait_for(ws.recv(), 15)))
             if welcome.type != "welcome":
                 raise websockets.WebSocketException(f"expected welcome, got {welcome.type}")
             log.info("connected as node %s", Welcome.model_validate(welcome.body).node_id)
             self.failures = 0  # a welcomed session resets the backoff
             await session.run()
+
+    async def current_report(self) -> ProbeReport:
+        """The last probe report, measured again when due or when the hardware changed."""
+        stale = self.report is None or self.report_due_in() <= 0 or (
+            self.fingerprint is not None and self.report.fingerprint != self.fingerprint)
+        if stale:
+            options = ProbeOptions(self.work_dir, storage_mb=self.config.storage_mb)
+            self.report = await asyncio.to_thread(run_probe, options)
+            log.info("probe: %s GPU(s), checks in %.1f s", len(self.report.gpus),
+                     self.report.checks_s)
+        assert self.report is not None
+        return self.report
+
+    def report_due_in(self) -> float:
+        if self.report is None:
+            return 0.0
+        return self.report.probed_at + self.config.verify_every_s - time.time()
 
     def start(self, message: StartJob) -> None:
         key = (message.job_id, message.attempt)

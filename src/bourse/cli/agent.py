@@ -15,9 +15,11 @@ import click
 from bourse.agent.daemon import AgentConfig, run_agent
 from bourse.agent.probe import ProbeOptions, run_probe
 from bourse.cli.errors import EXIT_NO_RESULT, EXIT_OK, handles_errors
-from bourse.cli.render import echo_json, table
+from bourse.cli.render import echo_json
+from bourse.cli.verification import render_probe
+from bourse.core.compute import Compute
 from bourse.core.verification import verify
-from bourse.protocol.common import Declared, GpuInfo, ProbeReport, VerificationReport
+from bourse.protocol.common import Declared
 
 
 @click.group(invoke_without_command=True)
@@ -32,12 +34,23 @@ from bourse.protocol.common import Declared, GpuInfo, ProbeReport, VerificationR
 @click.option("--work-dir", type=click.Path(path_type=Path), default=Path("~/.bourse/agent"),
               show_default=True, help="Jobs, logs, the spool and the node credential live here.")
 @click.option("--cpus", type=click.IntRange(min=1), help="CPUs to offer (default: all).")
+@click.option("--declare-gpus", help="GPUs the provider claims, e.g. a100-80gb:8; the probe "
+              "must confirm them or the node is rejected.")
+@click.option("--declare-cpus", type=click.IntRange(min=1), help="CPUs the provider claims.")
+@click.option("--declare-memory", type=click.FloatRange(min=0), help="Memory claimed, GiB.")
+@click.option("--verify-every", type=click.FloatRange(min=0.01), default=24.0,
+              show_default=True, help="Hours between probes (also on restart and when the "
+              "hardware changes).")
+@click.option("--storage-mb", type=click.IntRange(1, 100_000), default=100, show_default=True,
+              help="Size of the storage check (write, fsync, read back).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 @click.pass_context
 @handles_errors
 def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
-          keep_alive: float, work_dir: Path, cpus: int | None, log_level: str) -> None:
+          keep_alive: float, work_dir: Path, cpus: int | None, declare_gpus: str | None,
+          declare_cpus: int | None, declare_memory: float | None, verify_every: float,
+          storage_mb: int, log_level: str) -> None:
     """Run a node agent: it dials out to the coordinator and runs the jobs placed here."""
     if ctx.invoked_subcommand is not None:
         return
@@ -47,8 +60,14 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
         raise click.BadParameter("use letters, digits, '-', '_' and '.'", param_hint="--name")
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    declared = None
+    if declare_gpus or declare_cpus or declare_memory is not None:
+        if declare_gpus:
+            Compute(gpu=declare_gpus)  # a wrong label fails here, not at verification
+        declared = Declared(gpus=declare_gpus, cpus=declare_cpus, memory_gib=declare_memory)
     config = AgentConfig(server=server.rstrip("/"), work_dir=work_dir.expanduser(), name=name,
-                         token=token, keep_alive_s=keep_alive, cpus=cpus)
+                         token=token, keep_alive_s=keep_alive, cpus=cpus, declared=declared,
+                         verify_every_s=verify_every * 3600, storage_mb=storage_mb)
     asyncio.run(run_agent(config))
 
 
@@ -87,52 +106,3 @@ def probe_command(as_json: bool, work_dir: Path, storage_mb: int, skip_checks: b
     else:
         click.echo(render_probe(report, verification, elapsed))
     sys.exit(EXIT_NO_RESULT if verification.status == "fail" else EXIT_OK)
-
-
-def _gpu_row(g: GpuInfo) -> list[str]:
-    pcie = (f"gen{g.pcie_gen_current or '?'}/{g.pcie_gen_max or '?'} "
-            f"x{g.pcie_width_current or '?'}/{g.pcie_width_max or '?'}")
-    mig = "-" if g.mig_enabled is None else (
-        f"on ({len(g.mig_instances)})" if g.mig_enabled else "off")
-    ecc = "-" if g.ecc_enabled is None else ("on" if g.ecc_enabled else "off")
-    return [str(g.index), g.model or "?", g.name, f"{g.memory_mib or '?'} MiB",
-            g.compute_capability or "-", pcie, mig, ecc, g.uuid or "-"]
-
-
-def _host_lines(report: ProbeReport) -> list[str]:
-    h = report.host
-    torch = "absent" if h.torch is None else (
-        f"{h.torch.version} (CUDA {h.torch.cuda}, {h.torch.device_count} GPUs visible)"
-        if h.torch.cuda else f"{h.torch.version} (CPU build)")
-    tools = ", ".join(f"{t.name} {t.version or '?'}" for t in h.tools) or "none found"
-    return [
-        f"  CPU        {h.cpu_model} ({h.cpu_physical_cores or '?'} cores, "
-        f"{h.cpu_logical_cores} threads) {' '.join(h.cpu_flags)}",
-        f"  memory     {h.memory_mib / 1024:.1f} GiB",
-        f"  disk       {h.disk_free_gib:.1f} GiB free under {h.work_dir}",
-        f"  OS         {h.os}, kernel {h.kernel}, {h.arch}, Python {h.python}",
-        f"  tools      {tools}",
-        f"  torch      {torch}",
-    ]
-
-
-def render_probe(report: ProbeReport, verification: VerificationReport, elapsed: float) -> str:
-    """The readable report: GPUs, host, checks, notes, offers, fingerprint, timing."""
-    head = (f"GPUs: none found (source: {report.source})" if not report.gpus else
-            f"GPUs (source: {report.source}, driver {report.driver}, CUDA {report.cuda})")
-    lines = [head]
-    if report.gpus:
-        rows = [_gpu_row(g) for g in report.gpus]
-        headers = ("#", "MODEL", "NAME", "MEMORY", "CC", "PCIE", "MIG", "ECC", "UUID")
-        lines += ["  " + line for line in table(headers, rows).splitlines()]
-    lines += ["", "Host", *_host_lines(report), "", "Checks"]
-    lines += [f"  {c.status.upper():4}  {c.name:20}  {c.reason}" for c in verification.checks]
-    for title, items in (("Compatibility", verification.notes), ("Offers", verification.offers)):
-        lines += ["", title, *(f"  {item}" for item in items)] if items else []
-    failed = sum(c.status == "fail" for c in verification.checks)
-    warned = sum(c.status == "warn" for c in verification.checks)
-    lines += ["", f"Fingerprint  {report.fingerprint}",
-              f"Result       {verification.status.upper()} ({failed} failed, {warned} warnings)",
-              f"Time         probe {report.duration_s - report.checks_s:.2f} s + checks "
-              f"{report.checks_s:.2f} s + verification = {elapsed:.2f} s"]
-    return "\n".join(lines)

@@ -11,10 +11,12 @@ from bourse.cli import jobs as seam
 from bourse.cli.errors import handles_errors
 from bourse.cli.jobs import age, clock
 from bourse.cli.render import echo_json, money, table
+from bourse.cli.verification import render_probe
 from bourse.protocol.api import NodeView
 from bourse.protocol.common import Capabilities
 
-HEADERS = ("ID", "NAME", "STATE", "CPUS", "MEMORY", "GPUS", "LAST SEEN", "RUNNING")
+HEADERS = ("ID", "NAME", "STATE", "VERIFIED", "CPUS", "MEMORY", "GPUS", "LAST SEEN",
+           "RUNNING")
 
 
 def gpu_summary(caps: Capabilities | None) -> str:
@@ -33,7 +35,8 @@ def last_seen(node: NodeView, now: float) -> str:
 
 def node_row(node: NodeView, now: float) -> list[str]:
     caps = node.capabilities
-    return [node.id, node.name, node.state, str(caps.cpus) if caps else "-",
+    return [node.id, node.name, node.state, node.verification_status,
+            str(caps.cpus) if caps else "-",
             f"{caps.memory_gib:.0f}GiB" if caps else "-", gpu_summary(caps),
             last_seen(node, now), str(len(node.running))]
 
@@ -82,10 +85,16 @@ def describe_node(node: NodeView, now: float) -> list[str]:
     }
     if caps is not None:
         facts |= _capabilities(caps)
+    facts["verification"] = node.verification_status + (
+        f" (since {clock(node.verified_at)})" if node.verified_at else "")
     lines = [f"{k:<12} {v}" for k, v in facts.items() if v]
-    if caps is not None:
+    if caps is not None and node.report is None:
         lines += [f"  gpu {i}: {g.name}" + (f" ({g.memory_mib} MiB)" if g.memory_mib else "")
                   for i, g in enumerate(caps.gpus)]
+    if node.report is not None and node.verification is not None:
+        lines += ["", "Verification report (measured by the agent, judged by the exchange)",
+                  *("  " + line for line in
+                    render_probe(node.report, node.verification).splitlines())]
     return lines
 
 

@@ -51,11 +51,13 @@ def write_state(data_dir: Path, url: str) -> None:
 @click.option("--credentials", type=click.Path(path_type=Path),
               help="Where the first start writes the admin token (default: "
                    "<data dir>/admin-token).")
+@click.option("--allow-unverified", is_flag=True,
+              help="Development only: place work on nodes that have not passed verification.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 @handles_errors
 def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_alive: float,
-           credentials: Path | None, log_level: str) -> None:
+           credentials: Path | None, allow_unverified: bool, log_level: str) -> None:
     """Run a coordinator (the exchange's API, agent hub and scheduler)."""
     data_dir = data_dir.expanduser()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -66,7 +68,8 @@ def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_
     url = f"http://{host if ':' not in host else f'[{host}]'}:{bound}"
     config = ServerConfig(data_dir=data_dir, database_url=database_url or sqlite_url(
         data_dir / "bourse.db"), host=host, port=bound, keep_alive_s=keep_alive,
-        credentials_path=credentials.expanduser() if credentials else None, public_url=url)
+        credentials_path=credentials.expanduser() if credentials else None, public_url=url,
+        allow_unverified=allow_unverified)
     app = create_app(config)
     uv = uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False,
                                        ws_max_size=16 * 1024 * 1024, lifespan="on"))

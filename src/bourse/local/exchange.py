@@ -129,7 +129,7 @@ class LocalExchange:
         work_dir = self.data_dir / f"agent-{n}"
         name = f"local-{n}"
         args = ["agent", "--server", url, "--name", name, "--work-dir", str(work_dir),
-                "--keep-alive", str(self.keep_alive_s)]
+                "--keep-alive", str(self.keep_alive_s), "--storage-mb", "16"]
         if not (work_dir / "node.json").exists():
             args += ["--token", client.create_enrollment(name=name).token]
         if cpus:
@@ -139,10 +139,11 @@ class LocalExchange:
     def _wait_nodes(self, client: Client, count: int, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if sum(1 for n in client.nodes() if n.connected) >= count:
+            if sum(1 for n in client.nodes()
+                   if n.connected and n.verification_status != "unverified") >= count:
                 return
             time.sleep(0.1)
-        raise LocalExchangeError(f"agents did not connect within {timeout:.0f} s; "
+        raise LocalExchangeError(f"agents did not connect and verify within {timeout:.0f} s; "
                                  f"see {self.data_dir}/agent-*/agent.log")
 
     def _save(self, status: Status) -> None:

@@ -14,7 +14,15 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from bourse.protocol.common import AttemptRef, Capabilities, JobId, JobSpec, Wire
+from bourse.protocol.common import (
+    AttemptRef,
+    Capabilities,
+    Declared,
+    JobId,
+    JobSpec,
+    ProbeReport,
+    Wire,
+)
 from bourse.protocol.version import PROTOCOL_VERSION
 
 MAX_FRAME_BYTES = 8 * 1024 * 1024
@@ -38,6 +46,13 @@ class Hello(Wire):
     running: list[AttemptRef] = Field(default_factory=list)
     keep_alive_s: float = Field(gt=0, le=86400)
     protocol: int = PROTOCOL_VERSION
+    declared: Declared | None = None  # what the provider claims the node has
+
+
+class ProbeReportMessage(Wire):
+    """The agent's measurements (probe and local checks); the coordinator judges them."""
+
+    report: ProbeReport
 
 
 class Heartbeat(Wire):
@@ -108,7 +123,7 @@ class CancelJob(Wire):
 
 AGENT_TO_SERVER: dict[str, type[Wire]] = {
     "hello": Hello, "heartbeat": Heartbeat, "job_event": JobEvent, "log_chunk": LogChunk,
-    "ack": Ack, "error": Error,
+    "probe_report": ProbeReportMessage, "ack": Ack, "error": Error,
 }
 SERVER_TO_AGENT: dict[str, type[Wire]] = {
     "welcome": Welcome, "start_job": StartJob, "cancel_job": CancelJob, "ack": Ack,

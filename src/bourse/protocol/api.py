@@ -7,7 +7,14 @@ from typing import Any, Literal
 from pydantic import Field
 
 from bourse.core.compute import Compute
-from bourse.protocol.common import Capabilities, JobSpec, Wire
+from bourse.protocol.common import (
+    Capabilities,
+    Declared,
+    JobSpec,
+    ProbeReport,
+    VerificationReport,
+    Wire,
+)
 
 JobState = Literal["PENDING", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED",
                    "CANCELLED"]
@@ -99,6 +106,11 @@ class NodeView(Wire):
     price: float | None = None
     running: list[str] = Field(default_factory=list)  # job ids
     created_at: float
+    verification_status: Literal["unverified", "pass", "warn", "fail"] = "unverified"
+    verified_at: float | None = None
+    verification: VerificationReport | None = None
+    report: ProbeReport | None = None
+    declared: Declared | None = None
 
 
 class NodeList(Wire):
@@ -142,6 +154,7 @@ class OfferView(Wire):
     memory_gib: float | None = None
     price_per_hour: float
     spot: bool
+    verified_at: float | None = None
 
 
 class OfferList(Wire):

@@ -48,6 +48,9 @@ def create_app(config: ServerConfig, clock: Callable[[], float] = time.time,
         await bootstrap(state)
         async with state.db.write() as session:
             await grace_after_start(session, state.clock(), config.start_lease_s)
+        if config.allow_unverified:
+            log.warning("ALLOW-UNVERIFIED: work will be placed on nodes that have not passed "
+                        "verification. Use this for development only.")
         task = asyncio.create_task(state.scheduler.run()) if run_scheduler else None
         try:
             yield

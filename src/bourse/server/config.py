@@ -20,6 +20,7 @@ class ServerConfig:
     bundle_max_bytes: int = 512 * 1024 * 1024
     credentials_path: Path | None = None  # where the first start writes the admin token
     public_url: str | None = None  # how clients reach this coordinator (written with the token)
+    allow_unverified: bool = False  # development only: place work on nodes not yet verified
 
     @property
     def db_url(self) -> str:

@@ -14,11 +14,12 @@ import itertools
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 from sqlalchemy.exc import DataError, IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from bourse.protocol.agent import (
@@ -30,10 +31,11 @@ from bourse.protocol.agent import (
     Hello,
     JobEvent,
     LogChunk,
+    ProbeReportMessage,
     Welcome,
     envelope,
 )
-from bourse.protocol.common import Wire
+from bourse.protocol.common import ProbeReport, Wire
 from bourse.protocol.version import PROTOCOL_VERSION
 from bourse.server.commands import Command
 from bourse.server.db.database import Database
@@ -46,6 +48,7 @@ from bourse.server.services.agents import (
     record_job_events,
     record_log_chunks,
 )
+from bourse.server.services.verification import record_report
 
 log = logging.getLogger(__name__)
 HELLO_TIMEOUT_S = 15.0
@@ -80,6 +83,7 @@ class Batch:
     events: list[JobEvent] = field(default_factory=list)
     chunks: list[LogChunk] = field(default_factory=list)
     heartbeat: Heartbeat | None = None
+    reports: list[ProbeReport] = field(default_factory=list)
     log_bytes: int = 0
     frames: list[tuple[Envelope, Wire]] = field(default_factory=list)
 
@@ -115,6 +119,7 @@ class Hub:
     def __init__(self, db: Database, notifier: Notifier, on_change: Callable[[], None],
                  keep_alive_s: float, clock: Callable[[], float] = time.time) -> None:
         self.db, self.notifier, self.on_change = db, notifier, on_change
+        self.place_in: Callable[[AsyncSession, float], Awaitable[list[Command]]] = _no_place
         self.keep_alive_s, self.clock = keep_alive_s, clock
         self.connections: dict[str, Connection] = {}
 
@@ -260,13 +265,23 @@ class Hub:
             if batch.heartbeat is not None:
                 commands += await node_heartbeat(session, connection.node_id,
                                                  batch.heartbeat, now)
+            for report in batch.reports:
+                await record_report(session, connection.node_id, report, now)
+            if any(e.kind in ("exited", "start_failed") for e in batch.events):
+                # capacity was freed: fill it in the same transaction, without a round trip
+                # through the scheduler loop (this is what keeps short jobs flowing)
+                commands += await self.place_in(session, now)
         if batch.ids:
             connection.send(Ack(ids=batch.ids))
         self.send(commands)
-        if batch.events or batch.chunks:
+        if batch.events or batch.chunks or batch.reports:
             self.notifier.notify()
-        if any(e.kind in ("exited", "start_failed") for e in batch.events):
-            self.on_change()  # capacity was freed
+        if batch.reports:
+            self.on_change()  # a newly verified node can take work
+
+
+async def _no_place(_session: AsyncSession, _now: float) -> list[Command]:
+    return []
 
 
 def _add(batch: Batch, frame: Envelope, body: Wire | None) -> None:
@@ -279,6 +294,8 @@ def _add(batch: Batch, frame: Envelope, body: Wire | None) -> None:
         batch.log_bytes += len(body.data)
     elif isinstance(body, Heartbeat):
         batch.heartbeat = body
+    elif isinstance(body, ProbeReportMessage):
+        batch.reports.append(body.report)
     elif isinstance(body, Hello):
         return  # a second hello on the same connection changes nothing
     if not isinstance(body, Ack | Error):

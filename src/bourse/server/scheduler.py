@@ -13,6 +13,9 @@ import logging
 import time
 from collections.abc import Callable
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bourse.server.commands import Command
 from bourse.server.config import ServerConfig
 from bourse.server.db.database import Database
 from bourse.server.hub import Hub
@@ -45,7 +48,7 @@ class Scheduler:
             lost = await detect_lost_nodes(session, now)
             expired = await expire_start_leases(session, now)
             report = await place_pending(session, now, self.config.start_lease_s,
-                                         PLACEMENT_BATCH)
+                                         PLACEMENT_BATCH, self.config.allow_unverified)
         report.lost_nodes = lost
         for node_id in lost:
             log.warning("node %s lost: silent for 3 keep-alive intervals", node_id)
@@ -58,9 +61,18 @@ class Scheduler:
         now = self.clock() if now is None else now
         async with self.db.write() as session:
             report = await place_pending(session, now, self.config.start_lease_s,
-                                         PLACEMENT_BATCH)
+                                         PLACEMENT_BATCH, self.config.allow_unverified)
         self._after(report, changed=False)
         return report
+
+    async def place_in(self, session: AsyncSession, now: float) -> list[Command]:
+        """Placement inside a caller's transaction; the caller sends the commands after its
+        commit."""
+        report = await place_pending(session, now, self.config.start_lease_s, PLACEMENT_BATCH,
+                                     self.config.allow_unverified)
+        if report.placed and report.placed + report.unplaced >= PLACEMENT_BATCH:
+            self.kick()
+        return report.commands
 
     def _after(self, report: PlacementReport, changed: bool) -> None:
         self.hub.send(report.commands)

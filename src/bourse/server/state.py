@@ -33,5 +33,6 @@ class ServerState:
         hub = Hub(db, notifier, lambda: None, config.keep_alive_s, clock)
         scheduler = Scheduler(db, hub, notifier, config, clock)
         hub.on_change = scheduler.kick
+        hub.place_in = scheduler.place_in
         bundles = BundleStore(config.bundles_dir, config.bundle_max_bytes)
         return cls(config, db, notifier, hub, scheduler, bundles, clock)

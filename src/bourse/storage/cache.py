@@ -48,6 +48,9 @@ class ContentCache:
         self.objects, self.tmp, self.pins = root / "objects", root / "tmp", root / "pins"
         for folder in (self.objects, self.tmp, self.pins):
             folder.mkdir(parents=True, exist_ok=True)
+        for n in range(256):  # once, so that publishing a file is a bare rename
+            (self.objects / f"{n:02x}").mkdir(exist_ok=True)
+        self._pid = os.getpid()
         self._reserved = 0
         self._counter = itertools.count()
         self.clean_tmp()
@@ -151,13 +154,12 @@ class ContentCache:
     # -- writing ------------------------------------------------------------------------------
 
     def tmp_path(self, digest: str) -> Path:
-        return self.tmp / f"{digest}.{os.getpid()}.{next(self._counter)}.part"
+        return self.tmp / f"{digest}.{self._pid}.{next(self._counter)}.part"
 
     def commit(self, tmp: Path, digest: str) -> Path:
-        """Publish a complete download under its content address (read-only)."""
+        """Publish a complete download under its content address; the file must be
+        read-only already (created so)."""
         target = self.path(digest)
-        target.parent.mkdir(exist_ok=True)
-        os.chmod(tmp, 0o444)
         os.replace(tmp, target)
         return target
 

@@ -10,12 +10,14 @@ job's view. A second prefetch of unchanged inputs lists, finds everything, and o
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import errno
 import functools
 import os
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -37,8 +39,9 @@ ProgressCallback = Callable[[Progress], None]
 
 @dataclass(frozen=True, slots=True)
 class PrefetchOptions:
-    concurrency: int = 32
-    part_size: int = 8 * MiB
+    concurrency: int = 32  # requests in flight
+    part_size: int = 16 * MiB  # objects larger than this are fetched in ranges of this size
+    io_threads: int = 4  # threads for open/pwrite/rename
     progress_interval: float = 0.5
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
@@ -179,38 +182,61 @@ def _link(source: Path, target: Path) -> None:
 
 
 class _File:
-    """One object being downloaded into its temporary file."""
+    """One object being downloaded into its temporary file. Parts are written by pool
+    threads, so opening and the count of missing bytes are guarded by a lock; ``pwrite`` to
+    distinct ranges needs none."""
 
-    def __init__(self, cache: ContentCache, digest: str, size: int) -> None:
-        self.tmp = cache.tmp_path(digest)
-        self.remaining = size
-        self.fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    def __init__(self, tmp: Path, size: int, *, preallocate: bool) -> None:
+        self.tmp, self.size, self.remaining = tmp, size, size
+        self.preallocate = preallocate
+        self.fd = -1
+        self.lock = threading.Lock()
+
+    def _open(self) -> None:
+        # read-only from birth: the open descriptor may still write, no chmod needed later
+        fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
         try:
-            if size:
-                os.posix_fallocate(self.fd, 0, size)  # ENOSPC now rather than half-way
+            if self.preallocate:  # a large object: ENOSPC now rather than half-way
+                os.posix_fallocate(fd, 0, self.size)
         except OSError:
-            self.close()
+            os.close(fd)
             self.tmp.unlink(missing_ok=True)
             raise
+        self.fd = fd
 
     def write(self, offset: int, data: Buffer) -> bool:
-        """Write one part; True when the file is complete."""
+        """Write one part; True when the file is complete (then it is closed)."""
         view = memoryview(data)
+        with self.lock:
+            if self.fd < 0:
+                self._open()
         while view.nbytes:
             written = os.pwrite(self.fd, view, offset)
             view, offset = view[written:], offset + written
-            self.remaining -= written
-        return self.remaining == 0
+            with self.lock:
+                self.remaining -= written
+        with self.lock:
+            if self.remaining == 0 and self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
+                return True
+        return False
 
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+    def discard(self) -> None:
+        with self.lock:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
+        self.tmp.unlink(missing_ok=True)
 
 
 class _Download:
     """The download of a set of missing objects: ``concurrency`` workers drain one request
-    list; parts of a large object land in one temp file, published when its last part lands."""
+    list; parts of a large object land in one temp file, published when its last part lands.
+
+    File system calls run in a thread pool: ``open`` and ``rename`` can block for
+    milliseconds while the kernel writes back earlier downloads, and on the event loop that
+    would stall every connection at once."""
 
     def __init__(self, owner: Prefetcher, missing: list[tuple[str, ObjectStore, ObjectInfo]],
                  need: int, meter: ProgressMeter, on_progress: ProgressCallback | None) -> None:
@@ -220,21 +246,23 @@ class _Download:
             ((d, i) for d, _, i in missing), self.options.part_size))
         self.need, self.meter, self.on_progress = need, meter, on_progress
         self.files: dict[str, _File] = {}
+        self.writing: set[concurrent.futures.Future[bool]] = set()
 
     async def run(self) -> None:
-        workers = [asyncio.ensure_future(self._worker())
-                   for _ in range(max(1, self.options.concurrency))]
-        try:
-            await asyncio.gather(*workers)
-        except BaseException:
-            for worker in workers:
-                worker.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-            raise
-        finally:
-            for file in self.files.values():
-                file.close()
-                file.tmp.unlink(missing_ok=True)
+        threads = max(1, self.options.io_threads)
+        with concurrent.futures.ThreadPoolExecutor(threads, "bourse-prefetch") as self.pool:
+            workers = [asyncio.ensure_future(self._worker())
+                       for _ in range(max(1, self.options.concurrency))]
+            try:
+                await asyncio.gather(*workers)
+            except BaseException:
+                for worker in workers:
+                    worker.cancel()
+                await asyncio.gather(*workers, return_exceptions=True)
+                concurrent.futures.wait(self.writing)  # no thread may touch a file below
+                for file in self.files.values():
+                    file.discard()
+                raise
 
     async def _worker(self) -> None:
         for request in self.requests:
@@ -243,30 +271,41 @@ class _Download:
             if memoryview(data).nbytes != request.length:
                 raise StorageError(f"{request.key} changed while it was downloading",
                                    hint="retry the prefetch once the object stops changing")
-            self._write(request, data)
+            file = self.files.get(request.digest)
+            if file is None:
+                file = self.files[request.digest] = _File(
+                    self.cache.tmp_path(request.digest), request.size, preallocate=request.ranged)
+            if os.environ.get("INLINE"):
+                complete = self._write(file, request, data)
+            else:
+                future = self.pool.submit(self._write, file, request, data)
+                self.writing.add(future)
+                try:
+                    complete = await asyncio.wrap_future(future)
+                finally:
+                    self.writing.discard(future)
+            if complete:
+                del self.files[request.digest]
+            progress = self.meter.add(request.length, self.clock(), objects=int(complete))
+            if progress and self.on_progress:
+                self.on_progress(progress)
 
     async def _get(self, request: Request) -> Buffer:
         store = self.stores[request.digest]
-        if request.ranged:
-            return await store.get_range(request.key, request.offset, request.length)
-        return await store.get(request.key)
+        if request.length == 0:
+            return await store.get(request.key)
+        # whole objects too: one call instead of GET + body read, and the size is checked
+        return await store.get_range(request.key, request.offset, request.length)
 
-    def _write(self, request: Request, data: Buffer) -> None:
+    def _write(self, file: _File, request: Request, data: Buffer) -> bool:
+        """In a pool thread: write one part, publish the file when it is complete."""
         try:
-            file = self.files.get(request.digest)
-            if file is None:
-                file = self.files[request.digest] = _File(self.cache, request.digest,
-                                                          request.size)
-            complete = file.write(request.offset, data)
-            if complete:
-                file.close()
-                self.cache.commit(file.tmp, request.digest)
-                del self.files[request.digest]
+            if not file.write(request.offset, data):
+                return False
+            self.cache.commit(file.tmp, request.digest)
+            return True
         except OSError as exc:
             if is_disk_full(exc):
                 raise space_error(self.cache.root, self.need,
                                   max(self.cache.disk_free(), 0), "this prefetch") from None
             raise
-        progress = self.meter.add(request.length, self.clock(), objects=int(complete))
-        if progress and self.on_progress:
-            self.on_progress(progress)

@@ -30,6 +30,7 @@ from bourse.storage.credentials import (
     scope_policy,
 )
 from bourse.storage.errors import CredentialError, aws_reason
+from bourse.storage.redact import quiet_botocore
 from bourse.storage.settings import AccessKey
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ def iam_client(endpoint: str, root: AccessKey, region: str = "us-east-1") -> IAM
     import boto3
     from botocore.config import Config
 
+    quiet_botocore()
     return boto3.client("iam", endpoint_url=endpoint, region_name=region,
                         aws_access_key_id=root.access_key_id,
                         aws_secret_access_key=root.secret_access_key,

@@ -30,6 +30,7 @@ from bourse.storage.credentials import (
     scope_policy,
 )
 from bourse.storage.errors import CredentialError, aws_reason
+from bourse.storage.redact import quiet_botocore
 from bourse.storage.settings import AccessKey
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ class StsIssuer(CredentialIssuer):
                  sts: STSClient | None = None, iam: IAMClient | None = None) -> None:
         import boto3
 
+        quiet_botocore()
         self.role_arn, self.partition = role_arn, partition
         self.role_name = role_arn.rsplit("/", 1)[-1]
         self._sts = sts or boto3.client("sts", region_name=region)

@@ -42,7 +42,7 @@ def run_probe(options: ProbeOptions) -> ProbeReport:
     """Everything ``bourse agent probe`` measures (no judgement: see core.verification)."""
     started = time.monotonic()
     found = probe_gpus(nvml=options.nvml)
-    host = host_info(options.work_dir, python=options.python)
+    host = host_info(options.work_dir, python=options.python, gpus=bool(found.reading.gpus))
     machine = machine_id()
     host = host.model_copy(update={"machine_id": machine is not None})
     report = ProbeReport(

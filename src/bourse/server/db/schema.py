@@ -56,6 +56,12 @@ class Node(Base):
     price: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
+    fingerprint: Mapped[str | None] = mapped_column(String(64))
+    verification_status: Mapped[str] = mapped_column(String(16), default="unverified")
+    verified_at: Mapped[float | None] = mapped_column(Float)
+    verification: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    declared: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class Job(Base):

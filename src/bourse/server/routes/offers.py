@@ -15,13 +15,15 @@ router = APIRouter(prefix="/api/v1", tags=["offers"])
 @router.post("/offers")
 async def offers(query: OfferQuery, state: State, _user: User) -> OfferList:
     async with state.db.read() as session:
-        frees = await live_capacity(session)
+        frees = await live_capacity(session, state.config.allow_unverified)
     offers = [o for f in frees if (o := node_offer(f)) is not None]
     found = match(query.compute, offers, limit=query.limit)
     views = [OfferView(id=m.offer.id, provider=m.offer.provider,
                        instance_type=m.offer.instance_type, node_id=m.offer.node_id,
                        region=m.offer.region, gpu=m.offer.gpu, gpu_count=m.offer.gpu_count,
                        cpus=m.offer.cpus, memory_gib=m.offer.memory_gib,
-                       price_per_hour=m.price, spot=m.spot) for m in found]
+                       price_per_hour=m.price, spot=m.spot,
+                       verified_at=m.offer.verified_at.timestamp() if m.offer.verified_at
+                       else None) for m in found]
     lines = explain(query.compute, offers).lines() if query.explain or not found else None
     return OfferList(offers=views, explanation=lines)

@@ -23,6 +23,7 @@ from bourse.server.commands import Command
 from bourse.server.db.schema import Attempt, Event, Job, Node
 from bourse.server.db.schema import LogChunk as LogRow
 from bourse.server.db.upsert import insert_ignore
+from bourse.server.services import verification
 from bourse.server.services.jobs import CANCEL_GRACE_S, active_attempt_states
 from bourse.server.services.lifecycle import (
     add_event,
@@ -40,6 +41,7 @@ async def node_hello(session: AsyncSession, node_id: str, hello: Hello, connecti
     """A node (re)connected: record what it is, then reconcile what it runs with what we
     think it runs — re-send unacknowledged starts and pending cancels, kill stale attempts."""
     node = await _node(session, node_id)
+    verification.on_hello(node, hello.capabilities, hello.declared)
     node.capabilities = hello.capabilities.model_dump(mode="json")
     node.keep_alive_s, node.session = hello.keep_alive_s, connection
     node.state, node.last_seen, node.updated_at = "online", now, now

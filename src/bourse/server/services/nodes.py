@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.errors import NotFound
 from bourse.protocol.api import NodeView
-from bourse.protocol.common import Capabilities
+from bourse.protocol.common import Capabilities, Declared, ProbeReport, VerificationReport
 from bourse.server.db.schema import Attempt, Node
 from bourse.server.services.jobs import active_attempt_states
 
@@ -39,4 +39,10 @@ async def _views(session: AsyncSession, nodes: Sequence[Node],
         capabilities=Capabilities.model_validate(n.capabilities) if n.capabilities else None,
         keep_alive_s=n.keep_alive_s, last_seen=n.last_seen, connected=n.id in connected,
         price=n.price, running=sorted(running.get(n.id, [])), created_at=n.created_at,
+        verification_status=n.verification_status,
+        verified_at=n.verified_at,
+        verification=VerificationReport.model_validate(n.verification) if n.verification
+        else None,
+        report=ProbeReport.model_validate(n.report) if n.report else None,
+        declared=Declared.model_validate(n.declared) if n.declared else None,
     ) for n in nodes]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -25,6 +26,7 @@ from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.services.agents import start_command
 from bourse.server.services.jobs import active_attempt_states
 from bourse.server.services.lifecycle import add_event, end_attempt, set_job_state
+from bourse.server.services.verification import PLACEABLE
 
 LOST_AFTER_KEEP_ALIVES = 3
 
@@ -66,17 +68,20 @@ def node_offer(free: Free) -> Offer | None:
     gpu = next((g.model for g in caps.gpus if g.model), None)
     price = node.price or list_price(caps.cpus, gpu, len(caps.gpus))
     memory = next((g.memory_mib for g in caps.gpus if g.memory_mib), None)
+    verified = datetime.fromtimestamp(node.verified_at, UTC) if node.verified_at else None
     return Offer(id=node.id, provider="node", instance_type=node.name, region="local",
                  gpu=gpu if free.gpus > 0 else None, gpu_count=max(free.gpus, 0),
                  gpu_memory_mib=memory, cpus=free.cpus, memory_gib=free.memory_gib,
                  disk_gib=caps.disk_free_gib, driver=caps.driver, price=price, node_id=node.id,
-                 available=1, divisible=True, source="node")
+                 available=1, divisible=True, source="node", verified_at=verified)
 
 
-async def live_capacity(session: AsyncSession) -> list[Free]:
-    """Connected nodes and what their active attempts leave free."""
-    nodes = (await session.scalars(select(Node).where(
-        Node.state == "online", Node.session.is_not(None)).order_by(Node.id))).all()
+async def live_capacity(session: AsyncSession, allow_unverified: bool = False) -> list[Free]:
+    """Connected, verified nodes and what their active attempts leave free."""
+    query = select(Node).where(Node.state == "online", Node.session.is_not(None))
+    if not allow_unverified:
+        query = query.where(Node.verification_status.in_(PLACEABLE))
+    nodes = (await session.scalars(query.order_by(Node.id))).all()
     frees = {n.id: _whole(n) for n in nodes if n.capabilities}
     attempts = (await session.scalars(select(Attempt).where(
         Attempt.node_id.in_(list(frees)), Attempt.state.in_(active_attempt_states())))).all()
@@ -91,10 +96,10 @@ def _whole(node: Node) -> Free:
 
 
 async def place_pending(session: AsyncSession, now: float, lease_s: float,
-                        batch: int = 200) -> PlacementReport:
+                        batch: int = 200, allow_unverified: bool = False) -> PlacementReport:
     """Place pending jobs, oldest first, while any node has room."""
     report = PlacementReport()
-    frees = await live_capacity(session)
+    frees = await live_capacity(session, allow_unverified)
     by_id = {f.node.id: f for f in frees}
     offers = [o for f in frees if (o := node_offer(f)) is not None]
     query = select(Job).where(Job.state == JobState.PENDING.value)
@@ -138,7 +143,7 @@ def _choose(compute: Compute, offers: Sequence[Offer], avoid: set[str]) -> Match
     return fallback[0] if fallback else None
 
 
-_CAPACITY_REASONS = ("no node is connected", "every connected node is busy")
+_CAPACITY_REASONS = ("no verified node is connected", "every connected node is busy")
 
 
 def _explain_pending(job: Job, compute: Compute, offers: list[Offer],
