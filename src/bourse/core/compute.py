@@ -14,7 +14,14 @@ from __future__ import annotations
 import fnmatch
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from bourse.core.cuda import parse_cuda_floor, torch_release
 from bourse.core.errors import InvalidInput
@@ -29,8 +36,15 @@ class Bounds(BaseModel):
     """An inclusive range; ``max`` None means no upper bound."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    min: float = 0.0
-    max: float | None = None
+    min: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    max: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Bounds:
+        if self.max is not None and self.max < self.min:
+            raise InvalidInput(f"empty range {self.min:g}..{self.max:g}: the upper bound is "
+                               "below the lower bound", hint="write low..high")
+        return self
 
     def __contains__(self, value: float | None) -> bool:
         if value is None:
@@ -299,6 +313,8 @@ def _first_error(exc: ValidationError) -> InvalidInput:
     error = exc.errors()[0]
     cause = (error.get("ctx") or {}).get("error")
     if isinstance(cause, InvalidInput):
+        if cause.field is None and error["loc"]:
+            cause.field = ".".join(str(p) for p in error["loc"])
         return cause
     field = ".".join(str(p) for p in error["loc"]) or None
     return InvalidInput(error["msg"].removeprefix("Value error, "), field=field)

@@ -83,7 +83,7 @@ def peaks() -> dict[str, Peak]:
 def verify(report: ProbeReport, declared: Declared | None = None) -> VerificationReport:
     """Judge a probe report. ``declared`` (what the provider claims) is checked against it;
     an unknown GPU label there raises :class:`InvalidInput`."""
-    checks = [*_driver_checks(report.driver), *_source_checks(report),
+    checks = [*_host_checks(report), *_driver_checks(report.driver), *_source_checks(report),
               *(c for g in report.gpus for c in gpu_checks(g, report)),
               *_storage_checks(report.storage), *_cpu_checks(report.benchmarks),
               *declared_checks(report, declared)]
@@ -179,6 +179,16 @@ def _needs(release: Version, gpu: GpuModel | None) -> str:
 
 
 # --- GPUs ----------------------------------------------------------------------------------
+
+def _host_checks(report: ProbeReport) -> list[Check]:
+    """A report that measured no CPU, memory or fingerprint is not a measurement."""
+    host = report.host
+    if host.cpu_logical_cores <= 0 or host.memory_mib <= 0 or not report.fingerprint:
+        return [Check(name="host", status="fail",
+                      reason="the report measured no CPUs, no memory or no fingerprint; "
+                             "run `bourse agent probe` on the node to see why")]
+    return []
+
 
 def _source_checks(report: ProbeReport) -> list[Check]:
     if not report.gpu_errors:

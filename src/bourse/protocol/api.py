@@ -118,7 +118,7 @@ class NodeList(Wire):
 
 
 class EnrollmentCreate(Wire):
-    name: str | None = Field(default=None, max_length=128)
+    name: str | None = Field(default=None, max_length=128, pattern=r"^[^\x00]*$")
     expires_in_s: float = Field(default=24 * 3600, gt=0, le=365 * 24 * 3600)
 
 

@@ -8,9 +8,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bourse.core.compute import Compute
 
-JobId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-NO_NUL = r"^[^\x00]*$"  # a NUL byte cannot cross exec(): refuse it at the door
+NO_NUL = r"^[^\x00]*$"  # a NUL byte cannot cross exec() or PostgreSQL: refuse it at the door
+ID_PATTERN = r"^[A-Za-z0-9_.:-]+$"
+JobId = Annotated[str, Field(min_length=1, max_length=64, pattern=ID_PATTERN)]
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)]
 
 
@@ -25,7 +26,7 @@ class JobSpec(Wire):
 
     command: list[Annotated[str, Field(max_length=65536, pattern=NO_NUL)]] = Field(
         min_length=1, max_length=4096)
-    name: Annotated[str, Field(max_length=200)] | None = None
+    name: Annotated[str, Field(max_length=200, pattern=NO_NUL)] | None = None
     env: dict[EnvName, Annotated[str, Field(max_length=131072, pattern=NO_NUL)]] = Field(
         default_factory=dict, max_length=1024)
     compute: Compute = Field(default_factory=Compute)

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
-from sqlalchemy.exc import DataError, IntegrityError
+from sqlalchemy.exc import DataError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -57,7 +57,7 @@ MAX_BATCH_BYTES = 8 * 1024 * 1024  # and log bytes: a burst of output never ball
 CLOSE_MALFORMED, CLOSE_POLICY, CLOSE_REPLACED = 1003, 1008, 4000
 # The database refusing what a message says (a value out of range, a broken constraint): the
 # message is dropped and reported. Anything else (a lost connection) is retried by replay.
-REFUSED = (DataError, IntegrityError)
+REFUSED = (DataError, IntegrityError, ProgrammingError, OverflowError)
 
 
 class Malformed(Exception):

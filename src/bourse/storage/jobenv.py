@@ -45,11 +45,12 @@ def default_checkpoint(store: StoreURI, job_id: str) -> StoreURI:
 
 def _check_unique(kind: str, names: list[str]) -> None:
     seen: dict[str, str] = {}
+    variable = input_var if kind == "inputs" else output_var
     for name in names:
-        var = env_name(name)
+        var = variable(name)
         if var in seen:
-            raise InvalidURI(f"{kind} names {seen[var]!r} and {name!r} map to the same "
-                             f"variable {var}", field=kind, hint="rename one of them")
+            raise InvalidURI(f"names {seen[var]!r} and {name!r} map to the same variable "
+                             f"{var}", field=kind, hint="rename one of them")
         seen[var] = name
 
 

@@ -41,7 +41,7 @@ ProgressCallback = Callable[[Progress], None]
 class PrefetchOptions:
     concurrency: int = 32  # requests in flight
     part_size: int = 16 * MiB  # objects larger than this are fetched in ranges of this size
-    io_threads: int = 4  # threads for open/pwrite/rename
+    io_threads: int = 2  # threads for open/pwrite/rename
     progress_interval: float = 0.5
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
@@ -275,15 +275,12 @@ class _Download:
             if file is None:
                 file = self.files[request.digest] = _File(
                     self.cache.tmp_path(request.digest), request.size, preallocate=request.ranged)
-            if os.environ.get("INLINE"):
-                complete = self._write(file, request, data)
-            else:
-                future = self.pool.submit(self._write, file, request, data)
-                self.writing.add(future)
-                try:
-                    complete = await asyncio.wrap_future(future)
-                finally:
-                    self.writing.discard(future)
+            future = self.pool.submit(self._write, file, request, data)
+            self.writing.add(future)
+            try:
+                complete = await asyncio.wrap_future(future)
+            finally:
+                self.writing.discard(future)
             if complete:
                 del self.files[request.digest]
             progress = self.meter.add(request.length, self.clock(), objects=int(complete))

@@ -23,6 +23,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+# 64-bit row ids (cursors of the timeline and the logs) on PostgreSQL; SQLite's rowid is
+# already 64-bit and must be declared INTEGER to autoincrement.
+ROW_ID = BigInteger().with_variant(Integer, "sqlite")
+
 
 class Base(DeclarativeBase):
     pass
@@ -108,7 +112,7 @@ class Event(Base):
     """The job timeline: state changes and what agents reported, in arrival order."""
 
     __tablename__ = "events"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(ROW_ID, primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(String(40), ForeignKey("jobs.id"))
     attempt: Mapped[int] = mapped_column(Integer)
     agent_seq: Mapped[int | None] = mapped_column(Integer)
@@ -125,7 +129,7 @@ class Event(Base):
 
 class LogChunk(Base):
     __tablename__ = "log_chunks"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(ROW_ID, primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(String(40), ForeignKey("jobs.id"))
     attempt: Mapped[int] = mapped_column(Integer)
     seq: Mapped[int] = mapped_column(Integer)

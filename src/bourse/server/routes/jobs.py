@@ -5,17 +5,19 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import StreamingResponse
 
 from bourse.core.states import JobState
 from bourse.protocol.api import EventList, JobBatch, JobDetail, JobList, JobView, LogPage
-from bourse.protocol.common import JobSpec
+from bourse.protocol.common import ID_PATTERN, JobSpec
 from bourse.server.routes.deps import State, User
 from bourse.server.services import jobs
 from bourse.server.state import ServerState
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
+MAX_ID = 2**63 - 1  # cursors are 64-bit row ids
+JobIdPath = Annotated[str, Path(pattern=ID_PATTERN, max_length=64)]
 KEEP_ALIVE_S = 15.0
 
 
@@ -49,13 +51,13 @@ async def list_jobs(state: State, _user: User, job_state: Annotated[
 
 
 @router.get("/{job_id}")
-async def show(job_id: str, state: State, _user: User) -> JobDetail:
+async def show(job_id: JobIdPath, state: State, _user: User) -> JobDetail:
     async with state.db.read() as session:
         return await jobs.job_detail(session, await jobs.get_job(session, job_id))
 
 
 @router.post("/{job_id}/cancel")
-async def cancel(job_id: str, state: State, _user: User) -> JobView:
+async def cancel(job_id: JobIdPath, state: State, _user: User) -> JobView:
     async with state.db.write() as session:
         job, commands = await jobs.cancel_job(session, job_id, state.clock())
     state.hub.send(commands)
@@ -64,23 +66,23 @@ async def cancel(job_id: str, state: State, _user: User) -> JobView:
 
 
 @router.get("/{job_id}/events")
-async def events(job_id: str, state: State, _user: User,
-                 after: Annotated[int, Query(ge=0)] = 0) -> EventList:
+async def events(job_id: JobIdPath, state: State, _user: User,
+                 after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0) -> EventList:
     async with state.db.read() as session:
         return EventList(events=await jobs.list_events(session, job_id, after))
 
 
 @router.get("/{job_id}/logs")
-async def logs(job_id: str, state: State, _user: User,
-               after: Annotated[int, Query(ge=0)] = 0,
+async def logs(job_id: JobIdPath, state: State, _user: User,
+               after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
                limit: Annotated[int, Query(ge=1, le=10000)] = 1000) -> LogPage:
     async with state.db.read() as session:
         return await jobs.read_logs(session, job_id, after, limit)
 
 
 @router.get("/{job_id}/logs/follow")
-async def follow(job_id: str, state: State, _user: User,
-                 after: Annotated[int, Query(ge=0)] = 0) -> StreamingResponse:
+async def follow(job_id: JobIdPath, state: State, _user: User,
+                 after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0) -> StreamingResponse:
     async with state.db.read() as session:
         await jobs.get_job(session, job_id)  # 404 before the stream starts
     return StreamingResponse(_follow(state, job_id, after), media_type="text/event-stream",

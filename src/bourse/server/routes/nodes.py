@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Path
 
 from bourse.protocol.api import EnrollmentCreate, EnrollmentToken, NodeList, NodeView
+from bourse.protocol.common import ID_PATTERN
 from bourse.server.routes.deps import Admin, State, User
 from bourse.server.services import nodes, tokens
 
@@ -18,7 +21,8 @@ async def list_nodes(state: State, _user: User) -> NodeList:
 
 
 @router.get("/nodes/{node_id}")
-async def show_node(node_id: str, state: State, _user: User) -> NodeView:
+async def show_node(node_id: Annotated[str, Path(pattern=ID_PATTERN, max_length=64)],
+                    state: State, _user: User) -> NodeView:
     async with state.db.read() as session:
         return await nodes.get_node(session, node_id, set(state.hub.connections))
 

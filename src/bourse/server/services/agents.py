@@ -203,15 +203,21 @@ def _apply(session: AsyncSession, job: Job, attempt: Attempt, event: JobEvent,
         set_attempt_state(attempt, AttemptState.RUNNING, now)
         set_job_state(session, job, JobState.RUNNING, now, f"process {data.get('pid')} started")
     elif event.kind == "exited":
-        code = data.get("exit_code")
+        code = _exit_code(data.get("exit_code"))
         outcome = exit_outcome(code, job.cancel_requested)
         reason = str(data.get("reason") or _exit_reason(code, data.get("signal")))
-        end_attempt(session, job, attempt, outcome, now=now, reason=reason,
-                    exit_code=code if isinstance(code, int) else None)
+        end_attempt(session, job, attempt, outcome, now=now, reason=reason, exit_code=code)
     elif event.kind == "start_failed":
         reason = f"could not start: {data.get('reason', 'unknown error')}"
         outcome = AttemptState.CANCELLED if job.cancel_requested else AttemptState.FAILED
         end_attempt(session, job, attempt, outcome, now=now, reason=reason)
+
+
+def _exit_code(value: object) -> int | None:
+    """An exit status as the database stores it; anything else is no code at all."""
+    if isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31:
+        return value
+    return None
 
 
 def _exit_reason(code: object, signal: object) -> str:

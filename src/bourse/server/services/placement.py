@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.compute import Compute
@@ -20,7 +20,7 @@ from bourse.core.match import Match, explain, match
 from bourse.core.offer import Offer
 from bourse.core.states import AttemptState, JobState
 from bourse.market.pricing import list_price
-from bourse.protocol.common import Capabilities
+from bourse.protocol.common import Capabilities, ProbeReport
 from bourse.server.commands import Command
 from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.services.agents import start_command
@@ -91,8 +91,30 @@ async def live_capacity(session: AsyncSession, allow_unverified: bool = False) -
 
 
 def _whole(node: Node) -> Free:
-    caps = Capabilities.model_validate(node.capabilities)
+    caps = measured(node)
     return Free(node, caps, float(caps.cpus), caps.memory_gib, len(caps.gpus))
+
+
+_MEASURED: dict[tuple[str, float | None, str], Capabilities] = {}
+
+
+def measured(node: Node) -> Capabilities:
+    """What a node offers: its GPUs and driver as its verified probe report measured them —
+    never as its hello claims — and the cpus and memory it offers, capped by those measured."""
+    key = (node.id, node.verified_at, repr(node.capabilities))
+    if key not in _MEASURED:
+        caps = Capabilities.model_validate(node.capabilities)
+        if node.report is not None:
+            report = ProbeReport.model_validate(node.report)
+            host = report.host
+            caps = caps.model_copy(update={
+                "gpus": report.gpus, "driver": report.driver,
+                "cpus": min(caps.cpus, host.cpu_logical_cores or caps.cpus),
+                "memory_gib": min(caps.memory_gib, host.memory_mib / 1024 or caps.memory_gib)})
+        if len(_MEASURED) > 10_000:
+            _MEASURED.clear()
+        _MEASURED[key] = caps
+    return _MEASURED[key]
 
 
 async def place_pending(session: AsyncSession, now: float, lease_s: float,
@@ -103,8 +125,9 @@ async def place_pending(session: AsyncSession, now: float, lease_s: float,
     by_id = {f.node.id: f for f in frees}
     offers = [o for f in frees if (o := node_offer(f)) is not None]
     query = select(Job).where(Job.state == JobState.PENDING.value)
-    if not offers:  # nothing can be placed: only say why to jobs that do not know yet
-        query = query.where(Job.pending_reason.is_(None))
+    if not offers:  # nothing can be placed: only tell jobs whose reason is not this one
+        reason = _CAPACITY_REASONS[0 if not frees else 1]
+        query = query.where(or_(Job.pending_reason.is_(None), Job.pending_reason != reason))
     jobs = (await session.scalars(query.order_by(Job.created_at, Job.id).limit(batch)
                                   .with_for_update(skip_locked=True))).all()
     for job in jobs:
@@ -195,6 +218,7 @@ async def grace_after_start(session: AsyncSession, now: float, lease_s: float) -
     """A coordinator that was down heard nobody: restart every node's silence clock and every
     placement lease at its start, so its own downtime is never taken for node silence."""
     await session.execute(update(Node).where(Node.state != "lost").values(last_seen=now))
+    await session.execute(update(Node).values(session=None))  # no connection survives it
     await session.execute(update(Attempt).where(
         Attempt.state == AttemptState.SCHEDULED.value, Attempt.start_deadline < now + lease_s,
     ).values(start_deadline=now + lease_s))

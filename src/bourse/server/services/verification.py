@@ -38,10 +38,15 @@ async def record_report(session: AsyncSession, node_id: str, report: ProbeReport
         raise LookupError(f"node {node_id} is not enrolled")
     declared = Declared.model_validate(node.declared) if node.declared else None
     verdict = judge(report, declared)
+    if node.fingerprint and report.fingerprint and node.fingerprint != report.fingerprint:
+        check = Check(name="fingerprint", status="fail",
+                      reason="the report is for other hardware than the node said hello with")
+        verdict = verdict.model_copy(update={"status": "fail",
+                                             "checks": [check, *verdict.checks]})
     node.report = report.model_dump(mode="json")
     node.verification = verdict.model_dump(mode="json")
     node.verification_status, node.verified_at = verdict.status, now
-    node.fingerprint = report.fingerprint or node.fingerprint
+    node.fingerprint = node.fingerprint or report.fingerprint or None
     log.info("node %s (%s) verified: %s", node.id, node.name, verdict.status)
     return verdict
 

@@ -1,0 +1,84 @@
+"""``Database.migrate()`` builds exactly the schema of ``bourse.server.db.schema``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import inspect, text
+from sqlalchemy.engine import Connection
+
+from bourse.server.db.database import Database, alembic_config
+from bourse.server.db.schema import Base
+
+pytestmark = pytest.mark.anyio
+
+
+def _differences(connection: Connection) -> list[Any]:
+    context = MigrationContext.configure(connection, opts={"compare_type": True})
+    return list(compare_metadata(context, Base.metadata))
+
+
+def _layout(connection: Connection) -> dict[str, Any]:
+    inspector = inspect(connection)
+    return {table: ({c["name"] for c in inspector.get_columns(table)},
+                    {i["name"] for i in inspector.get_indexes(table)})
+            for table in inspector.get_table_names()}
+
+
+def _revision(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+async def test_migrate_creates_exactly_the_models(empty_database_url: str) -> None:
+    db = Database(empty_database_url)
+    try:
+        await db.migrate()
+        async with db.engine.connect() as connection:
+            assert await connection.run_sync(_differences) == []
+            layout = await connection.run_sync(_layout)
+            revision = await connection.run_sync(_revision)
+    finally:
+        await db.close()
+    assert set(layout) == {*Base.metadata.tables, "alembic_version"}
+    for name, table in Base.metadata.tables.items():
+        columns, indexes = layout[name]
+        assert columns == {c.name for c in table.columns}, name
+        assert {i.name for i in table.indexes} <= indexes, name
+    assert revision == ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+async def test_migrate_is_idempotent_and_keeps_data(empty_database_url: str) -> None:
+    db = Database(empty_database_url)
+    try:
+        await db.migrate()
+        async with db.engine.begin() as connection:
+            await connection.execute(text(
+                "INSERT INTO bundles (sha256, size, created_at) VALUES ('ab', 1, 0)"))
+        await db.migrate()
+        await db.migrate()
+        async with db.engine.connect() as connection:
+            assert await connection.run_sync(_differences) == []
+            count = await connection.scalar(text("SELECT count(*) FROM bundles"))
+            versions = await connection.scalar(text("SELECT count(*) FROM alembic_version"))
+    finally:
+        await db.close()
+    assert (count, versions) == (1, 1)
+
+
+async def test_the_comparison_sees_a_drifted_database(empty_database_url: str) -> None:
+    """Guards the test above against comparing nothing: a dropped index is a difference."""
+    db = Database(empty_database_url)
+    try:
+        await db.migrate()
+        async with db.engine.begin() as connection:
+            await connection.execute(text("DROP INDEX ix_events_job"))
+        async with db.engine.connect() as connection:
+            found = await connection.run_sync(_differences)
+    finally:
+        await db.close()
+    assert [d[0] for d in found] == ["add_index"]
+    assert found[0][1].name == "ix_events_job"
