@@ -19,8 +19,8 @@ import threading
 import time
 
 import psutil
-from _exchange import local_exchange
 
+from _exchange import local_exchange
 from bourse.protocol.api import LogChunkView
 from bourse.protocol.common import JobSpec
 
