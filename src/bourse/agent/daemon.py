@@ -222,7 +222,7 @@ class Agent:
         async with websockets.connect(
                 self.ws_url, additional_headers={"Authorization": f"Bearer {self.cred.credential}"},
                 ping_interval=keep_alive, ping_timeout=keep_alive * 2,
-                max_size=MAX_FRAME_BYTES, open_timeout=15) as ws:
+                max_size=MAX_FRAME_BYTES, open_timeout=15, compression=None) as ws:
             session = Session(self, ws)
             caps = await asyncio.to_thread(probe, self.work_dir, self.config.cpus)
             self.fingerprint = caps.fingerprint

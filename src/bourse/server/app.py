@@ -61,6 +61,7 @@ def create_app(config: ServerConfig, clock: Callable[[], float] = time.time,
                     await task
             for node_id in list(state.hub.connections):
                 await state.hub.close_node(node_id, "coordinator shutting down")
+            await state.hub.close()
             await state.db.close()
 
     app = FastAPI(title="bourse", version=__version__, lifespan=lifespan,

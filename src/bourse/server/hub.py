@@ -64,7 +64,7 @@ class Malformed(Exception):
     """A frame that is not a valid message: the connection is closed."""
 
 
-@dataclass
+@dataclass(eq=False)  # compared and hashed by identity
 class Connection:
     node_id: str
     session: str
@@ -86,6 +86,10 @@ class Batch:
     reports: list[ProbeReport] = field(default_factory=list)
     log_bytes: int = 0
     frames: list[tuple[Envelope, Wire]] = field(default_factory=list)
+
+    @property
+    def frees_capacity(self) -> bool:
+        return any(e.kind in ("exited", "start_failed") for e in self.events)
 
     def split(self) -> list[Batch]:
         """One batch per message, in order."""
@@ -120,6 +124,9 @@ class Hub:
                  keep_alive_s: float, clock: Callable[[], float] = time.time) -> None:
         self.db, self.notifier, self.on_change = db, notifier, on_change
         self.place_in: Callable[[AsyncSession, float], Awaitable[list[Command]]] = _no_place
+        self.inbox: asyncio.Queue[tuple[Connection, Envelope, Wire]] = asyncio.Queue(
+            maxsize=256)
+        self._processor: asyncio.Task[None] | None = None
         self.keep_alive_s, self.clock = keep_alive_s, clock
         self.connections: dict[str, Connection] = {}
 
@@ -189,9 +196,8 @@ class Hub:
         log.info("agent %s disconnected", connection.node_id)
 
     async def _run(self, connection: Connection) -> None:
-        inbox: asyncio.Queue[tuple[Envelope, Wire | None]] = asyncio.Queue(maxsize=64)
-        tasks = [asyncio.create_task(self._read(connection, inbox)),
-                 asyncio.create_task(self._process(connection, inbox)),
+        self._start_processor()
+        tasks = [asyncio.create_task(self._read(connection)),
                  asyncio.create_task(_write(connection))]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -204,8 +210,7 @@ class Hub:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _read(self, connection: Connection,
-                    inbox: asyncio.Queue[tuple[Envelope, Wire | None]]) -> None:
+    async def _read(self, connection: Connection) -> None:
         while True:
             try:
                 frame, body = parse_frame(await receive_text(connection.ws))
@@ -217,24 +222,63 @@ class Hub:
                 connection.send(Error(message=f"unknown message type {frame.type!r}",
                                       ref=frame.id))
                 continue
-            await inbox.put((frame, body))
+            await self.inbox.put((connection, frame, body))
 
-    async def _process(self, connection: Connection,
-                       inbox: asyncio.Queue[tuple[Envelope, Wire | None]]) -> None:
+    def _start_processor(self) -> None:
+        if self._processor is None or self._processor.done():
+            self._processor = asyncio.create_task(self._process_all())
+
+    async def close(self) -> None:
+        if self._processor is not None:
+            self._processor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._processor
+
+    async def _process_all(self) -> None:
+        """Group commit: what every connection has queued is applied in one transaction, so a
+        busy exchange pays one commit and one placement pass for many agents' messages."""
         while True:
-            batch = Batch()
-            _add(batch, *await inbox.get())
-            while (not inbox.empty() and len(batch.ids) < MAX_BATCH
-                   and batch.log_bytes < MAX_BATCH_BYTES):
-                _add(batch, *inbox.get_nowait())
-            await self._apply(connection, batch)
+            group = await self._next_group()
+            await self._apply_group(group)
+
+    async def _next_group(self) -> dict[Connection, Batch]:
+        """What has queued, up to MAX_BATCH messages and MAX_BATCH_BYTES of logs."""
+        group: dict[Connection, Batch] = {}
+        count = size = 0
+        item = await self.inbox.get()
+        while True:
+            connection, frame, body = item
+            batch = group.setdefault(connection, Batch())
+            before = batch.log_bytes
+            _add(batch, frame, body)
+            count, size = count + 1, size + batch.log_bytes - before
+            if self.inbox.empty() or count >= MAX_BATCH or size >= MAX_BATCH_BYTES:
+                return group
+            item = self.inbox.get_nowait()
+
+    async def _apply_group(self, group: dict[Connection, Batch]) -> None:
+        try:
+            if len(group) == 1:
+                connection, batch = next(iter(group.items()))
+                await self._apply(connection, batch)
+                return
+            try:
+                await self._commit(group)
+            except REFUSED:
+                for connection, batch in group.items():
+                    await self._apply(connection, batch)
+        except Exception:
+            log.exception("applying agent messages failed; their agents will reconnect and "
+                          "replay them")
+            for connection in group:
+                await _close(connection.ws, CLOSE_POLICY, "coordinator error")
 
     async def _apply(self, connection: Connection, batch: Batch) -> None:
         if len(batch.frames) == 1:
             await self._apply_alone(connection, batch)
             return
         try:
-            await self._commit(connection, batch)
+            await self._commit({connection: batch})
         except REFUSED:
             log.warning("agent %s: a batch of %d messages failed; applying them one by one",
                         connection.node_id, len(batch.ids))
@@ -245,7 +289,7 @@ class Hub:
         """A message the database refuses is acknowledged and reported instead of wedging the
         agent, which would otherwise replay it forever."""
         try:
-            await self._commit(connection, batch)
+            await self._commit({connection: batch})
         except REFUSED as exc:
             log.error("agent %s: message %s cannot be stored, dropping it: %s",
                       connection.node_id, batch.ids, str(exc)[:200])
@@ -253,31 +297,39 @@ class Hub:
                                   ref=batch.ids[0] if batch.ids else None))
             connection.send(Ack(ids=batch.ids))
 
-    async def _commit(self, connection: Connection, batch: Batch) -> None:
+    async def _commit(self, group: dict[Connection, Batch]) -> None:
         now = self.clock()
         commands: list[Command] = []
         async with self.db.write() as session:
-            if batch.chunks:
-                await record_log_chunks(session, connection.node_id, batch.chunks)
-            if batch.events:
-                commands += await record_job_events(session, connection.node_id,
-                                                    batch.events, now)
-            if batch.heartbeat is not None:
-                commands += await node_heartbeat(session, connection.node_id,
-                                                 batch.heartbeat, now)
-            for report in batch.reports:
-                await record_report(session, connection.node_id, report, now)
-            if any(e.kind in ("exited", "start_failed") for e in batch.events):
+            for connection, batch in group.items():
+                commands += await _record(session, connection.node_id, batch, now)
+            if any(batch.frees_capacity for batch in group.values()):
                 # capacity was freed: fill it in the same transaction, without a round trip
                 # through the scheduler loop (this is what keeps short jobs flowing)
                 commands += await self.place_in(session, now)
-        if batch.ids:
-            connection.send(Ack(ids=batch.ids))
+        for connection, batch in group.items():
+            if batch.ids:
+                connection.send(Ack(ids=batch.ids))
         self.send(commands)
-        if batch.events or batch.chunks or batch.reports:
+        if any(b.events or b.chunks or b.reports for b in group.values()):
             self.notifier.notify()
-        if batch.reports:
+        if any(b.reports for b in group.values()):
             self.on_change()  # a newly verified node can take work
+
+
+async def _record(session: AsyncSession, node_id: str, batch: Batch,
+                  now: float) -> list[Command]:
+    """One connection's messages, in the caller's transaction."""
+    commands: list[Command] = []
+    if batch.chunks:
+        await record_log_chunks(session, node_id, batch.chunks)
+    if batch.events:
+        commands += await record_job_events(session, node_id, batch.events, now)
+    if batch.heartbeat is not None:
+        commands += await node_heartbeat(session, node_id, batch.heartbeat, now)
+    for report in batch.reports:
+        await record_report(session, node_id, report, now)
+    return commands
 
 
 async def _no_place(_session: AsyncSession, _now: float) -> list[Command]:

@@ -48,7 +48,8 @@ class Scheduler:
             lost = await detect_lost_nodes(session, now)
             expired = await expire_start_leases(session, now)
             report = await place_pending(session, now, self.config.start_lease_s,
-                                         PLACEMENT_BATCH, self.config.allow_unverified)
+                                         batch=PLACEMENT_BATCH,
+                                         allow_unverified=self.config.allow_unverified)
         report.lost_nodes = lost
         for node_id in lost:
             log.warning("node %s lost: silent for 3 keep-alive intervals", node_id)
@@ -61,15 +62,18 @@ class Scheduler:
         now = self.clock() if now is None else now
         async with self.db.write() as session:
             report = await place_pending(session, now, self.config.start_lease_s,
-                                         PLACEMENT_BATCH, self.config.allow_unverified)
+                                         batch=PLACEMENT_BATCH,
+                                         allow_unverified=self.config.allow_unverified,
+                                         full=False)
         self._after(report, changed=False)
         return report
 
     async def place_in(self, session: AsyncSession, now: float) -> list[Command]:
         """Placement inside a caller's transaction; the caller sends the commands after its
         commit."""
-        report = await place_pending(session, now, self.config.start_lease_s, PLACEMENT_BATCH,
-                                     self.config.allow_unverified)
+        report = await place_pending(session, now, self.config.start_lease_s,
+                                     batch=PLACEMENT_BATCH,
+                                     allow_unverified=self.config.allow_unverified, full=False)
         if report.placed and report.placed + report.unplaced >= PLACEMENT_BATCH:
             self.kick()
         return report.commands

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Table, select, tuple_, update
+from sqlalchemy import Table, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.states import AttemptState, JobState, exit_outcome
@@ -165,9 +165,10 @@ async def load_attempts(session: AsyncSession,
                         keys: set[tuple[str, int]]) -> dict[tuple[str, int], Attempt]:
     if not keys:
         return {}
+    # by job id, then filtered here: SQLite does not use an index for row-value IN lists
     rows = (await session.scalars(select(Attempt).where(
-        tuple_(Attempt.job_id, Attempt.number).in_(list(keys))))).all()
-    return {(a.job_id, a.number): a for a in rows}
+        Attempt.job_id.in_({job for job, _ in keys})))).all()
+    return {(a.job_id, a.number): a for a in rows if (a.job_id, a.number) in keys}
 
 
 async def load_jobs(session: AsyncSession, ids: set[str]) -> dict[str, Job]:
@@ -185,7 +186,7 @@ async def _stored_seqs(session: AsyncSession,
         return set()
     rows = await session.execute(
         select(Event.job_id, Event.attempt, Event.agent_seq).where(
-            tuple_(Event.job_id, Event.attempt).in_({(e.job_id, e.attempt) for e in events}),
+            Event.job_id.in_({e.job_id for e in events}),
             Event.agent_seq.in_({e.seq for e in events})))
     return {(job, attempt, seq) for job, attempt, seq in rows.all() if seq is not None}
 

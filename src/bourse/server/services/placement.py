@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import and_, or_, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.compute import Compute
@@ -31,11 +32,21 @@ from bourse.server.services.verification import PLACEABLE
 LOST_AFTER_KEEP_ALIVES = 3
 
 
+@dataclass(frozen=True)
+class NodeInfo:
+    """The few facts of a node placement needs (not the ORM row, with its large reports)."""
+
+    id: str
+    name: str
+    price: float | None
+    verified_at: float | None
+
+
 @dataclass
 class Free:
     """What is left on a node during one placement pass."""
 
-    node: Node
+    node: NodeInfo
     caps: Capabilities
     cpus: float
     memory_gib: float
@@ -78,11 +89,16 @@ def node_offer(free: Free) -> Offer | None:
 
 async def live_capacity(session: AsyncSession, allow_unverified: bool = False) -> list[Free]:
     """Connected, verified nodes and what their active attempts leave free."""
-    query = select(Node).where(Node.state == "online", Node.session.is_not(None))
+    query = select(Node.id, Node.name, Node.price, Node.verified_at, Node.capabilities).where(
+        Node.state == "online", Node.session.is_not(None), Node.capabilities.is_not(None))
     if not allow_unverified:
         query = query.where(Node.verification_status.in_(PLACEABLE))
-    nodes = (await session.scalars(query.order_by(Node.id))).all()
-    frees = {n.id: _whole(n) for n in nodes if n.capabilities}
+    rows = (await session.execute(query.order_by(Node.id))).all()
+    frees = {}
+    for node_id, name, price, verified_at, capabilities in rows:
+        caps = await measured(session, node_id, verified_at, capabilities)
+        frees[node_id] = Free(NodeInfo(node_id, name, price, verified_at), caps,
+                              float(caps.cpus), caps.memory_gib, len(caps.gpus))
     attempts = (await session.scalars(select(Attempt).where(
         Attempt.node_id.in_(list(frees)), Attempt.state.in_(active_attempt_states())))).all()
     for attempt in attempts:
@@ -90,58 +106,100 @@ async def live_capacity(session: AsyncSession, allow_unverified: bool = False) -
     return list(frees.values())
 
 
-def _whole(node: Node) -> Free:
-    caps = measured(node)
-    return Free(node, caps, float(caps.cpus), caps.memory_gib, len(caps.gpus))
-
-
 _MEASURED: dict[tuple[str, float | None, str], Capabilities] = {}
 
 
-def measured(node: Node) -> Capabilities:
+async def measured(session: AsyncSession, node_id: str, verified_at: float | None,
+                   capabilities: dict[str, Any]) -> Capabilities:
     """What a node offers: its GPUs and driver as its verified probe report measured them —
-    never as its hello claims — and the cpus and memory it offers, capped by those measured."""
-    key = (node.id, node.verified_at, repr(node.capabilities))
+    never as its hello claims — and the cpus and memory it offers, capped by those measured.
+    Worked out once per report and hello (the report is read only then)."""
+    key = (node_id, verified_at, repr(capabilities))
     if key not in _MEASURED:
-        caps = Capabilities.model_validate(node.capabilities)
-        if node.report is not None:
-            report = ProbeReport.model_validate(node.report)
-            host = report.host
-            caps = caps.model_copy(update={
-                "gpus": report.gpus, "driver": report.driver,
-                "cpus": min(caps.cpus, host.cpu_logical_cores or caps.cpus),
-                "memory_gib": min(caps.memory_gib, host.memory_mib / 1024 or caps.memory_gib)})
+        report = await session.scalar(select(Node.report).where(Node.id == node_id))
         if len(_MEASURED) > 10_000:
             _MEASURED.clear()
-        _MEASURED[key] = caps
+        _MEASURED[key] = offered(Capabilities.model_validate(capabilities),
+                                 ProbeReport.model_validate(report) if report else None)
     return _MEASURED[key]
 
 
-async def place_pending(session: AsyncSession, now: float, lease_s: float,
-                        batch: int = 200, allow_unverified: bool = False) -> PlacementReport:
-    """Place pending jobs, oldest first, while any node has room."""
+def offered(caps: Capabilities, report: ProbeReport | None) -> Capabilities:
+    if report is None:
+        return caps
+    host = report.host
+    return caps.model_copy(update={
+        "gpus": report.gpus, "driver": report.driver,
+        "cpus": min(caps.cpus, host.cpu_logical_cores or caps.cpus),
+        "memory_gib": min(caps.memory_gib, host.memory_mib / 1024 or caps.memory_gib)})
+
+
+async def place_pending(session: AsyncSession, now: float, lease_s: float, *,
+                        batch: int = 200, allow_unverified: bool = False,
+                        full: bool = True) -> PlacementReport:
+    """Place pending jobs, oldest first, while any node has room.
+
+    Jobs are read a page at a time and the pass stops as soon as no node has room, so that
+    the many passes short jobs cause (one per freed slot) stay cheap with a long queue. Only a
+    ``full`` pass (the periodic tick) tells the rest of the queue why it waits, since that
+    touches every pending job.
+    """
     report = PlacementReport()
     frees = await live_capacity(session, allow_unverified)
+    offers = _offers(frees)
+    if not offers:
+        if full:
+            report.unplaced = await _no_room(session, _CAPACITY_REASONS[0 if not frees else 1])
+        return report
     by_id = {f.node.id: f for f in frees}
-    offers = [o for f in frees if (o := node_offer(f)) is not None]
-    query = select(Job).where(Job.state == JobState.PENDING.value)
-    if not offers:  # nothing can be placed: only tell jobs whose reason is not this one
-        reason = _CAPACITY_REASONS[0 if not frees else 1]
-        query = query.where(or_(Job.pending_reason.is_(None), Job.pending_reason != reason))
-    jobs = (await session.scalars(query.order_by(Job.created_at, Job.id).limit(batch)
-                                  .with_for_update(skip_locked=True))).all()
-    for job in jobs:
-        compute = compute_of(job)
-        chosen = _choose(compute, offers, set(job.avoid_nodes)) if offers else None
-        if chosen is None:
-            report.unplaced += 1
-            _explain_pending(job, compute, offers, frees)
-            continue
-        report.commands.append(_place(session, job, compute, chosen, frees=by_id, now=now,
-                                      lease_s=lease_s))
-        report.placed += 1
-        offers = [o for f in frees if (o := node_offer(f)) is not None]
+    cursor: tuple[float, str] | None = None
+    while offers and report.placed + report.unplaced < batch:
+        jobs = await _pending_page(session, cursor)
+        if not jobs:
+            break
+        for job in jobs:
+            compute = compute_of(job)
+            chosen = _choose(compute, offers, set(job.avoid_nodes)) if offers else None
+            if chosen is None:
+                report.unplaced += 1
+                _explain_pending(job, compute, offers, frees)
+                continue
+            report.commands.append(_place(session, job, compute, chosen, frees=by_id,
+                                          now=now, lease_s=lease_s))
+            report.placed += 1
+            offers = _offers(frees)
+        cursor = (jobs[-1].created_at, jobs[-1].id)
+    if not offers and full:  # the rest of the queue waits for room: one statement says so
+        report.unplaced += await _no_room(session, _CAPACITY_REASONS[1])
     return report
+
+
+PAGE = 16
+
+
+def _offers(frees: list[Free]) -> list[Offer]:
+    return [o for f in frees if (o := node_offer(f)) is not None]
+
+
+async def _pending_page(session: AsyncSession, cursor: tuple[float, str] | None) -> list[Job]:
+    query = select(Job).where(Job.state == JobState.PENDING.value)
+    if cursor is not None:
+        query = query.where(tuple_(Job.created_at, Job.id) > cursor)
+    page = await session.scalars(query.order_by(Job.created_at, Job.id).limit(PAGE)
+                                 .with_for_update(skip_locked=True))
+    return list(page.all())
+
+
+async def _no_room(session: AsyncSession, reason: str) -> int:
+    """No node has room: say so to pending jobs that had no reason or an outdated capacity
+    reason, in one statement (a matcher's explanation is kept: it is still true). Returns how
+    many jobs were told."""
+    result = await session.execute(update(Job).where(
+        Job.state == JobState.PENDING.value,
+        or_(Job.pending_reason.is_(None),
+            and_(Job.pending_reason.in_(_CAPACITY_REASONS), Job.pending_reason != reason)),
+    ).values(pending_reason=reason))
+    return int(getattr(result, "rowcount", 0) or 0)
 
 
 _COMPUTES: dict[str, Compute] = {}
