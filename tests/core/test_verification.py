@@ -27,6 +27,9 @@ CPU = Benchmark(device="cpu", dtype="float32", size=1024, tflops=0.2, library="n
 
 def report(gpus: list[dict[str, Any]] = (), driver: str | None = "570.124.04",  # type: ignore[assignment]
            **fields: Any) -> ProbeReport:
+    """A report from a host that measured something (the "host" check fails empty ones)."""
+    fields.setdefault("host", HostInfo(cpu_logical_cores=8, memory_mib=65536))
+    fields.setdefault("fingerprint", "f" * 64)
     return ProbeReport(driver=driver, gpus=[GpuInfo(**g) for g in gpus], **fields)
 
 
@@ -230,3 +233,8 @@ def test_perf_table_names_catalogue_models_and_dense_figures() -> None:
         assert peak.fp32 is not None
         assert peak.fp16 is None or peak.fp16 > peak.fp32
         assert peak.bf16 is None or peak.bf16 == peak.fp16
+
+
+def test_a_report_that_measured_nothing_fails() -> None:
+    assert status(ProbeReport(), "host") == "fail"
+    assert status(report([]), "host") is None

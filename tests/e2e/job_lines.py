@@ -32,7 +32,7 @@ def lines_job(lines: int, pause: float = 0.1, *, first_lines: int | None = None,
     instead and exits with ``first_exit``."""
     argv = [str(lines), str(pause), str(lines if first_lines is None else first_lines),
             str(first_exit)]
-    return JobSpec(command=[sys.executable, "-c", SCRIPT, *argv], compute=Compute(cpus=1),
+    return JobSpec(command=[sys.executable, "-c", SCRIPT, *argv], compute=Compute(cpus=0.5),
                    max_retries=max_retries, name=name)
 
 

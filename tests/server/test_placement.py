@@ -58,14 +58,17 @@ async def test_a_two_cpu_node_runs_two_one_cpu_jobs_and_the_third_waits(
     assert (placed["state"], placed["pending_reason"]) == ("SCHEDULED", None)
 
 
-async def test_every_job_reserves_at_least_one_cpu(live: Live, agent_factory: Factory) -> None:
+async def test_a_job_reserves_the_cpus_it_asks_for_and_one_when_silent(
+        live: Live, agent_factory: Factory) -> None:
     exchange = live.exchange
     agent: FakeAgent = await agent_factory(cpus=2)
-    ids = await _submit_all(exchange, 3, compute={"cpus": "0.5"})
-    assert (await exchange.tick()).placed == 2
-    assert await _started(agent) == ids[:2]
-    row = await exchange.attempt_row(ids[0], 1)
-    assert row.resources == {"cpus": 1.0, "memory_gib": 0.0, "gpus": 0.0}
+    halves = await _submit_all(exchange, 3, compute={"cpus": "0.5"})
+    silent = await _submit_all(exchange, 1, compute={})
+    assert (await exchange.tick()).placed == 3  # 3 x 0.5 CPU; the silent job needs a whole one
+    assert await _started(agent) == halves
+    row = await exchange.attempt_row(halves[0], 1)
+    assert row.resources == {"cpus": 0.5, "memory_gib": 0.0, "gpus": 0.0}
+    assert (await exchange.job(silent[0]))["state"] == "PENDING"
 
 
 async def test_memory_is_reserved(live: Live, agent_factory: Factory) -> None:

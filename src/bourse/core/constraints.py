@@ -42,8 +42,8 @@ def share(compute: Compute, offer: Offer) -> float:
         return 1.0
     if compute.gpu is not None and offer.gpu_count:
         return compute.gpu.count / offer.gpu_count
-    if offer.cpus:
-        return min(1.0, max(compute.cpus.min, 1.0) / offer.cpus)
+    if offer.cpus:  # a CPU job reserves the CPUs it asks for, one when it does not say
+        return min(1.0, (compute.cpus.min if compute.cpus.min > 0 else 1.0) / offer.cpus)
     return 1.0
 
 

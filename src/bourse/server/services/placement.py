@@ -67,14 +67,16 @@ class PlacementReport:
 
 
 def needs(compute: Compute) -> dict[str, float]:
-    """What an attempt reserves on a node: every job takes at least one CPU."""
-    return {"cpus": max(1.0, compute.cpus.min), "memory_gib": compute.memory.min,
+    """What an attempt reserves on a node: the CPUs it asks for (a fraction is fine), one when
+    it does not say."""
+    return {"cpus": compute.cpus.min if compute.cpus.min > 0 else 1.0,
+            "memory_gib": compute.memory.min,
             "gpus": float(compute.gpu.count if compute.gpu else 0)}
 
 
 def node_offer(free: Free) -> Offer | None:
     caps, node = free.caps, free.node
-    if free.cpus < 1:
+    if free.cpus <= 0:
         return None
     gpu = next((g.model for g in caps.gpus if g.model), None)
     price = node.price or list_price(caps.cpus, gpu, len(caps.gpus))
@@ -216,7 +218,10 @@ def compute_of(job: Job) -> Compute:
 
 
 def _choose(compute: Compute, offers: Sequence[Offer], avoid: set[str]) -> Match | None:
-    """The best offer, avoiding nodes that lost this job unless nothing else fits."""
+    """The best offer with room for the reservation, avoiding nodes that lost this job unless
+    nothing else fits."""
+    cpus = needs(compute)["cpus"]
+    offers = [o for o in offers if (o.cpus or 0) >= cpus - 1e-9]
     preferred = match(compute, [o for o in offers if o.id not in avoid], limit=1)
     if preferred:
         return preferred[0]
