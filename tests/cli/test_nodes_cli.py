@@ -38,11 +38,12 @@ def test_table(exchange: FakeExchange) -> None:
     result = run("nodes")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["ID", "NAME", "STATE", "CPUS", "MEMORY", "GPUS", "LAST", "SEEN",
-                                "RUNNING"]
-    assert lines[1].split() == ["n1", "gpu-box", "online", "32", "251GiB", "2x", "h100-80gb",
-                                "now", "2"]
-    assert lines[2].split() == ["n2", "laptop", "offline", "-", "-", "-", "2h", "ago", "0"]
+    assert lines[0].split() == ["ID", "NAME", "STATE", "VERIFIED", "CPUS", "MEMORY", "GPUS",
+                                "LAST", "SEEN", "RUNNING"]
+    assert lines[1].split() == ["n1", "gpu-box", "online", "unverified", "32", "251GiB", "2x",
+                                "h100-80gb", "now", "2"]
+    assert lines[2].split() == ["n2", "laptop", "offline", "unverified", "-", "-", "-", "2h",
+                                "ago", "0"]
 
 
 def test_json(exchange: FakeExchange) -> None:
