@@ -103,11 +103,34 @@ class Welcome(Wire):
     server_time: float
 
 
+class StoreAccess(Wire):
+    """How an attempt reaches the exchange's object store: the endpoint and credentials scoped
+    to its own inputs, outputs and checkpoint (see ``bourse.storage.credentials``)."""
+
+    endpoint: str | None = None  # None: AWS
+    region: str | None = None
+    path_style: bool | None = None
+    access_key_id: str
+    secret_access_key: str = Field(repr=False)
+    session_token: str | None = Field(default=None, repr=False)
+    expires_at: float
+
+
+class DataPlan(Wire):
+    """The data an attempt works with, URIs resolved by the exchange."""
+
+    inputs: dict[str, str] = Field(default_factory=dict)
+    outputs: dict[str, str] = Field(default_factory=dict)
+    checkpoint: str | None = None
+    store: StoreAccess | None = None
+
+
 class StartJob(Wire):
     job_id: JobId
     attempt: int = Field(ge=1)
     spec: JobSpec
     env: dict[str, str] = Field(default_factory=dict)  # set by the exchange (BOURSE_JOB_ID...)
+    data: DataPlan | None = None
 
 
 class CancelJob(Wire):

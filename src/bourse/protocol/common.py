@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bourse.core.compute import Compute
 
@@ -21,8 +21,25 @@ class Wire(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+DataName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")]
+DataUri = Annotated[str, Field(min_length=1, max_length=2048, pattern=NO_NUL)]
+
+
+def _check_uri(value: str) -> str:
+    from bourse.storage.uri import parse_uri  # the one URI grammar
+
+    parse_uri(value, field="uri")
+    return value
+
+
 class JobSpec(Wire):
-    """What to run: a command in a code bundle's directory, with an environment and a Compute."""
+    """What to run: a command in a code bundle's directory, with an environment and a Compute.
+
+    Data: ``inputs`` are prefetched to the node before the job starts (the job reads
+    ``BOURSE_INPUT_<NAME>``), ``outputs`` are local directories (``BOURSE_OUTPUT_<NAME>``)
+    uploaded to their URIs when the job ends, and ``checkpoint`` is a prefix the job writes to
+    directly (``BOURSE_CHECKPOINT_URI``; default: a per-job prefix in the exchange's store).
+    """
 
     command: list[Annotated[str, Field(max_length=65536, pattern=NO_NUL)]] = Field(
         min_length=1, max_length=4096)
@@ -33,6 +50,21 @@ class JobSpec(Wire):
     bundle: Sha256 | None = None
     workdir: Annotated[str, Field(max_length=1024, pattern=r"^[^/].*$|^$")] = ""
     max_retries: int = Field(default=3, ge=0, le=100)
+    inputs: dict[DataName, DataUri] = Field(default_factory=dict, max_length=64)
+    outputs: dict[DataName, DataUri] = Field(default_factory=dict, max_length=64)
+    checkpoint: DataUri | None = None
+
+    @field_validator("inputs", "outputs")
+    @classmethod
+    def _uris(cls, value: dict[str, str]) -> dict[str, str]:
+        for uri in value.values():
+            _check_uri(uri)
+        return value
+
+    @field_validator("checkpoint")
+    @classmethod
+    def _checkpoint(cls, value: str | None) -> str | None:
+        return None if value is None else _check_uri(value)
 
 
 class MigInstance(Wire):
