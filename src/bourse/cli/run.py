@@ -92,15 +92,27 @@ class StatusLine:
               help="Attempts after a lost node (default 3).")
 @click.option("--detach", "-d", is_flag=True, help="Print the job id and return at once.")
 @click.option("--no-code", is_flag=True, help="Do not pack and upload the current directory.")
+@click.option("--local", is_flag=True,
+              help="For an app (bourse run app.py): run every stage as a local process.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @handles_errors
 def run(command: tuple[str, ...], *, name: str | None, env_pairs: tuple[str, ...],
-        max_retries: int | None, detach: bool, no_code: bool, **flags: Any) -> None:
-    """Run COMMAND on the exchange with the current directory as its code.
+        max_retries: int | None, detach: bool, no_code: bool, local: bool,
+        **flags: Any) -> None:
+    """Run COMMAND on the exchange with the current directory as its code, or run an app:
+    `bourse run app.py [ARGS]` runs the app (`app = App(...)`) in app.py, each stage a job.
 
     Exits with the job's exit code (130 if it was cancelled). Ctrl-C detaches; the job keeps
     running.
     """
+    from bourse.cli.run_app import is_app, run_app
+
+    if is_app(command):
+        run_app(Path(command[0]), command[1:], local=local)
+        return
+    if local:
+        raise click.UsageError("--local runs apps (bourse run app.py); for a command, run it "
+                               "directly")
     spec_fields = {"name": name, "env": parse_env(env_pairs),
                    "compute": compute_from_flags(flags), "max_retries": max_retries}
     with seam.open_client() as client:

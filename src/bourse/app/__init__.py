@@ -1,0 +1,10 @@
+"""The app API: ``App``, ``Flow``, ``Work``, ``PythonScript`` and the data passed between them."""
+
+from bourse.app.data import Data
+from bourse.app.flow import App, Flow
+from bourse.app.handle import Handle, wait
+from bourse.app.result import Result, StageFailed
+from bourse.app.work import PythonScript, Work
+
+__all__ = ["App", "Data", "Flow", "Handle", "PythonScript", "Result", "StageFailed", "Work",
+           "wait"]

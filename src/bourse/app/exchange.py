@@ -1,0 +1,134 @@
+"""Exchange mode: every stage is a job on a bourse exchange, with the project's code bundle.
+
+Outputs go to ``<store root>runs/<run>/<stage>/<name>/`` and checkpoints to
+``.../<stage>/checkpoints/`` in the exchange's store (``s3://bourse/`` on the embedded one).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bourse.app.cache import ResultCache, cache_key
+from bourse.app.call import (
+    Call,
+    StagePrinter,
+    encode_script_call,
+    encode_work_call,
+    find_result,
+)
+from bourse.app.context import Backend
+from bourse.app.data import Data
+from bourse.app.handle import Done, Handle
+from bourse.app.result import Result
+from bourse.app.work import PythonScript, Work
+from bourse.protocol.api import JobDetail, JobView, LogChunkView
+from bourse.protocol.common import JobSpec
+from bourse.sdk.bundle import pack
+from bourse.sdk.client import Client
+from bourse.sdk.logs import LogDecoder
+
+DEFAULT_STORE_ROOT = "s3://bourse/"
+TAIL_LINES = 20
+
+
+class ExchangeHandle(Handle):
+    def __init__(self, backend: ExchangeBackend, work: Work, spec: JobSpec) -> None:
+        super().__init__(work.name)
+        self.backend, self.work, self.spec = backend, work, spec
+        self.job: JobView = backend.client.submit(spec)
+        click.echo(f"[{work.name}] submitted as job {self.job.id}")
+
+    def _wait(self) -> tuple[Result, str]:
+        for attempt in range(self.work.retries + 1):
+            lines, final = self._follow()
+            if final.state == "SUCCEEDED" or attempt == self.work.retries:
+                break
+            click.echo(f"[{self.work_name}] {final.state}; retrying "
+                       f"({attempt + 1}/{self.work.retries})")
+            self.job = self.backend.client.submit(self.spec)
+        detail = self.backend.client.job(self.job.id)
+        return self._build(detail, lines), "\n".join(lines[-TAIL_LINES:])
+
+    def _follow(self) -> tuple[list[str], JobView]:
+        """Print the job's output as it comes, prefixed by the stage; its lines and end."""
+        decoder, lines, final = LogDecoder(), [], self.job
+        printer = StagePrinter(self.work_name, click.echo)
+        with self.backend.lock:  # one stage streams at a time; the others wait their turn
+            for item in self.backend.client.follow(self.job.id):
+                if isinstance(item, LogChunkView):
+                    for line in decoder.decode(item).splitlines():
+                        lines.append(line)
+                        printer.line(line)
+                else:
+                    final = item
+        return lines, final
+
+    def _build(self, detail: JobDetail, lines: list[str]) -> Result:
+        last = detail.attempts[-1] if detail.attempts else None
+        duration = (last.ended_at - last.started_at
+                    if last and last.ended_at and last.started_at else None)
+        _, value = find_result("\n".join(lines))
+        ok = detail.state == "SUCCEEDED"
+        return Result(
+            self.work_name, detail.state, detail.exit_code, detail.id,
+            {n: Data(u) for n, u in self.spec.outputs.items()} if ok else {},
+            self.spec.checkpoint, value, node=last.node_name if last else None,
+            placement=last.placement if last else None, duration_s=duration)
+
+
+class ExchangeBackend(Backend):
+    def __init__(self, client: Client, root: Path, run_id: str,
+                 store_root: str = DEFAULT_STORE_ROOT) -> None:
+        self.client, self.root, self.run_id = client, root.resolve(), run_id
+        self.store_root = store_root if store_root.endswith("/") else store_root + "/"
+        self.cache = ResultCache(self.root)
+        self.lock = threading.Lock()
+        self._bundle: str | None = None
+
+    @classmethod
+    def default(cls) -> ExchangeBackend:
+        return cls(Client(), Path.cwd(), new_run_id())
+
+    def bundle(self) -> str:
+        """The project's code, packed and uploaded once per run."""
+        if self._bundle is None:
+            packed = pack(self.root)
+            try:
+                self.client.ensure_bundle(packed.path, packed.sha256)
+            finally:
+                packed.path.unlink(missing_ok=True)
+            self._bundle = packed.sha256
+        return self._bundle
+
+    def submit(self, work: Work, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Handle:
+        compute = work.check()
+        call = (encode_script_call(work, args, kwargs) if isinstance(work, PythonScript)
+                else encode_work_call(work, args, kwargs, self.root))
+        spec = self._spec(work, call, compute)
+        key = cache_key(call, code=self.bundle()) if work.cache else None
+        if key is not None and (hit := self.cache.get(key)) is not None:
+            click.echo(f"[{work.name}] cached: reusing the result of job {hit.job_id}")
+            return Done(hit)
+        handle = ExchangeHandle(self, work, spec)
+        if key is None:
+            return handle
+        from bourse.app.local import _Caching
+
+        return _Caching(handle, self.cache, key)
+
+    def _spec(self, work: Work, call: Call, compute: Any) -> JobSpec:
+        base = f"{self.store_root}runs/{self.run_id}/{work.name}/"
+        return JobSpec(command=call.command, name=f"{self.run_id}/{work.name}",
+                       env={**work.env, **call.env}, compute=compute, bundle=self.bundle(),
+                       inputs=call.inputs,
+                       outputs={name: f"{base}{name}/" for name in call.outputs},
+                       checkpoint=f"{base}checkpoints/")
+
+
+def new_run_id() -> str:
+    return f"r-{uuid.uuid4().hex[:10]}"

@@ -1,0 +1,69 @@
+"""``python -m bourse.app.runner``: runs one stage's body inside its job.
+
+Re-imports the project's module that defines the stage (as ``__bourse_app__``, so that an
+``if __name__ == "__main__"`` block does not run again), rebuilds the stage from its
+attributes, gives it its data (``inputs``, ``outputs``, ``checkpoint`` from the environment
+the exchange or the local runner set), calls the body and prints its return value on a
+marked last line.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from bourse.app.call import CALL_VAR, INPUT_MARKER, decode_state, result_line
+from bourse.app.context import enter_job
+from bourse.app.work import Work
+from bourse.storage.jobenv import CHECKPOINT_VAR, input_var, output_var
+
+MODULE = "__bourse_app__"
+
+
+def load_class(file: str, qualname: str) -> type[Work]:
+    sys.path.insert(0, os.getcwd())
+    spec = importlib.util.spec_from_file_location(MODULE, Path(file))
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"bourse: cannot load {file}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[MODULE] = module
+    spec.loader.exec_module(module)
+    target: Any = module
+    for part in qualname.split("."):
+        target = getattr(target, part)
+    assert isinstance(target, type) and issubclass(target, Work)
+    return target
+
+
+def _arg(value: Any) -> Any:
+    if isinstance(value, dict) and set(value) == {INPUT_MARKER}:
+        return Path(os.environ[input_var(value[INPUT_MARKER])])
+    return value
+
+
+def main() -> int:
+    call = json.loads(os.environ[CALL_VAR])
+    cls = load_class(call["file"], call["class"])
+    work = cls.__new__(cls)
+    vars(work).update(decode_state(call["state"]))
+    names = [k for k in os.environ if k.startswith("BOURSE_INPUT_") and not k.endswith("_URI")]
+    work.inputs = {n.removeprefix("BOURSE_INPUT_").lower(): Path(os.environ[n]) for n in names}
+    work.outputs = {name: Path(os.environ[output_var(name)]) for name in call["outputs"]}
+    for path in work.outputs.values():
+        path.mkdir(parents=True, exist_ok=True)
+    work.checkpoint = os.environ.get(CHECKPOINT_VAR)
+    enter_job()
+    assert cls._body is not None
+    value = cls._body(work, *map(_arg, call["args"]),
+                      **{k: _arg(v) for k, v in call["kwargs"].items()})
+    sys.stdout.flush()
+    print("\n" + result_line(value), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
