@@ -279,3 +279,22 @@ def _minor_compat_notes(driver: Version, cuda: Version) -> tuple[str, ...]:
     return (f"driver {driver} is within CUDA {cuda.major}.x minor-version "
             f"compatibility (>= {floor}): {cuda.cuda_tag()} may run with a "
             "limited feature set (no PTX JIT); bourse does not place on it unless asked",)
+
+
+PYTORCH_INDEX = "https://download.pytorch.org/whl"
+
+
+def torch_wheel_index(driver: str | Version | None, gpu: GpuModel | str | None,
+                      torch: str | None = None) -> str:
+    """The PyTorch package index a node should install torch from: the CUDA build its driver
+    and GPU run (the newest one that fits, for ``torch`` if given), or the CPU build."""
+    if driver is None or gpu is None:
+        return f"{PYTORCH_INDEX}/cpu"
+    drv = parse_version(driver, field="driver") if isinstance(driver, str) else driver
+    model = catalogue().get(gpu) if isinstance(gpu, str) else gpu
+    releases = [torch] if torch else [str(v) for v in sorted(tables().torch, reverse=True)]
+    for release in releases:
+        build = runnable_build(drv, model, release, None)
+        if build is not None:
+            return f"{PYTORCH_INDEX}/{build.cuda_tag()}"
+    return f"{PYTORCH_INDEX}/cpu"

@@ -1,0 +1,169 @@
+"""Job environments: the packages a job's Compute names, in a virtualenv made with ``uv``.
+
+Environments are cached on the node by the hash of their *resolved* requirements (every
+package pinned by ``uv pip compile``), so two jobs asking for the same things share one, and a
+job whose environment exists starts without installing anything (a file check). The request
+itself is also remembered (for a day) so that the warm path does not even resolve again.
+``torch`` comes from the PyTorch index of the CUDA build the node's driver runs
+(``core.cuda.torch_wheel_index``), or its CPU build on a node without GPUs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import sysconfig
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bourse.core.errors import BourseError
+
+REQUEST_TTL_S = 24 * 3600.0
+_TORCH = re.compile(r"^torch(\W|$)", re.IGNORECASE)
+
+
+class EnvironmentError_(BourseError):
+    """The job's environment could not be built (reported as the attempt's start failure)."""
+
+
+@dataclass(frozen=True)
+class Environment:
+    path: Path  # the virtualenv
+    key: str  # hash of the resolved requirements
+    built: bool  # False when it was already there
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+    def env(self) -> dict[str, str]:
+        """Variables that put the environment first for the job."""
+        return {"VIRTUAL_ENV": str(self.path),
+                "PATH": f"{self.path / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def request_key(packages: Sequence[str], index: str | None, python: str) -> str:
+    normalised = sorted({p.strip().lower() for p in packages if p.strip()})
+    blob = json.dumps({"packages": normalised, "index": index, "python": python})
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def resolved_key(lock: str, python: str) -> str:
+    lines = [ln for ln in lock.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    blob = json.dumps({"lock": lines, "python": python})
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def find_uv() -> str | None:
+    beside = Path(sys.executable).parent / "uv"
+    return str(beside) if beside.exists() else shutil.which("uv")
+
+
+class EnvManager:
+    def __init__(self, root: Path, python: str = sys.executable, uv: str | None = None) -> None:
+        self.root, self.python = root, python
+        self.uv = uv or find_uv()
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def _requests(self) -> Path:
+        return self.root / "requests"
+
+    async def ensure(self, packages: Sequence[str], torch_index: str | None = None,
+                     now: float | None = None) -> Environment:
+        """The environment for ``packages``, built unless it exists."""
+        now = time.time() if now is None else now
+        index = torch_index if any(_TORCH.match(p) for p in packages) else None
+        request = request_key(packages, index, self.python)
+        async with self._locks.setdefault(request, asyncio.Lock()):
+            known = self._known(request, now)
+            if known is not None:
+                return Environment(self.root / "envs" / known, known, built=False)
+            lock = await self._resolve(packages, index)
+            key = resolved_key(lock, self.python)
+            built = not (self.root / "envs" / key / ".complete").exists()
+            if built:
+                await self._build(key, lock, index)
+            self._remember(request, key, now)
+            return Environment(self.root / "envs" / key, key, built)
+
+    def _known(self, request: str, now: float) -> str | None:
+        path = self._requests() / request
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        key = str(record["key"])
+        fresh = now - float(record["at"]) < REQUEST_TTL_S
+        return key if fresh and (self.root / "envs" / key / ".complete").exists() else None
+
+    def _remember(self, request: str, key: str, now: float) -> None:
+        self._requests().mkdir(parents=True, exist_ok=True)
+        tmp = self._requests() / f".{request}.tmp"
+        tmp.write_text(json.dumps({"key": key, "at": now}))
+        os.replace(tmp, self._requests() / request)
+
+    async def _resolve(self, packages: Sequence[str], index: str | None) -> str:
+        requirements = self.root / "tmp" / f"req-{os.getpid()}-{id(packages)}.in"
+        requirements.parent.mkdir(parents=True, exist_ok=True)
+        requirements.write_text("\n".join(packages) + "\n")
+        try:
+            out = await self._uv("pip", "compile", "--quiet", "--python", self.python,
+                                 *_index_args(index), str(requirements))
+        finally:
+            requirements.unlink(missing_ok=True)
+        return out
+
+    async def _build(self, key: str, lock: str, index: str | None) -> None:
+        final = self.root / "envs" / key
+        staging = self.root / "envs" / f".{key}.{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        locked = self.root / "tmp" / f"{key}.txt"
+        locked.parent.mkdir(parents=True, exist_ok=True)
+        locked.write_text(lock)
+        try:
+            await self._uv("venv", "--quiet", "--python", self.python, str(staging))
+            _see_agent_packages(staging)
+            await self._uv("pip", "install", "--quiet", "--python",
+                           str(staging / "bin" / "python"), *_index_args(index),
+                           "-r", str(locked))
+            (staging / ".complete").write_text(lock)
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(staging, final)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+            locked.unlink(missing_ok=True)
+
+    async def _uv(self, *args: str) -> str:
+        if self.uv is None:
+            raise EnvironmentError_("the job names packages but uv is not installed on "
+                                    "this node", hint="pip install uv next to the agent")
+        proc = await asyncio.create_subprocess_exec(
+            self.uv, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await proc.communicate()
+        if proc.returncode != 0:
+            detail = err.decode(errors="replace").strip().splitlines()[-3:]
+            raise EnvironmentError_(f"uv {args[0]} {args[1] if len(args) > 1 else ''} failed: "
+                                    + " / ".join(detail))
+        return out.decode()
+
+
+def _see_agent_packages(venv: Path) -> None:
+    """Let the job import what the agent's environment has (bourse itself for app stages,
+    torch...) behind its own packages: the agent's site dir is added after the venv's own,
+    with its .pth files (editable installs) processed."""
+    purelib = sysconfig.get_paths()["purelib"]
+    line = f"import site; site.addsitedir({purelib!r})\n"
+    for site in (venv / "lib").glob("python*/site-packages"):
+        (site / "_bourse_agent_packages.pth").write_text(line)
+
+
+def _index_args(index: str | None) -> list[str]:
+    # the PyTorch index only adds torch's builds; everything else still comes from PyPI
+    return ["--extra-index-url", index, "--index-strategy", "unsafe-best-match"] if index else []
