@@ -1,0 +1,189 @@
+"""What the pages show, computed from the API's views: pure functions of their inputs (and now).
+
+The templates only lay these out, so every decision a page makes (how a timeline groups its
+events, which jobs form a run, what an age reads) is tested here as a table of cases.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from bourse.protocol.api import AttemptView, EventView, JobView
+from bourse.protocol.common import Capabilities
+
+ACTIVE = frozenset({"SCHEDULED", "STARTING", "RUNNING"})
+TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+JOB_STATES = ("PENDING", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
+RUN_NAME = re.compile(r"^(?P<run>[^/\s]+)/(?P<stage>.+)$")  # how the app API names its jobs
+
+
+def ago(seconds: float) -> str:
+    """A short age: ``12s``, ``5m``, ``3h``, ``2d``."""
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def span(seconds: float) -> str:
+    """A duration between two events: ``0.25 s``, ``12 s``, ``4 min 3 s``, ``2 h 5 min``."""
+    seconds = max(0.0, seconds)
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min {int(seconds % 60)} s"
+    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60)} min"
+
+
+@dataclass(frozen=True)
+class JobRow:
+    id: str
+    name: str
+    state: str
+    compute: str
+    node: str
+    age: str
+    cost: float | None
+    note: str  # why it waits, or how it ended
+
+
+def job_row(job: JobView, node_names: Mapping[str, str], now: float) -> JobRow:
+    node = node_names.get(job.node_id, job.node_id) if job.node_id else ""
+    note = (job.pending_reason if job.state == "PENDING" else job.reason) or ""
+    cost = getattr(job, "cost", None)  # shown once the exchange prices jobs
+    return JobRow(id=job.id, name=job.name or "", state=job.state,
+                  compute=job.spec.compute.describe(), node=node,
+                  age=ago(now - job.created_at), cost=cost if isinstance(cost, float) else None,
+                  note=note.splitlines()[0] if note else "")
+
+
+@dataclass(frozen=True)
+class Step:
+    label: str  # a state (PENDING, RUNNING...) or an event kind (cancel, node_lost...)
+    is_state: bool
+    time: float
+    after: str  # time since the step before it
+    message: str
+
+
+@dataclass
+class Phase:
+    """The events of one attempt (attempt 0: before the first placement)."""
+
+    attempt: int
+    node: str = ""
+    outcome: str = ""  # the attempt's state
+    reason: str = ""
+    placement: str = ""
+    exit_code: int | None = None
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        return "Submitted" if self.attempt == 0 else f"Attempt {self.attempt}"
+
+
+def timeline(events: Iterable[EventView], attempts: Sequence[AttemptView]) -> list[Phase]:
+    """The job's events grouped by attempt, in order, each step with the time since the last."""
+    by_number = {a.number: a for a in attempts}
+    phases: dict[int, Phase] = {}
+    previous: float | None = None
+    for event in sorted(events, key=lambda e: e.id):
+        phase = phases.get(event.attempt)
+        if phase is None:
+            phase = phases[event.attempt] = _phase(event.attempt, by_number.get(event.attempt))
+        after = "" if previous is None else f"+{span(event.time - previous)}"
+        phase.steps.append(Step(label=event.state or event.kind, is_state=event.kind == "state",
+                                time=event.time, after=after, message=event.message))
+        previous = event.time
+    return [phases[n] for n in sorted(phases)]
+
+
+def _phase(number: int, attempt: AttemptView | None) -> Phase:
+    if attempt is None:
+        return Phase(number)
+    return Phase(number, node=attempt.node_name or attempt.node_id, outcome=attempt.state,
+                 reason=attempt.reason or "", placement=attempt.placement or "",
+                 exit_code=attempt.exit_code)
+
+
+@dataclass(frozen=True)
+class DataItem:
+    role: str  # input, output, checkpoint
+    name: str
+    uri: str
+    stored: bool | None = None  # outputs: uploaded yet (None: not an output)
+
+
+def data_items(job: JobView) -> list[DataItem]:
+    spec, uploaded = job.spec, job.outputs or {}
+    items = [DataItem("input", name, uri) for name, uri in sorted(spec.inputs.items())]
+    items += [DataItem("output", name, uploaded.get(name, uri), name in uploaded)
+              for name, uri in sorted(spec.outputs.items())]
+    if spec.checkpoint:
+        items.append(DataItem("checkpoint", "checkpoint", spec.checkpoint))
+    return items
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    job_id: str
+    state: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class Run:
+    id: str
+    stages: tuple[Stage, ...]
+
+    @property
+    def state(self) -> str:
+        return run_state([s.state for s in self.stages])
+
+    @property
+    def started_at(self) -> float:
+        return self.stages[0].created_at
+
+
+def run_state(states: Sequence[str]) -> str:
+    """A run's state from its stages': failed or cancelled if any is, running while any runs."""
+    for worst in ("FAILED", "CANCELLED"):
+        if worst in states:
+            return worst
+    if any(s in ACTIVE for s in states):
+        return "RUNNING"
+    if states and all(s == "SUCCEEDED" for s in states):
+        return "SUCCEEDED"
+    return "PENDING"
+
+
+def group_runs(jobs: Iterable[JobView]) -> list[Run]:
+    """Jobs named ``<run_id>/<stage>`` grouped by run, stages in submission order; the newest
+    run first. A stage retried under the same name keeps only its latest job."""
+    stages: dict[str, dict[str, Stage]] = {}
+    for job in sorted(jobs, key=lambda j: (j.created_at, j.id)):
+        found = RUN_NAME.match(job.name or "")
+        if found is not None:
+            stage = Stage(found["stage"], job.id, job.state, job.created_at)
+            stages.setdefault(found["run"], {})[stage.name] = stage
+    runs = [Run(run_id, tuple(sorted(named.values(), key=lambda s: (s.created_at, s.job_id))))
+            for run_id, named in stages.items()]
+    return sorted(runs, key=lambda r: (r.started_at, r.id), reverse=True)
+
+
+def gpu_summary(caps: Capabilities | None) -> str:
+    """``2 x NVIDIA A100-SXM4-80GB (80 GiB)``, several lines for mixed nodes, or ``none``."""
+    if caps is None or not caps.gpus:
+        return "none"
+    counts: dict[str, int] = {}
+    for gpu in caps.gpus:
+        memory = f" ({gpu.memory_mib / 1024:.0f} GiB)" if gpu.memory_mib else ""
+        counts[gpu.name + memory] = counts.get(gpu.name + memory, 0) + 1
+    return ", ".join(f"{n} x {name}" for name, n in counts.items())

@@ -1,0 +1,298 @@
+"""The UI in a real browser (Debian's chromium, headless, driven by Playwright) against a real
+coordinator and agent. Each page leaves a screenshot in ``artifacts/ui/``, and the log viewer's
+timings go to ``artifacts/ui/timings.json``."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from ui_exchange import HUNDRED_K, TICKER, UiExchange
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path("/usr/bin/chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "ui"
+TIMEOUT_MS = 20_000
+TIMINGS: dict[str, float] = {}
+
+try:
+    from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+
+    expect.set_options(timeout=TIMEOUT_MS)  # a busy 2-core CI machine runs other suites too
+except ImportError:  # reported by the browser fixture, with the reason
+    sync_playwright = None  # type: ignore[assignment]
+
+
+def _unavailable() -> str | None:
+    if sync_playwright is None:
+        return "the playwright package is not installed (pip install -e '.[dev]')"
+    if not CHROMIUM.exists():
+        return f"{CHROMIUM} is missing (apt-get install chromium)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    missing = _unavailable()
+    if missing is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"the browser tests must run in CI (CI is set): {missing}",
+                        pytrace=False)
+        pytest.skip(missing)
+    with sync_playwright() as playwright:
+        # every launch gets a new, empty user-data dir from Playwright
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                              args=FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def exchange(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiExchange]:
+    started = UiExchange(tmp_path_factory.mktemp("ui-exchange"))
+    try:
+        yield started.start()
+    finally:
+        started.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def timings() -> Iterator[dict[str, float]]:
+    yield TIMINGS
+    if TIMINGS:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / "timings.json"
+        found = json.loads(path.read_text()) if path.exists() else {}
+        path.write_text(json.dumps({**found, **TIMINGS}, indent=2))
+
+
+def _guarded(page: Page) -> list[str]:
+    """Console errors and failed requests (a CSP violation is one) seen by the page."""
+    problems: list[str] = []
+
+    def console(message: ConsoleMessage) -> None:
+        if message.type == "error":
+            problems.append(message.text)
+
+    page.on("console", console)
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    return problems
+
+
+@pytest.fixture
+def page(browser: Browser, exchange: UiExchange) -> Iterator[Page]:
+    """A page signed in through the login form, in a context of its own (its own cookies)."""
+    context = browser.new_context(base_url=exchange.url, viewport={"width": 1360, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    opened = context.new_page()
+    problems = _guarded(opened)
+    opened.goto("/ui/login")
+    opened.fill("input[name=token]", exchange.token)
+    opened.click("button[type=submit]")
+    opened.wait_for_url("**/ui/jobs")
+    yield opened
+    context.close()
+    assert problems == []
+
+
+def shot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_sign_in_with_the_token(browser: Browser, exchange: UiExchange) -> None:
+    context = browser.new_context(base_url=exchange.url)
+    page = context.new_page()
+    problems = _guarded(page)
+    page.goto("/ui/nodes")
+    page.wait_for_url("**/ui/login?next=%2Fui%2Fnodes")
+    page.fill("input[name=token]", "bse_u_not-a-token")
+    page.click("button[type=submit]")
+    expect(page.locator(".error")).to_contain_text("not a valid user token")
+    shot(page, "login")
+    page.fill("input[name=token]", exchange.token)
+    page.click("button[type=submit]")
+    page.wait_for_url("**/ui/nodes")
+    cookie = next(c for c in context.cookies() if c["name"] == "bourse_session")
+    assert (cookie["httpOnly"], cookie["sameSite"], cookie["path"]) == (True, "Strict", "/ui")
+    assert exchange.token not in page.content()
+    assert page.evaluate("document.cookie") == ""  # HttpOnly: scripts cannot read it
+    context.close()
+    assert [p for p in problems if "401" not in p] == []  # the refused sign-in's status
+
+
+def test_a_sign_in_link_from_the_cli_drops_the_token_from_the_address(
+        browser: Browser, exchange: UiExchange) -> None:
+    context = browser.new_context(base_url=exchange.url)
+    page = context.new_page()
+    page.goto(f"/ui/login#token={exchange.token}")
+    page.wait_for_url("**/ui/jobs")
+    assert exchange.token not in page.url
+    page.goto(f"/ui/login?token={exchange.token}&next=%2Fui%2Fruns")
+    page.wait_for_url("**/ui/runs")
+    assert exchange.token not in page.url
+    context.close()
+
+
+def test_without_the_cookie_pages_redirect_to_sign_in_and_the_api_refuses(
+        browser: Browser, exchange: UiExchange) -> None:
+    context = browser.new_context(base_url=exchange.url)
+    page = context.new_page()
+    page.goto("/ui/jobs?state=RUNNING")
+    page.wait_for_url("**/ui/login?next=%2Fui%2Fjobs%3Fstate%3DRUNNING")
+    expect(page.locator("h1")).to_have_text("Sign in")
+    page.goto("/")
+    page.wait_for_url("**/ui/login**")
+    context.close()
+    assert httpx.get(f"{exchange.url}/api/v1/jobs").status_code == 401
+    assert httpx.get(f"{exchange.url}/api/v1/jobs", cookies={
+        "bourse_session": exchange.token}).status_code == 401
+
+
+def test_the_jobs_list_shows_a_running_job_and_refreshes(page: Page,
+                                                         exchange: UiExchange) -> None:
+    job = exchange.submit(TICKER, "ui-ticker-list")
+    exchange.wait_state(job.id, "RUNNING")
+    page.goto("/ui/jobs")
+    row = page.locator(f"tr[data-job-id='{job.id}']")
+    expect(row.locator(".state")).to_have_text("RUNNING")
+    expect(row).to_contain_text("ui-node")
+    expect(row).to_contain_text("cpus 0.5")
+    later = exchange.submit("print('late')", "ui-late-arrival")  # shown without a reload
+    expect(page.locator(f"tr[data-job-id='{later.id}']")).to_be_visible()
+    page.fill("input[name=q]", "ticker-list")
+    expect(page.locator("tr.job-row")).to_have_count(1)
+    page.fill("input[name=q]", "")
+    expect(page.locator(f"tr[data-job-id='{later.id}']")).to_be_visible()
+    shot(page, "jobs")
+    exchange.client.cancel(job.id)
+
+
+def test_the_job_page_streams_new_log_lines(page: Page, exchange: UiExchange) -> None:
+    job = exchange.submit(TICKER, "ui-ticker-stream")
+    exchange.wait_state(job.id, "RUNNING")
+    page.goto(f"/ui/jobs/{job.id}")
+    expect(page.locator("#job-state")).to_have_text("RUNNING")
+    expect(page.locator(".log-rows")).to_contain_text("tick 1")
+    seen = int(page.locator("#logview").get_attribute("data-lines") or 0)
+    # lines printed after the page loaded arrive without a reload, and follow keeps them in view
+    target = seen + 15
+    expect(page.locator(".log-rows")).to_contain_text(f"tick {target}")
+    assert page.locator(".log-follow").is_checked()
+    expect(page.locator("#job-timeline")).to_contain_text("RUNNING")
+    expect(page.locator("#job-timeline")).to_contain_text("Attempt 1")
+    expect(page.locator(".job-header")).to_contain_text("Placed:")
+    shot(page, "job")
+    exchange.client.cancel(job.id)
+
+
+def test_cancel_works(page: Page, exchange: UiExchange) -> None:
+    job = exchange.submit(TICKER, "ui-ticker-cancel")
+    exchange.wait_state(job.id, "RUNNING")
+    page.goto(f"/ui/jobs/{job.id}")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#cancel-job")
+    expect(page.locator("#job-state")).to_have_text("CANCELLED")
+    expect(page.locator("#logview")).to_have_attribute("data-state", "ended")
+    assert exchange.client.job(job.id).state == "CANCELLED"
+    expect(page.locator("#job-timeline")).to_contain_text("cancel requested")
+    shot(page, "job-cancelled")
+
+
+def _search(page: Page, text: str) -> float:
+    """Type a search and wait for its first match to be highlighted; seconds it took."""
+    started = time.perf_counter()
+    page.fill(".log-search", text)
+    page.press(".log-search", "Enter")  # at once, not after the typing pause
+    expect(page.locator(".log-rows .current mark").first).to_have_text(text)
+    return time.perf_counter() - started
+
+
+def _current(page: Page) -> str:
+    return page.locator(".log-rows .current").inner_text()
+
+
+def test_search_finds_a_line_among_100k(page: Page, exchange: UiExchange) -> None:
+    job = exchange.submit(HUNDRED_K, "ui-hundred-k")
+    exchange.wait_state(job.id, "SUCCEEDED", "FAILED", timeout=60)
+    started = time.perf_counter()
+    page.goto(f"/ui/jobs/{job.id}")
+    expect(page.locator("#logview")).to_have_attribute("data-state", "ended", timeout=30_000)
+    TIMINGS["load_100k_lines_s"] = time.perf_counter() - started
+    assert page.locator("#logview").get_attribute("data-lines") == "100000"
+    TIMINGS["search_one_line_s"] = _search(page, "line 054321")
+    expect(page.locator(".log-count")).to_have_text("1 / 1")
+    assert _current(page).startswith("54322line 054321 value")  # the line number, then the text
+    TIMINGS["search_one_line_in_page_ms"] = page.evaluate("window.bourseLogs.stats.searchMs")
+
+    TIMINGS["search_four_lines_s"] = _search(page, "needle")
+    expect(page.locator(".log-count")).to_have_text("1 / 4")
+    assert "line 012345" in _current(page)
+    page.click(".log-next")
+    expect(page.locator(".log-count")).to_have_text("2 / 4")
+    assert "line 037345" in _current(page)
+    page.press(".log-search", "Enter")
+    expect(page.locator(".log-count")).to_have_text("3 / 4")
+    assert "line 062345" in _current(page)
+    page.click(".log-prev")
+    page.click(".log-prev")
+    page.click(".log-prev")
+    expect(page.locator(".log-count")).to_have_text("4 / 4")  # wrapped around
+    assert "line 087345" in _current(page)
+    marks = page.locator(".log-rows mark").count()
+    assert marks >= 1
+    assert page.locator(".log-rows > div").count() < 200  # only the rows in view exist
+    TIMINGS["draw_ms"] = page.evaluate("window.bourseLogs.stats.drawMs")
+    shot(page, "job-search")
+    assert TIMINGS["search_one_line_in_page_ms"] < 500
+    assert TIMINGS["search_one_line_s"] < 5
+
+
+def test_the_nodes_page_shows_the_verified_node(page: Page, exchange: UiExchange) -> None:
+    page.goto("/ui/nodes")
+    row = page.locator("tr.node-row", has_text="ui-node")
+    expect(row).to_contain_text("connected")
+    verdict = row.locator(".verdict").inner_text()
+    assert verdict in ("pass", "warn")
+    shot(page, "nodes")
+    row.locator("a").first.click()
+    expect(page.locator("#node-verdict")).to_have_text(verdict)
+    expect(page.locator("table.checks")).to_contain_text("storage")
+    shot(page, "node")
+
+
+def test_the_offers_page_explains_a_no_match(page: Page, exchange: UiExchange) -> None:
+    page.goto("/ui/offers")
+    page.fill("input[name=cpus]", "1")
+    page.click("button:has-text('Match')")
+    expect(page.locator("table.offers")).to_contain_text("ui-node")
+    page.fill("input[name=gpu]", "h100")
+    page.click("button:has-text('Match')")
+    explanation = page.locator("#explanation")
+    expect(explanation).to_be_visible()
+    expect(explanation).to_contain_text("offers considered for h100")
+    expect(explanation).to_contain_text("removed")
+    expect(page.locator("main")).to_contain_text("0 offers")
+    shot(page, "offers")
+
+
+def test_the_runs_page_shows_stages_in_order(page: Page, exchange: UiExchange) -> None:
+    jobs: list[Any] = []
+    for stage in ("prepare", "train", "evaluate"):
+        jobs.append(exchange.submit("print('stage')", f"r-uitest/{stage}"))
+    for job in jobs:
+        exchange.wait_state(job.id, "SUCCEEDED", "FAILED")
+    page.goto("/ui/runs")
+    run = page.locator("section.run[data-run-id='r-uitest']")
+    expect(run.locator(".stage-name")).to_have_text(["prepare", "train", "evaluate"])
+    expect(run.locator("h2 .state")).to_have_text("SUCCEEDED")
+    shot(page, "runs")

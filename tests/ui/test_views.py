@@ -1,0 +1,141 @@
+"""What the pages compute from the API's views: tables of cases, no server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bourse.protocol.api import AttemptView, EventView, JobView
+from bourse.protocol.common import Capabilities, GpuInfo, JobSpec
+from bourse.server.ui import views
+
+T0 = 1_700_000_000.0
+
+
+def job(job_id: str = "j-1", name: str | None = None, state: str = "PENDING",
+        created_at: float = T0, **extra: Any) -> JobView:
+    spec = JobSpec(command=["true"], name=name, **extra.pop("spec", {}))
+    return JobView(id=job_id, name=name, state=state, spec=spec, created_at=created_at,
+                   updated_at=created_at, attempt=extra.pop("attempt", 0), **extra)
+
+
+def event(event_id: int, attempt: int, kind: str, time: float, state: str | None = None, *,
+          message: str = "") -> EventView:
+    return EventView(id=event_id, job_id="j-1", attempt=attempt, time=T0 + time, kind=kind,
+                     state=state, message=message)
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (-3, "0s"), (0, "0s"), (59.9, "59s"), (60, "1m"), (3599, "59m"), (3600, "1h"),
+    (86399, "23h"), (86400, "1d"), (10 * 86400, "10d"),
+])
+def test_ago(seconds: float, text: str) -> None:
+    assert views.ago(seconds) == text
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (0, "0.00 s"), (0.254, "0.25 s"), (9.99, "9.99 s"), (12.4, "12 s"), (61, "1 min 1 s"),
+    (3725, "1 h 2 min"),
+])
+def test_span(seconds: float, text: str) -> None:
+    assert views.span(seconds) == text
+
+
+@pytest.mark.parametrize(("view", "note"), [
+    (job(state="PENDING", pending_reason="no node is connected\nmore"), "no node is connected"),
+    (job(state="PENDING", reason="old"), ""),
+    (job(state="FAILED", reason="exited with code 3", pending_reason="stale"),
+     "exited with code 3"),
+    (job(state="RUNNING"), ""),
+])
+def test_a_job_row_notes_why_it_waits_or_how_it_ended(view: JobView, note: str) -> None:
+    assert views.job_row(view, {}, T0).note == note
+
+
+def test_a_job_row_names_its_node_and_summarises_its_compute() -> None:
+    view = job(state="RUNNING", node_id="n-1", spec={"compute": {"cpus": "2+"}})
+    row = views.job_row(view, {"n-1": "gpu-box"}, T0 + 125)
+    assert (row.node, row.age, row.compute, row.cost) == ("gpu-box", "2m", "no GPU, cpus 2+",
+                                                          None)
+    assert views.job_row(view, {}, T0).node == "n-1"  # a node since removed: its id
+
+
+def test_the_timeline_groups_events_by_attempt_with_the_time_between_them() -> None:
+    events = [
+        event(1, 0, "state", 0, "PENDING", message="submitted"),
+        event(2, 1, "state", 1, "SCHEDULED", message="placed on a"),
+        event(3, 1, "state", 1.5, "RUNNING"),
+        event(4, 1, "node_lost", 30, message="silent for 3 s"),
+        event(5, 1, "state", 30, "PENDING", message="attempt 1 lost; retrying (1/3)"),
+        event(7, 2, "state", 95, "SUCCEEDED"),
+        event(6, 2, "state", 31, "SCHEDULED", message="placed on b"),  # out of order: sorted by id
+    ]
+    attempts = [
+        AttemptView(number=1, node_id="n-a", node_name="a", state="LOST", placed_at=T0 + 1,
+                    reason="node lost", placement="a: cheapest"),
+        AttemptView(number=2, node_id="n-b", state="SUCCEEDED", placed_at=T0 + 31,
+                    exit_code=0),
+    ]
+    phases = views.timeline(events, attempts)
+    assert [(p.title, p.node, p.outcome) for p in phases] == [
+        ("Submitted", "", ""), ("Attempt 1", "a", "LOST"), ("Attempt 2", "n-b", "SUCCEEDED")]
+    assert [(s.label, s.is_state, s.after) for s in phases[1].steps] == [
+        ("SCHEDULED", True, "+1.00 s"), ("RUNNING", True, "+0.50 s"),
+        ("node_lost", False, "+28 s"), ("PENDING", True, "+0.00 s")]
+    assert phases[0].steps[0].after == ""
+    assert [s.label for s in phases[2].steps] == ["SCHEDULED", "SUCCEEDED"]
+    assert (phases[1].placement, phases[1].reason, phases[2].exit_code) == (
+        "a: cheapest", "node lost", 0)
+
+
+def test_an_empty_timeline() -> None:
+    assert views.timeline([], []) == []
+
+
+def test_data_items_list_inputs_outputs_and_the_checkpoint() -> None:
+    view = job(spec={"inputs": {"mnist": "s3://bkt/mnist/"},
+                     "outputs": {"model": "s3://bkt/out/model/", "report": "s3://bkt/out/r/"},
+                     "checkpoint": "s3://bkt/ckpt/"},
+               outputs={"model": "s3://bkt/out/model/"})
+    assert [(i.role, i.name, i.stored) for i in views.data_items(view)] == [
+        ("input", "mnist", None), ("output", "model", True), ("output", "report", False),
+        ("checkpoint", "checkpoint", None)]
+    assert views.data_items(job()) == []
+
+
+@pytest.mark.parametrize(("states", "expected"), [
+    ([], "PENDING"), (["SUCCEEDED", "SUCCEEDED"], "SUCCEEDED"),
+    (["SUCCEEDED", "RUNNING"], "RUNNING"), (["SUCCEEDED", "PENDING"], "PENDING"),
+    (["SUCCEEDED", "FAILED", "RUNNING"], "FAILED"), (["CANCELLED", "SUCCEEDED"], "CANCELLED"),
+    (["STARTING"], "RUNNING"),
+])
+def test_run_state(states: list[str], expected: str) -> None:
+    assert views.run_state(states) == expected
+
+
+def test_runs_group_stages_in_submission_order_newest_run_first() -> None:
+    jobs = [
+        job("j-3", "r-a/evaluate", "PENDING", T0 + 3),
+        job("j-1", "r-a/prepare", "SUCCEEDED", T0 + 1),
+        job("j-2", "r-a/train", "FAILED", T0 + 2),
+        job("j-5", "r-a/train", "RUNNING", T0 + 5),  # the retry replaces the failed stage
+        job("j-4", "r-b/prepare", "RUNNING", T0 + 4),
+        job("j-6", "plain", "RUNNING", T0 + 6),
+        job("j-7", "/no-run", "RUNNING", T0 + 7),
+        job("j-8", None, "RUNNING", T0 + 8),
+    ]
+    runs = views.group_runs(jobs)
+    assert [r.id for r in runs] == ["r-b", "r-a"]
+    assert [(s.name, s.job_id) for s in runs[1].stages] == [
+        ("prepare", "j-1"), ("evaluate", "j-3"), ("train", "j-5")]
+    assert runs[1].state == "RUNNING"
+
+
+def test_gpu_summary() -> None:
+    a100 = GpuInfo(name="NVIDIA A100-SXM4-80GB", memory_mib=81920)
+    t4 = GpuInfo(name="Tesla T4")
+    caps = Capabilities(cpus=8, memory_gib=64, disk_free_gib=100, gpus=[a100, a100, t4])
+    assert views.gpu_summary(caps) == "2 x NVIDIA A100-SXM4-80GB (80 GiB), 1 x Tesla T4"
+    assert views.gpu_summary(None) == "none"
+    assert views.gpu_summary(caps.model_copy(update={"gpus": []})) == "none"
