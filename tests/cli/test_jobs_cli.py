@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from cli_exchange import NOW, FakeExchange, job_view
@@ -25,7 +26,11 @@ def seed(exchange: FakeExchange) -> None:
     exchange.add_job(job_view("j3", "PENDING", pending_reason="no node has an h100"))
 
 
-def test_list_table_newest_first(exchange: FakeExchange) -> None:
+def test_list_table_newest_first(exchange: FakeExchange,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # the ages are counted from the fake's NOW (set at import), not from a clock that moved
+    # on while a long test session ran
+    monkeypatch.setattr("bourse.cli.jobs.time", SimpleNamespace(time=lambda: NOW))
     seed(exchange)
     result = run("jobs")
     assert result.exit_code == 0, result.output
@@ -142,3 +147,20 @@ def test_not_configured(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
 
 def test_age() -> None:
     assert [age(s) for s in (-1, 5, 61, 7200, 3 * 86400)] == ["0s", "5s", "1m", "2h", "3d"]
+
+
+def test_show_data(exchange: FakeExchange) -> None:
+    seed(exchange)
+    exchange.jobs["j1"]["spec"] = {
+        "command": ["python", "t.py"], "inputs": {"data": "s3://datasets/digits/"},
+        "outputs": {"model": "s3://res/m/", "logs": "s3://res/l/"},
+        "checkpoint": "s3://bourse/jobs/j1/checkpoints/"}
+    exchange.jobs["j1"]["outputs"] = {"model": "s3://res/m/"}
+    exchange.events["j1"] = [
+        {"id": 1, "job_id": "j1", "attempt": 1, "time": NOW - 100, "kind": "preparing",
+         "message": "inputs: 1.2 GB / 2.0 GB, 310 MB/s", "data": {"step": "inputs"}}]
+    out = run("jobs", "show", "j1").stdout
+    assert "inputs     data=s3://datasets/digits/" in out
+    assert "outputs    model=s3://res/m/ (uploaded), logs=s3://res/l/" in out
+    assert "checkpoint s3://bourse/jobs/j1/checkpoints/" in out
+    assert "#1  preparing  inputs: 1.2 GB / 2.0 GB, 310 MB/s" in out

@@ -14,6 +14,8 @@ from click.testing import CliRunner, Result
 
 from bourse.cli import jobs
 from bourse.cli.main import cli
+from bourse.cli.run import StatusLine
+from bourse.protocol.api import JobView
 from bourse.sdk.client import Client
 
 
@@ -174,3 +176,40 @@ def test_unreachable_exchange(monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.exit_code == 1
     assert "cannot reach the exchange at http://127.0.0.1:9" in result.stderr
     assert "bourse up" in result.stderr
+
+
+def test_data_flags_become_the_spec(exchange: FakeExchange) -> None:
+    result = run("--no-code", "-d", "--input", "data=s3://datasets/digits/",
+                 "--input", "labels=s3://datasets/labels.csv", "--output", "model=s3://res/m/",
+                 "--checkpoint", "s3://res/ckpt/", "python", "train.py")
+    assert result.exit_code == 0, result.output
+    [spec] = exchange.submitted()
+    assert spec["inputs"] == {"data": "s3://datasets/digits/",
+                              "labels": "s3://datasets/labels.csv"}
+    assert (spec["outputs"], spec["checkpoint"]) == ({"model": "s3://res/m/"}, "s3://res/ckpt/")
+
+
+@pytest.mark.parametrize(("flags", "words"), [
+    (("--input", "s3://datasets/digits/"), "is not NAME=URI"),
+    (("--output", "m=s3://a/", "--output", "m=s3://b/"), "--output m is given twice"),
+    (("--input", "data=ftp://x/"), "unsupported scheme"),
+])
+def test_bad_data_flags(exchange: FakeExchange, flags: tuple[str, ...], words: str) -> None:
+    result = run("--no-code", "-d", *flags, "python", "train.py")
+    assert result.exit_code == 2, result.output
+    assert words in result.stderr
+    assert exchange.submitted() == []
+
+
+def test_the_prefetch_progress_shows_while_starting(exchange: FakeExchange) -> None:
+    job = job_view("j1", "STARTING", attempt=1, progress="inputs: 1.2 GB / 2.0 GB, 310 MB/s")
+    exchange.jobs["j1"] = job
+    exchange.attempts["j1"] = [{"number": 1, "node_id": "n1", "node_name": "box",
+                                "state": "STARTING", "placed_at": NOW}]
+    status = run_status(exchange)
+    assert status.describe(JobView.model_validate(job)) == (
+        "STARTING on box (attempt 1) - inputs: 1.2 GB / 2.0 GB, 310 MB/s")
+
+
+def run_status(exchange: FakeExchange) -> StatusLine:
+    return StatusLine(Client(transport=httpx.MockTransport(exchange)))

@@ -165,14 +165,17 @@ class Coordinator:
     """`bourse server` on a fixed port, so that a restart on the same data dir is the same
     exchange to agents and clients."""
 
-    def __init__(self, cluster: Cluster, keep_alive: float, host: str = "127.0.0.1") -> None:
+    def __init__(self, cluster: Cluster, keep_alive: float, host: str = "127.0.0.1",
+                 store: Sequence[str] = ("--no-store",)) -> None:
+        """``store``: the store options; by default none (the data plane has tests of its own,
+        in tests/dataplane), ``()`` for the embedded SeaweedFS."""
         self.cluster, self.keep_alive, self.host = cluster, keep_alive, host
         self.port = free_port(host)
         self.data_dir = cluster.root / "server"
         self.credentials = cluster.root / "admin.json"
         self.proc = cluster.spawn("coordinator", [
             "server", "--data-dir", str(self.data_dir), "--host", host, "--port", str(self.port),
-            "--keep-alive", str(keep_alive), "--credentials", str(self.credentials)])
+            "--keep-alive", str(keep_alive), "--credentials", str(self.credentials), *store])
         self._client: Client | None = None
 
     @property
@@ -250,9 +253,10 @@ class Agent:
 class Exchange:
     """A coordinator and its agents, with the waits the tests share."""
 
-    def __init__(self, cluster: Cluster, keep_alive: float, host: str = "127.0.0.1") -> None:
+    def __init__(self, cluster: Cluster, keep_alive: float, host: str = "127.0.0.1",
+                 store: Sequence[str] = ("--no-store",)) -> None:
         self.cluster, self.keep_alive = cluster, keep_alive
-        self.coordinator = Coordinator(cluster, keep_alive, host)
+        self.coordinator = Coordinator(cluster, keep_alive, host, store)
 
     @property
     def client(self) -> Client:

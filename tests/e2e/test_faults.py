@@ -29,7 +29,7 @@ from tcp_proxy import TcpProxy
 from bourse.protocol.api import JobDetail
 from bourse.sdk.client import Client
 from bourse.server.app import create_app
-from bourse.server.config import ServerConfig
+from bourse.server.config import ServerConfig, StoreConfig
 
 pytestmark = pytest.mark.slow
 
@@ -367,7 +367,7 @@ async def test_oversize_bundle_is_refused(tmp_path: Path) -> None:
     """In process: the CLI has no flag for the limit, and 512 MiB is too much to send here."""
     limit = 1 << 20
     config = ServerConfig(data_dir=tmp_path, bundle_max_bytes=limit,
-                          credentials_path=tmp_path / "admin.json")
+                          credentials_path=tmp_path / "admin.json", store=StoreConfig.none())
     app = create_app(config, run_scheduler=False)
     big, small = b"b" * (limit + 1), b"s" * limit
     big_path, small_path = (f"/api/v1/bundles/{hashlib.sha256(b).hexdigest()}"

@@ -22,7 +22,8 @@ from starlette.routing import BaseRoute
 
 from bourse.protocol.common import Capabilities, GpuInfo
 from bourse.server.app import create_app
-from bourse.server.config import ServerConfig
+from bourse.server.config import ServerConfig, StoreConfig
+from bourse.server.dataplane import DataPlane
 from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.scheduler import PlacementReport
 from bourse.server.services import tokens
@@ -149,19 +150,19 @@ def server_config(data_dir: Path, database_url: str, **overrides: Any) -> Server
     config = ServerConfig(data_dir=data_dir / "data", database_url=database_url,
                           credentials_path=data_dir / "cred.json", keep_alive_s=20.0,
                           start_lease_s=30.0, bundle_max_bytes=64 * 1024,
-                          allow_unverified=True)
+                          allow_unverified=True, store=StoreConfig.none())
     return replace(config, **overrides)
 
 
 
 @contextlib.asynccontextmanager
 async def open_exchange(tmp_path: Path, database_url: str, *, run_scheduler: bool = False,
-                        clock: Clock | None = None,
+                        clock: Clock | None = None, dataplane: DataPlane | None = None,
                         **overrides: Any) -> AsyncIterator[Exchange]:
     """The app with its lifespan run and a client; without the scheduler loop (tests tick it)
-    unless asked."""
+    unless asked; without a data plane unless one is given."""
     config, clock = server_config(tmp_path, database_url, **overrides), clock or Clock()
-    app = create_app(config, clock=clock, run_scheduler=run_scheduler)
+    app = create_app(config, clock=clock, run_scheduler=run_scheduler, dataplane=dataplane)
     async with app.router.lifespan_context(app):
         assert config.credentials_path is not None
         token = json.loads(config.credentials_path.read_text())["token"]

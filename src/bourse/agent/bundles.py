@@ -1,14 +1,25 @@
-"""Code bundles on the node: fetched once from the coordinator, cached by SHA-256."""
+"""Code bundles on the node: fetched once, cached by SHA-256.
+
+With a data plan a bundle is read from the exchange's store with the attempt's scoped key
+(which may read it); otherwise — or when the store does not have it (a bundle uploaded
+before the exchange had a store) — from the coordinator's REST API with the node credential.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from pathlib import Path
 
 import httpx
 
 from bourse.core.errors import BourseError
+from bourse.storage.errors import StorageError
+from bourse.storage.store import ObjectStore
+
+log = logging.getLogger(__name__)
+PART = 8 << 20
 
 
 class BundleError(BourseError):
@@ -22,13 +33,37 @@ class BundleCache:
     def path(self, sha256: str) -> Path:
         return self.root / f"{sha256}.tar.gz"
 
-    async def fetch(self, sha256: str) -> Path:
-        """The bundle's local path, downloading and verifying it when not cached."""
+    async def fetch(self, sha256: str, store: ObjectStore | None = None,
+                    key: str | None = None) -> Path:
+        """The bundle's local path, downloading and verifying it when not cached: from
+        ``store`` at ``key`` when given, else (or when that fails) from the coordinator."""
         target = self.path(sha256)
         if target.exists():
             return target
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{sha256}.{os.getpid()}.part")
+        try:
+            digest = await self._download(sha256, tmp, store, key)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        if digest != sha256:
+            tmp.unlink(missing_ok=True)
+            raise BundleError(f"bundle {sha256[:12]}… arrived corrupted (hash mismatch)")
+        os.replace(tmp, target)
+        return target
+
+    async def _download(self, sha256: str, tmp: Path, store: ObjectStore | None,
+                        key: str | None) -> str:
+        if store is not None and key is not None:
+            try:
+                return await _from_store(store, key, tmp)
+            except StorageError as exc:
+                log.warning("bundle %s… not read from the store (%s); asking the coordinator",
+                            sha256[:12], exc.message)
+        return await self._from_coordinator(sha256, tmp)
+
+    async def _from_coordinator(self, sha256: str, tmp: Path) -> str:
         digest = hashlib.sha256()
         headers = {"Authorization": f"Bearer {self.credential}"}
         url = f"{self.server}/api/v1/bundles/{sha256}"
@@ -43,10 +78,17 @@ class BundleCache:
                         digest.update(chunk)
                         out.write(chunk)
         except httpx.HTTPError as exc:
-            tmp.unlink(missing_ok=True)
             raise BundleError(f"could not download bundle {sha256[:12]}…: {exc}") from exc
-        if digest.hexdigest() != sha256:
-            tmp.unlink(missing_ok=True)
-            raise BundleError(f"bundle {sha256[:12]}… arrived corrupted (hash mismatch)")
-        os.replace(tmp, target)
-        return target
+        return digest.hexdigest()
+
+
+async def _from_store(store: ObjectStore, key: str, tmp: Path) -> str:
+    """Range by range into ``tmp``; the SHA-256 of what arrived."""
+    digest = hashlib.sha256()
+    size = (await store.head(key)).size
+    with tmp.open("wb") as out:
+        for offset in range(0, size, PART):
+            part = bytes(await store.get_range(key, offset, min(PART, size - offset)))
+            digest.update(part)
+            out.write(part)
+    return digest.hexdigest()

@@ -15,7 +15,9 @@ import contextlib
 import itertools
 import json
 import logging
+import os
 import random
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ from websockets.exceptions import InvalidStatus
 
 from bourse.agent import credentials
 from bourse.agent.bundles import BundleCache, BundleError
+from bourse.agent.data import NodeData, default_cache_limit, settings_of
 from bourse.agent.probe import probe
 from bourse.agent.probe.report import ProbeOptions, run_probe
 from bourse.agent.runtime import Runtime
@@ -49,6 +52,9 @@ from bourse.protocol.agent import (
     envelope,
 )
 from bourse.protocol.common import Declared, ProbeReport, Wire
+from bourse.storage.remote import Stores
+from bourse.storage.store import ObjectStore
+from bourse.storage.uri import parse_uri
 
 log = logging.getLogger("bourse.agent")
 SEND_WINDOW = 1000  # outbox rows in flight before waiting for acks
@@ -67,6 +73,7 @@ class AgentConfig:
     declared: Declared | None = None
     verify_every_s: float = 24 * 3600.0
     storage_mb: int = 100
+    cache_bytes: int | None = None  # the input cache's limit; default: see data.py
 
 
 class Session:
@@ -129,8 +136,9 @@ class Session:
                 continue
             try:
                 body = model.model_validate(frame.body)
-            except ValidationError as exc:
-                log.error("invalid %s from the coordinator: %s", frame.type, exc)
+            except ValidationError as exc:  # without the input: a start carries a secret
+                log.error("invalid %s from the coordinator: %s", frame.type,
+                          exc.errors(include_input=False, include_url=False))
                 continue
             await self._handle(frame, body)
 
@@ -167,9 +175,11 @@ class Session:
 class Agent:
     def __init__(self, config: AgentConfig, rng: Callable[[], float] = random.random) -> None:
         self.config, self.rng = config, rng
-        self.work_dir = config.work_dir
+        self.work_dir = private_dir(config.work_dir)  # the spool holds attempts' store keys
         self.spool = Spool(self.work_dir / "spool.db")
-        self.runtime = Runtime(self.work_dir, self.spool)
+        self.data = NodeData(self.work_dir / "cache", config.cache_bytes or default_cache_limit(
+            shutil.disk_usage(self.work_dir).free))
+        self.runtime = Runtime(self.work_dir, self.spool, hooks=self.data)
         self.cred: credentials.NodeCredential | None = None
         self.bundles: BundleCache | None = None
         self._starting: dict[tuple[str, int], asyncio.Task[None]] = {}
@@ -266,7 +276,7 @@ class Agent:
         if message.spec.bundle:
             assert self.bundles is not None
             try:
-                bundle = await self.bundles.fetch(message.spec.bundle)
+                bundle = await self.bundles.fetch(message.spec.bundle, *bundle_source(message))
             except BundleError as exc:
                 self.runtime.reject(message, exc.message)
                 return
@@ -277,6 +287,22 @@ class Agent:
             message.job_id, message.attempt, message.grace_s, message.reason, message.stale))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+
+def private_dir(path: Path) -> Path:
+    """``path``, created if needed and readable by this user only."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def bundle_source(message: StartJob) -> tuple[ObjectStore | None, str | None]:
+    """Where the attempt's key can read its code bundle: (store, key), or nothing."""
+    plan = message.data
+    if plan is None or plan.store is None or plan.bundle is None:
+        return None, None
+    uri = parse_uri(plan.bundle)
+    return Stores(settings_of(plan.store))(uri), uri.key
 
 
 async def run_agent(config: AgentConfig) -> None:

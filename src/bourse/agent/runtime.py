@@ -1,13 +1,16 @@
 """The agent's process runtime: runs attempts as local processes and reports them via the spool.
 
 ``start`` records the attempt and spools ``accepted``, prepares its directory (extracts the code
-bundle, finds the workdir), spawns the command under the shim (:mod:`bourse.agent.shim`) with a
-minimal environment — never the agent's own, which holds credentials — and spools ``started``.
-A failure before the process runs spools ``start_failed``. Then one asyncio task per attempt
-polls every ``poll_interval``: it tails the logs into the spool (:mod:`bourse.agent.tailer`),
-SIGKILLs a cancelled job whose grace has run out, and notices the exit; it then drains the logs
-to their end and spools ``exited``. Every decision is recorded in the spool first, so a new
-Runtime over the same spool and work dir can ``adopt`` the jobs of one that was killed.
+bundle, finds the workdir), runs the ``prepare`` hook (:mod:`bourse.agent.hooks`; the data
+plane prefetches inputs there), spawns the command under the shim (:mod:`bourse.agent.shim`)
+with a minimal environment — never the agent's own, which holds credentials — plus what the
+hook returned, and spools ``started``. A failure before the process runs spools
+``start_failed``. Then one asyncio task per attempt polls every ``poll_interval``: it tails the
+logs into the spool (:mod:`bourse.agent.tailer`), SIGKILLs a cancelled job whose grace has run
+out, and notices the exit; it then drains the logs to their end, runs the ``finish`` hook (the
+data plane uploads outputs there) and spools ``exited`` with what it returned. Every decision
+is recorded in the spool first, so a new Runtime over the same spool and work dir can
+``adopt`` the jobs of one that was killed (and finish them).
 
 How the daemon drives it (all on its event loop thread; the spool is single-threaded):
 
@@ -39,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from bourse.agent import shim
+from bourse.agent.hooks import AttemptHooks, Emit
 from bourse.agent.shim import AttemptDir
 from bourse.agent.spool import AttemptRecord, AttemptStatus, Spool
 from bourse.agent.tailer import LogTailer
@@ -64,9 +68,11 @@ def base_env(environ: Mapping[str, str]) -> dict[str, str]:
             "LANG": environ.get("LANG", "C.UTF-8")}
 
 
-def job_env(base: Mapping[str, str], tmpdir: Path, msg: StartJob) -> dict[str, str]:
-    """The job's environment: the base, its TMPDIR, the spec's variables, then the exchange's."""
-    return {**base, "TMPDIR": str(tmpdir), **msg.spec.env, **msg.env}
+def job_env(base: Mapping[str, str], tmpdir: Path, msg: StartJob,
+            data: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The job's environment: the base, its TMPDIR, the spec's variables, the data plane's
+    (``BOURSE_INPUT_<NAME>``..., the attempt's scoped store key), then the exchange's."""
+    return {**base, "TMPDIR": str(tmpdir), **msg.spec.env, **(data or {}), **msg.env}
 
 
 def exit_info(file_status: int | None, wait_status: int | None,
@@ -168,8 +174,12 @@ class Runtime:
     def __init__(self, work_dir: Path, spool: Spool, *, poll_interval: float = 0.05,
                  chunk_bytes: int = LOG_CHUNK_BYTES,
                  max_pending_log_bytes: int = 16 * 1024 * 1024,
-                 environ: Mapping[str, str] | None = None) -> None:
-        """``environ``: where PATH, HOME and LANG for jobs come from (default: the agent's)."""
+                 environ: Mapping[str, str] | None = None,
+                 hooks: AttemptHooks | None = None) -> None:
+        """``environ``: where PATH, HOME and LANG for jobs come from (default: the agent's).
+        ``hooks``: work before the process starts and after it ended (`bourse.agent.hooks`)."""
+        self._hooks = hooks or AttemptHooks()
+        self._preparing: dict[Key, asyncio.Future[dict[str, str]]] = {}
         self._work_dir = work_dir
         self._spool = spool
         self._poll = poll_interval
@@ -224,6 +234,9 @@ class Runtime:
             else:
                 self._spool.update_attempt(job_id, attempt, cancel_reason=reason,
                                            kill_at=kill_at)
+        preparing = self._preparing.get((job_id, attempt))
+        if preparing is not None:
+            preparing.cancel()
         watch = self._watches.get((job_id, attempt))
         if watch is not None:
             watch.stale = watch.stale or stale
@@ -273,23 +286,64 @@ class Runtime:
     async def _launch(self, key: Key, adir: AttemptDir, msg: StartJob,
                       bundle: Path | None) -> None:
         cwd = await self._prepare(adir, msg, bundle)
-        record = self._spool.get_attempt(*key)
-        assert record is not None
-        if record.state is not AttemptStatus.STARTING:  # given up (stale) meanwhile
-            return
-        if record.cancel_reason is not None:
-            self._report_exit(key, exit_info(None, None, record.cancel_reason))
+        if not self._goes_on(key):
             return
         if isinstance(cwd, str):
             self._fail_start(key, cwd)
             return
-        env = job_env(self._base_env, adir.tmp, msg)
+        data = await self._prepare_data(key, adir, msg)
+        if not self._goes_on(key):
+            return
+        if isinstance(data, str):
+            self._fail_start(key, data)
+            return
+        env = job_env(self._base_env, adir.tmp, msg, data)
         try:
             pid = shim.spawn(adir, cwd, list(msg.spec.command), env)
         except (OSError, ValueError) as e:
             self._fail_start(key, f"cannot start the job's process: {e}")
             return
         self._watch(self._record_started(key, pid, shim.start_time(pid)))
+
+    def _goes_on(self, key: Key) -> bool:
+        """Whether a start goes on: not given up (stale) meanwhile — its leftovers are
+        released —, nor cancelled — its exit is reported."""
+        record = self._spool.get_attempt(*key)
+        assert record is not None
+        if record.state is not AttemptStatus.STARTING:
+            self._hooks.release(*key, Path(record.dir))
+            return False
+        if record.cancel_reason is not None:
+            self._report_exit(key, exit_info(None, None, record.cancel_reason))
+            return False
+        return True
+
+    async def _prepare_data(self, key: Key, adir: AttemptDir,
+                            msg: StartJob) -> dict[str, str] | str:
+        """The hook's environment for the job, or why it could not be prepared. A task, so
+        that cancelling the attempt stops it (a prefetch can take minutes)."""
+        task = asyncio.ensure_future(self._hooks.prepare(msg, adir, self._emitter(key)))
+        self._preparing[key] = task
+        try:
+            await asyncio.wait([task])
+        finally:
+            self._preparing.pop(key, None)
+        if task.cancelled():
+            return "preparation was interrupted"
+        error = task.exception()
+        if isinstance(error, BourseError):
+            return error.message + (f" ({error.hint})" if error.hint else "")
+        if error is not None:
+            log.error("preparing attempt %s failed", key, exc_info=error)
+            return f"preparing the job failed: {error}"
+        return task.result()
+
+    def _emitter(self, key: Key) -> Emit:
+        def emit(kind: str, data: dict[str, Any]) -> None:
+            record = self._spool.get_attempt(*key)
+            if record is not None and record.state is not AttemptStatus.STALE:
+                self._spool.append_event(*key, kind, data, time.time())
+        return emit
 
     @staticmethod
     async def _prepare(adir: AttemptDir, msg: StartJob, bundle: Path | None) -> Path | str:
@@ -321,15 +375,18 @@ class Runtime:
         with self._spool.atomic():
             row = self._spool.append_event(*key, "start_failed", {"reason": reason},
                                            time.time())
-            self._spool.update_attempt(*key, state=AttemptStatus.START_FAILED, reason=reason,
-                                       final_row=row)
+            record = self._spool.update_attempt(*key, state=AttemptStatus.START_FAILED,
+                                                reason=reason, final_row=row)
+        self._hooks.release(*key, Path(record.dir))
 
     def _report_exit(self, key: Key, info: dict[str, Any]) -> None:
         with self._spool.atomic():
             row = self._spool.append_event(*key, "exited", info, time.time())
-            self._spool.update_attempt(*key, state=AttemptStatus.EXITED, final_row=row,
-                                       exit_code=info["exit_code"],
-                                       exit_signal=info["signal"], reason=info["reason"])
+            record = self._spool.update_attempt(*key, state=AttemptStatus.EXITED, final_row=row,
+                                                exit_code=info["exit_code"],
+                                                exit_signal=info["signal"],
+                                                reason=info["reason"])
+        self._hooks.release(*key, Path(record.dir))
 
     # --- watching ----------------------------------------------------------------------------
 
@@ -352,8 +409,10 @@ class Runtime:
                 shim.signal_group(watch.pid, signal.SIGKILL)
             while not (watch.stale or watch.tailer.step(time.time(), final=True)):
                 await asyncio.sleep(self._poll)
-            if not watch.stale:
-                self._report_end(watch, ended)
+            if watch.stale:
+                self._hooks.release(*watch.key, watch.adir.root)
+            else:
+                await self._report_end(watch, ended)
         except Exception:
             log.exception("watching attempt %s failed", watch.key)
             raise
@@ -361,11 +420,31 @@ class Runtime:
             if self._watches.get(watch.key) is watch:
                 del self._watches[watch.key]
 
-    def _report_end(self, watch: _Watch, ended: _Ended) -> None:
+    async def _report_end(self, watch: _Watch, ended: _Ended) -> None:
         record = self._spool.get_attempt(*watch.key)
         assert record is not None
         status = shim.read_int(watch.adir.exit_file)
-        self._report_exit(watch.key, exit_info(status, ended.wait_status, record.cancel_reason))
+        info = exit_info(status, ended.wait_status, record.cancel_reason)
+        info |= await self._finish(watch, record, info)
+        record = self._spool.get_attempt(*watch.key)
+        assert record is not None
+        if record.state is AttemptStatus.STALE:  # given up while finishing
+            self._hooks.release(*watch.key, watch.adir.root)
+            return
+        self._report_exit(watch.key, info)
+
+    async def _finish(self, watch: _Watch, record: AttemptRecord,
+                      info: dict[str, Any]) -> dict[str, Any]:
+        try:
+            msg = StartJob.model_validate_json(record.spec)
+        except ValueError:
+            log.error("attempt %s: its recorded start message is unreadable", watch.key)
+            return {}
+        try:
+            return await self._hooks.finish(msg, watch.adir, info, self._emitter(watch.key))
+        except Exception as exc:
+            log.exception("finishing attempt %s failed", watch.key)
+            return {"outputs_error": f"the agent failed after the job ended: {exc}"}
 
     async def _wait_exit(self, watch: _Watch) -> _Ended:
         with exit_signal(watch.pid) as exited:

@@ -43,6 +43,9 @@ from bourse.protocol.common import Declared
               "hardware changes).")
 @click.option("--storage-mb", type=click.IntRange(1, 100_000), default=100, show_default=True,
               help="Size of the storage check (write, fsync, read back).")
+@click.option("--cache-gb", type=click.FloatRange(min=0.001), help="Size limit of the "
+              "node's input cache (<work dir>/cache), GB; default: 20 % of the free disk, at "
+              "most 100 GB.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 @click.pass_context
@@ -50,7 +53,7 @@ from bourse.protocol.common import Declared
 def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
           keep_alive: float, work_dir: Path, cpus: int | None, declare_gpus: str | None,
           declare_cpus: int | None, declare_memory: float | None, verify_every: float,
-          storage_mb: int, log_level: str) -> None:
+          storage_mb: int, cache_gb: float | None, log_level: str) -> None:
     """Run a node agent: it dials out to the coordinator and runs the jobs placed here."""
     if ctx.invoked_subcommand is not None:
         return
@@ -67,7 +70,8 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
         declared = Declared(gpus=declare_gpus, cpus=declare_cpus, memory_gib=declare_memory)
     config = AgentConfig(server=server.rstrip("/"), work_dir=work_dir.expanduser(), name=name,
                          token=token, keep_alive_s=keep_alive, cpus=cpus, declared=declared,
-                         verify_every_s=verify_every * 3600, storage_mb=storage_mb)
+                         verify_every_s=verify_every * 3600, storage_mb=storage_mb,
+                         cache_bytes=int(cache_gb * (1 << 30)) if cache_gb else None)
     asyncio.run(run_agent(config))
 
 

@@ -8,6 +8,7 @@ from datetime import datetime
 
 import click
 
+from bourse.cli.data import data_facts
 from bourse.cli.errors import handles_errors
 from bourse.cli.render import echo_json, table
 from bourse.protocol.api import AttemptView, EventView, JobDetail, JobView
@@ -110,6 +111,7 @@ def _facts(job: JobDetail) -> dict[str, str | None]:
         "code": spec.bundle[:12] if spec.bundle else "none",
         "workdir": spec.workdir or None,
         "env": ", ".join(sorted(spec.env)) or None,  # names only: values may be secrets
+        **data_facts(job),
         "retries": f"up to {spec.max_retries}",
         "attempt": str(job.attempt) if job.attempt else None,
         "node": job.node_id, "created": clock(job.created_at), "updated": clock(job.updated_at),

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from bourse.cli import jobs as seam
+from bourse.cli.data import data_fields, data_options
 from bourse.cli.errors import handles_errors
 from bourse.cli.logs import LogPrinter, finish, follow_job
 from bourse.cli.offers import compute_from_flags, compute_options
@@ -80,11 +81,14 @@ class StatusLine:
         if current.placement and current.number not in self._explained:
             self._explained.add(current.number)
             text += f": {current.placement}"
+        if job.progress:  # the node preparing it: "inputs: 1.2 GB / 2.0 GB, 310 MB/s"
+            text += f" - {job.progress}"
         return text
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
 @compute_options
+@data_options
 @click.option("--name", help="A name to recognise the job by.")
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V",
               help="Environment variable for the job (repeatable); a bare K copies it from here.")
@@ -115,6 +119,7 @@ def run(command: tuple[str, ...], *, name: str | None, env_pairs: tuple[str, ...
                                "directly")
     spec_fields = {"name": name, "env": parse_env(env_pairs),
                    "compute": compute_from_flags(flags), "max_retries": max_retries}
+    spec_fields |= data_fields(flags)  # --input, --output, --checkpoint
     with seam.open_client() as client:
         bundle = None if no_code else upload_code(client, Path.cwd())
         job = client.submit(job_spec(list(command), bundle=bundle, **spec_fields))

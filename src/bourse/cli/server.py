@@ -8,13 +8,14 @@ import logging
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 import click
 import uvicorn
 
 from bourse.cli.errors import handles_errors
 from bourse.server.app import create_app
-from bourse.server.config import ServerConfig
+from bourse.server.config import ServerConfig, StoreConfig
 from bourse.server.db.database import sqlite_url
 
 
@@ -37,6 +38,16 @@ def write_state(data_dir: Path, url: str) -> None:
     os.replace(tmp, path)
 
 
+def store_config(*, store_endpoint: str | None, store_region: str | None, store_bucket: str,
+                 store_role_arn: str | None, store_host: str, no_store: bool) -> StoreConfig:
+    if no_store:
+        return StoreConfig.none()
+    external = bool(store_endpoint or store_region or store_role_arn)
+    return StoreConfig(kind="external" if external else "embedded", bucket=store_bucket,
+                       endpoint=store_endpoint, region=store_region, role_arn=store_role_arn,
+                       host=store_host)
+
+
 @click.command()
 @click.option("--data-dir", type=click.Path(path_type=Path), default=Path("~/.bourse/server"),
               show_default=True, help="Database (SQLite), bundles and logs live here.")
@@ -53,11 +64,26 @@ def write_state(data_dir: Path, url: str) -> None:
                    "<data dir>/admin-token).")
 @click.option("--allow-unverified", is_flag=True,
               help="Development only: place work on nodes that have not passed verification.")
+@click.option("--store-endpoint", metavar="URL", help="An external S3 endpoint for job data "
+              "and code (SeaweedFS, MinIO, R2; with --store-region and no endpoint: AWS). "
+              "Root credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY. Default: "
+              "an embedded SeaweedFS under <data dir>/seaweed.")
+@click.option("--store-region", metavar="REGION", help="The external store's region.")
+@click.option("--store-bucket", default="bourse", show_default=True,
+              help="The exchange's bucket (code bundles, default checkpoints).")
+@click.option("--store-role-arn", metavar="ARN", help="AWS: the role job credentials are "
+              "assumed from (STS, with a session policy per attempt).")
+@click.option("--store-host", default="127.0.0.1", show_default=True,
+              help="Where the embedded store listens; agents on other machines need to reach "
+              "it.")
+@click.option("--no-store", is_flag=True, help="Run without an object store: jobs that name "
+              "inputs, outputs or a checkpoint are refused.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 @handles_errors
 def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_alive: float,
-           credentials: Path | None, allow_unverified: bool, log_level: str) -> None:
+           credentials: Path | None, allow_unverified: bool, log_level: str,
+           **store: Any) -> None:
     """Run a coordinator (the exchange's API, agent hub and scheduler)."""
     data_dir = data_dir.expanduser()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -69,7 +95,7 @@ def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_
     config = ServerConfig(data_dir=data_dir, database_url=database_url or sqlite_url(
         data_dir / "bourse.db"), host=host, port=bound, keep_alive_s=keep_alive,
         credentials_path=credentials.expanduser() if credentials else None, public_url=url,
-        allow_unverified=allow_unverified)
+        allow_unverified=allow_unverified, store=store_config(**store))
     app = create_app(config)
     uv = uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False,
                                        ws_max_size=16 * 1024 * 1024, lifespan="on"))

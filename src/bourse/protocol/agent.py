@@ -123,6 +123,7 @@ class DataPlan(Wire):
     outputs: dict[str, str] = Field(default_factory=dict)
     checkpoint: str | None = None
     store: StoreAccess | None = None
+    bundle: str | None = None  # the code bundle's URI in the store (readable with ``store``)
 
 
 class StartJob(Wire):

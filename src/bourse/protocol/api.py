@@ -49,6 +49,8 @@ class JobView(Wire):
     reason: str | None = None
     pending_reason: str | None = None  # why it is not placed yet (the matcher's explanation)
     cancel_requested: bool = False
+    outputs: dict[str, str] | None = None  # output name -> URI, once uploaded (durable)
+    progress: str | None = None  # what the node is doing: "inputs: 1.2 GB / 2.0 GB, 310 MB/s"
 
 
 class JobBatch(Wire):

@@ -12,10 +12,12 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from bourse import __version__
-from bourse.server import errors
-from bourse.server.config import ServerConfig
+from bourse.server import errors, ui
+from bourse.server.config import ServerConfig, StoreConfig
+from bourse.server.dataplane import DataPlane, open_dataplane
 from bourse.server.routes import agent, bundles, jobs, nodes, offers
 from bourse.server.services import tokens
+from bourse.server.services.jobs import active_attempts
 from bourse.server.services.placement import grace_after_start
 from bourse.server.state import ServerState
 
@@ -37,8 +39,31 @@ async def bootstrap(state: ServerState) -> str | None:
     return secret
 
 
+async def start_dataplane(state: ServerState, dataplane: DataPlane | None) -> None:
+    """Wire the data plane in and take over the credentials of attempts that were active when
+    the coordinator stopped (read first; the store is asked after the read has ended)."""
+    state.use_dataplane(dataplane)
+    if dataplane is None:
+        return
+    async with state.db.read() as session:
+        active = await active_attempts(session)
+    adopted = await dataplane.recover(active)
+    if adopted:
+        log.info("took over the store credentials of %d active attempt(s)", adopted)
+    await dataplane.renew_due()
+
+
+async def _stop(task: asyncio.Task[None] | None) -> None:
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 def create_app(config: ServerConfig, clock: Callable[[], float] = time.time,
-               run_scheduler: bool = True) -> FastAPI:
+               run_scheduler: bool = True, dataplane: DataPlane | None = None) -> FastAPI:
+    """The coordinator. ``dataplane`` replaces the one ``config.store`` describes (tests give
+    one over in-memory parts)."""
     state = ServerState.build(config, clock)
 
     @asynccontextmanager
@@ -51,18 +76,11 @@ def create_app(config: ServerConfig, clock: Callable[[], float] = time.time,
         if config.allow_unverified:
             log.warning("ALLOW-UNVERIFIED: work will be placed on nodes that have not passed "
                         "verification. Use this for development only.")
-        task = asyncio.create_task(state.scheduler.run()) if run_scheduler else None
-        try:
-            yield
-        finally:
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            for node_id in list(state.hub.connections):
-                await state.hub.close_node(node_id, "coordinator shutting down")
-            await state.hub.close()
-            await state.db.close()
+        store = config.store if dataplane is None else StoreConfig.none()
+        async with open_dataplane(store, config.store_dir) as opened:
+            await start_dataplane(state, dataplane or opened)
+            async with _running(state, run_scheduler):
+                yield
 
     app = FastAPI(title="bourse", version=__version__, lifespan=lifespan,
                   description="An open, self-hostable exchange for GPU compute.")
@@ -70,6 +88,7 @@ def create_app(config: ServerConfig, clock: Callable[[], float] = time.time,
     errors.install(app)
     for module in (jobs, nodes, agent, bundles, offers):
         app.include_router(module.router)
+    app.include_router(ui.router)
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, bool]:
@@ -77,3 +96,24 @@ def create_app(config: ServerConfig, clock: Callable[[], float] = time.time,
         return {"ok": True}
 
     return app
+
+
+@asynccontextmanager
+async def _running(state: ServerState, run_scheduler: bool) -> AsyncIterator[None]:
+    """The scheduler and the data plane's loop while the app serves. On the way out: agents
+    are disconnected first, pending revocations get a few seconds, the database closes; the
+    embedded store stops after this (it takes seconds)."""
+    scheduler = asyncio.create_task(state.scheduler.run()) if run_scheduler else None
+    plane = state.dataplane
+    renewer = asyncio.create_task(plane.run()) if plane is not None and run_scheduler else None
+    try:
+        yield
+    finally:
+        await _stop(scheduler)
+        await _stop(renewer)
+        for node_id in list(state.hub.connections):
+            await state.hub.close_node(node_id, "coordinator shutting down")
+        await state.hub.close()
+        if plane is not None:
+            await plane.drain()
+        await state.db.close()

@@ -2,10 +2,38 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from bourse.server.db.database import sqlite_url
+
+StoreKind = Literal["embedded", "external", "none"]
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """The exchange's object store (see docs/storage.md).
+
+    ``embedded``: a supervised SeaweedFS under ``<data dir>/seaweed``, bound to ``host``.
+    ``external``: any S3 endpoint (``endpoint`` None means AWS); the root credentials come from
+    the coordinator's environment; job credentials from STS when ``role_arn`` is set, else from
+    the endpoint's IAM API (SeaweedFS). ``none``: no data plane; jobs that name data are
+    refused at submit.
+    """
+
+    kind: StoreKind = "embedded"
+    bucket: str = "bourse"
+    endpoint: str | None = None
+    region: str | None = None
+    path_style: bool | None = None
+    role_arn: str | None = None
+    host: str = "127.0.0.1"  # where the embedded store listens: loopback unless told
+    credential_ttl_s: float = 2 * 3600.0  # job credentials live this long, renewed at half
+
+    @classmethod
+    def none(cls) -> StoreConfig:
+        return cls(kind="none")
 
 
 @dataclass(frozen=True)
@@ -21,6 +49,7 @@ class ServerConfig:
     credentials_path: Path | None = None  # where the first start writes the admin token
     public_url: str | None = None  # how clients reach this coordinator (written with the token)
     allow_unverified: bool = False  # development only: place work on nodes not yet verified
+    store: StoreConfig = field(default_factory=StoreConfig)
 
     @property
     def db_url(self) -> str:
@@ -29,6 +58,10 @@ class ServerConfig:
     @property
     def bundles_dir(self) -> Path:
         return self.data_dir / "bundles"
+
+    @property
+    def store_dir(self) -> Path:
+        return self.data_dir / "seaweed"
 
     @property
     def url(self) -> str:

@@ -38,6 +38,7 @@ from bourse.protocol.agent import (
 from bourse.protocol.common import ProbeReport, Wire
 from bourse.protocol.version import PROTOCOL_VERSION
 from bourse.server.commands import Command
+from bourse.server.dataplane import DataPlane, Failure
 from bourse.server.db.database import Database
 from bourse.server.ids import new_id
 from bourse.server.notifier import Notifier
@@ -48,6 +49,7 @@ from bourse.server.services.agents import (
     record_job_events,
     record_log_chunks,
 )
+from bourse.server.services.lifecycle import add_event
 from bourse.server.services.verification import record_report
 
 log = logging.getLogger(__name__)
@@ -129,16 +131,64 @@ class Hub:
         self._processor: asyncio.Task[None] | None = None
         self.keep_alive_s, self.clock = keep_alive_s, clock
         self.connections: dict[str, Connection] = {}
+        self.dataplane: DataPlane | None = None
+        self._dispatch: asyncio.Queue[list[Command]] = asyncio.Queue()
+        self._queued = 0  # batches in the dispatch queue or being dispatched
+        self._dispatcher: asyncio.Task[None] | None = None
 
     def connected(self, node_id: str) -> bool:
         return node_id in self.connections
 
     def send(self, commands: Sequence[Command]) -> None:
-        """Queue commands for their nodes; those of absent nodes are re-derived on hello."""
+        """Queue commands for their nodes; those of absent nodes are re-derived on hello.
+
+        With a data plane, starts first get their data plan, whose credentials are issued by
+        a network call — made here, after the commit that placed the attempt, by one
+        dispatcher task; whatever is sent while it works queues behind it, so commands reach
+        a node in the order they were made."""
+        if not commands:
+            return
+        if self.dataplane is None or (self._queued == 0 and not any(
+                self.dataplane.needs_plan(c) for c in commands)):
+            self._deliver(commands)
+            return
+        self._queued += 1
+        self._dispatch.put_nowait(list(commands))
+        if self._dispatcher is None or self._dispatcher.done():
+            self._dispatcher = asyncio.create_task(self._dispatch_all())
+
+    def _deliver(self, commands: Sequence[Command]) -> None:
         for command in commands:
             connection = self.connections.get(command.node_id)
             if connection is not None:
                 connection.send(command.message)
+
+    async def _dispatch_all(self) -> None:
+        while True:
+            batch = await self._dispatch.get()
+            try:
+                await self._dispatch_one(batch)
+            except Exception:
+                log.exception("dispatching %d command(s) failed", len(batch))
+            finally:
+                self._queued -= 1
+
+    async def _dispatch_one(self, batch: list[Command]) -> None:
+        assert self.dataplane is not None
+        ready, failures = await self.dataplane.complete(batch)
+        self._deliver(ready)
+        if failures:
+            await self._record(failures)
+
+    async def _record(self, failures: list[Failure]) -> None:
+        """Say on the job's timeline why its node was not told to start it."""
+        now = self.clock()
+        async with self.db.write() as session:
+            for failure in failures:
+                add_event(session, failure.job_id, failure.attempt, "info", now, message=(
+                    f"store credentials could not be issued ({failure.reason}); the job is "
+                    "placed again when this placement's lease expires"))
+        self.notifier.notify()
 
     async def close_node(self, node_id: str, reason: str) -> None:
         connection = self.connections.pop(node_id, None)
@@ -229,10 +279,11 @@ class Hub:
             self._processor = asyncio.create_task(self._process_all())
 
     async def close(self) -> None:
-        if self._processor is not None:
-            self._processor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._processor
+        for task in (self._processor, self._dispatcher):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     async def _process_all(self) -> None:
         """Group commit: what every connection has queued is applied in one transaction, so a

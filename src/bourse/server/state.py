@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 
 from bourse.server.bundles import BundleStore
 from bourse.server.config import ServerConfig
+from bourse.server.dataplane import DataPlane
 from bourse.server.db.database import Database
 from bourse.server.hub import Hub
 from bourse.server.notifier import Notifier
 from bourse.server.scheduler import Scheduler
 from bourse.server.services.tokens import PrincipalCache
+from bourse.storage.uri import StoreURI
 
 
 @dataclass
@@ -25,6 +27,7 @@ class ServerState:
     bundles: BundleStore
     clock: Callable[[], float] = time.time
     principals: PrincipalCache = field(default_factory=PrincipalCache)
+    dataplane: DataPlane | None = None
 
     @classmethod
     def build(cls, config: ServerConfig, clock: Callable[[], float] = time.time) -> ServerState:
@@ -36,3 +39,17 @@ class ServerState:
         hub.place_in = scheduler.place_in
         bundles = BundleStore(config.bundles_dir, config.bundle_max_bytes)
         return cls(config, db, notifier, hub, scheduler, bundles, clock)
+
+    @property
+    def store_root(self) -> StoreURI | None:
+        """The exchange's bucket, None without a data plane."""
+        return self.dataplane.root if self.dataplane is not None else None
+
+    def use_dataplane(self, dataplane: DataPlane | None) -> None:
+        """Wire a data plane in (at start): starts get data plans, ended attempts lose their
+        credentials after each commit, and bundles go to the store."""
+        self.dataplane = dataplane
+        self.hub.dataplane = dataplane
+        self.bundles.remote = dataplane.store if dataplane is not None else None
+        if dataplane is not None:
+            self.db.after_commit.append(dataplane.on_commit)

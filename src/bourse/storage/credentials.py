@@ -82,6 +82,13 @@ class CredentialIssuer(ABC):
         """Delete credentials past their expiry; returns how many (one-shot step of the
         coordinator's sweeper loop)."""
 
+    async def adopt(self, job_id: str, attempt: int, scope: Scope) -> ScopedCredentials | None:
+        """The attempt's live credentials as issued before a coordinator restart, *without
+        their secret* (``secret_access_key`` empty): enough to renew and revoke them, not to
+        hand them out again. None when there are none, or when the issuer cannot renew in
+        place (STS: a renewal is a new key, which only the agent could pass on)."""
+        return None
+
 
 # -- naming: the expiry travels in the identity's name, so a sweeper needs no other state ------
 
@@ -203,6 +210,13 @@ class MemoryIssuer(CredentialIssuer):
         for key in doomed:
             del self.active[key]
         return len(doomed)
+
+    async def adopt(self, job_id: str, attempt: int, scope: Scope) -> ScopedCredentials | None:
+        found = [c for c in self.active.values() if (c.job_id, c.attempt) == (job_id, attempt)]
+        if not found:
+            return None
+        latest = max(found, key=lambda c: c.expires_at)
+        return replace(latest, access_key=AccessKey(latest.access_key.access_key_id, ""))
 
     def allows(self, access_key_id: str, action: str, uri: str | StoreURI, *,
                now: datetime | None = None) -> bool:

@@ -82,12 +82,17 @@ class Prefetcher:
         self._inflight: dict[str, asyncio.Future[None]] = {}
 
     async def prefetch(self, inputs: Mapping[str, str | StoreURI], dest: Path, *, holder: str,
-                       on_progress: ProgressCallback | None = None) -> PrefetchResult:
+                       on_progress: ProgressCallback | None = None,
+                       opener: Opener | None = None) -> PrefetchResult:
         """Make every input available under ``dest``; the cache entries stay pinned for
-        ``holder`` (e.g. ``"<job>.<attempt>"``) until `release`."""
+        ``holder`` (e.g. ``"<job>.<attempt>"``) until `release`. ``opener`` replaces the
+        prefetcher's own for this call: one node-wide prefetcher serves attempts that each
+        hold their own scoped credentials (cache keys do not depend on credentials, and every
+        attempt lists or heads its inputs with its own key before a cache hit counts)."""
         start = self.clock()
+        opener = opener or self.opener
         resolved = await asyncio.gather(*(
-            self._resolve(check_input_name(name), parse_uri(uri, field=f"inputs.{name}"))
+            self._resolve(check_input_name(name), parse_uri(uri, field=f"inputs.{name}"), opener)
             for name, uri in inputs.items()))
         wanted = {digest: (item.store, info) for item in resolved
                   for digest, info, _ in item.objects}
@@ -109,8 +114,8 @@ class Prefetcher:
         """The job attempt is over: its inputs may be evicted again."""
         self.cache.unpin(holder)
 
-    async def _resolve(self, name: str, uri: StoreURI) -> _Input:
-        store = self.opener(uri)
+    async def _resolve(self, name: str, uri: StoreURI, opener: Opener) -> _Input:
+        store = opener(uri)
         if not uri.is_prefix:
             with contextlib.suppress(ObjectNotFound):
                 info = await store.head(uri.key)

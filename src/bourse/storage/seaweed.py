@@ -146,6 +146,24 @@ def _write_private(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _cmdline(pid: int) -> list[str]:
+    """The command line of a live process (empty when gone or a zombie)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def _orphan_pid(pid_file: Path, weed_dir: Path) -> int | None:
+    """The pid in ``pid_file`` when it is still a ``weed`` serving ``weed_dir``."""
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if f"-dir={weed_dir}" in _cmdline(pid) else None
+
+
 def load_root_key(data_dir: Path) -> AccessKey:
     """The root identity of the server in ``data_dir``, generated on first use."""
     path = data_dir / "s3.json"
@@ -308,10 +326,15 @@ class SeaweedServer:
         saved.write_text(json.dumps(asdict(ports)))
         return ports
 
+    @property
+    def pid_path(self) -> Path:
+        return self.data_dir / "weed.pid"
+
     def _spawn(self) -> None:
         weed = self.weed or find_weed()
         if not (weed.is_file() and os.access(weed, os.X_OK)):
             raise SeaweedError(f"{weed} is not an executable SeaweedFS binary", hint=_INSTALL)
+        self._stop_orphan()
         _security_toml(self.data_dir)
         self.ports = self._choose_ports()
         self._remove_sockets()
@@ -325,6 +348,24 @@ class SeaweedServer:
         self._process = subprocess.Popen(command, cwd=self.data_dir, stdin=subprocess.DEVNULL,
                                          stdout=self._log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
+        self.pid_path.write_text(str(self._process.pid))
+
+    def _stop_orphan(self) -> None:
+        """A ``weed`` left running on this data directory by an owner that was killed (it runs
+        in a session of its own, so it outlives a SIGKILLed coordinator): stop it before
+        starting another on the same files."""
+        pid = _orphan_pid(self.pid_path, self.data_dir / "weed")
+        if pid is None:
+            return
+        log.warning("stopping SeaweedFS (pid %d) left running on %s", pid, self.data_dir)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + self.stop_timeout
+            while _cmdline(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if _cmdline(pid):
+                os.kill(pid, signal.SIGKILL)
+        self.pid_path.unlink(missing_ok=True)
 
     def _wait_ready(self) -> None:
         import boto3
@@ -370,6 +411,8 @@ class SeaweedServer:
         self._remove_sockets()
 
     def _close_process(self) -> None:
+        if self._process is not None:
+            self.pid_path.unlink(missing_ok=True)
         self._process = None
         if self._log:
             self._log.close()

@@ -104,6 +104,18 @@ class SeaweedIssuer(CredentialIssuer):
             log.info("swept %d expired credential(s)", len(expired))
         return len(expired)
 
+    async def adopt(self, job_id: str, attempt: int, scope: Scope) -> ScopedCredentials | None:
+        """The attempt's user (the latest, if a restart issued twice); its key id only."""
+        prefix = attempt_prefix(job_id, attempt)
+        async with self._lock:
+            names = [n for n in await asyncio.to_thread(self._users) if n.startswith(prefix)]
+        dated = [(e, n) for n in names if (e := identity_expiry(n)) is not None]
+        if not dated:
+            return None
+        expires, name = max(dated)
+        key_id = await asyncio.to_thread(self._key_id, name)
+        return ScopedCredentials(job_id, attempt, name, AccessKey(key_id, ""), expires, scope)
+
     # -- blocking IAM calls (run in a worker thread) ---------------------------------------
 
     def _create(self, name: str, policy: str) -> AccessKey:
@@ -118,6 +130,14 @@ class SeaweedIssuer(CredentialIssuer):
             raise CredentialError(f"SeaweedFS refused to create credentials {name}: "
                                   f"{aws_reason(exc)}") from None
         return AccessKey(created["AccessKeyId"], created["SecretAccessKey"])
+
+    def _key_id(self, name: str) -> str:
+        try:
+            keys = self._iam.list_access_keys(UserName=name)["AccessKeyMetadata"]
+        except Exception as exc:
+            log.warning("could not list the keys of %s: %s", name, aws_reason(exc))
+            return ""
+        return str(keys[0]["AccessKeyId"]) if keys else ""
 
     def _users(self) -> list[str]:
         names: list[str] = []

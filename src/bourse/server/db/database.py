@@ -9,7 +9,7 @@ writes take an in-process lock instead of failing with "database is locked"; rea
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
@@ -49,6 +49,9 @@ class Database:
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
         self.sessions = async_sessionmaker(self.engine, expire_on_commit=False)
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
+        # called with ``session.info`` after each write transaction commits: where work that
+        # must not run inside one (network calls) is started from
+        self.after_commit: list[Callable[[dict[str, Any]], None]] = []
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncSession]:
@@ -57,10 +60,12 @@ class Database:
             async with self.sessions() as session, session.begin():
                 yield session
                 await flush_deferred(session)
-            return
-        async with self._write_lock, self.sessions() as session, session.begin():
-            yield session
-            await flush_deferred(session)
+        else:
+            async with self._write_lock, self.sessions() as session, session.begin():
+                yield session
+                await flush_deferred(session)
+        for hook in self.after_commit:
+            hook(session.info)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncSession]:

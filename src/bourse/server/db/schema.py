@@ -87,6 +87,8 @@ class Job(Base):
     avoid_nodes: Mapped[list[str]] = mapped_column(JSON, default=list)
     lease_owner: Mapped[str | None] = mapped_column(String(64))
     lease_until: Mapped[float | None] = mapped_column(Float)
+    outputs: Mapped[dict[str, str] | None] = mapped_column(JSON)  # name -> URI, once durable
+    progress: Mapped[str | None] = mapped_column(Text)  # the node's last progress line
     __table_args__ = (Index("ix_jobs_state_created", "state", "created_at"),)
 
 
@@ -144,7 +146,8 @@ class LogChunk(Base):
 
 
 class Bundle(Base):
-    """Code bundles, content-addressed by SHA-256; the bytes live in the data dir."""
+    """Code bundles, content-addressed by SHA-256; the bytes live in the store
+    (``s3://<bucket>/bundles/<sha256>.tar.gz``) or, without one, in the data dir."""
 
     __tablename__ = "bundles"
     sha256: Mapped[str] = mapped_column(String(64), primary_key=True)

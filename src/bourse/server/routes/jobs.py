@@ -24,7 +24,7 @@ KEEP_ALIVE_S = 15.0
 @router.post("", status_code=201)
 async def submit(spec: JobSpec, state: State, _user: User) -> JobView:
     async with state.db.write() as session:
-        job = await jobs.submit_job(session, spec, state.clock())
+        job = await jobs.submit_job(session, spec, state.clock(), state.store_root)
     state.scheduler.kick()
     return jobs.job_view(job)
 
@@ -35,7 +35,7 @@ async def submit_batch(batch: JobBatch, state: State, _user: User) -> JobList:
     now = state.clock()
     async with state.db.write() as session:
         # a microsecond apart, so that placement (oldest first) keeps the batch's order
-        created = [await jobs.submit_job(session, spec, now + i * 1e-6)
+        created = [await jobs.submit_job(session, spec, now + i * 1e-6, state.store_root)
                    for i, spec in enumerate(batch.jobs)]
     state.scheduler.kick()
     return JobList(jobs=[jobs.job_view(j) for j in created])
@@ -94,8 +94,9 @@ def _sse(event: str, data: str) -> str:
 
 
 async def _follow(state: ServerState, job_id: str, cursor: int) -> AsyncIterator[str]:
-    """Chunks as they arrive, the job whenever its state changes, then ``end``."""
-    last_state = None
+    """Chunks as they arrive, the job whenever its state (or its progress line) changes,
+    then ``end``."""
+    last_state: tuple[str, str | None] | None = None
     while True:
         seen = state.notifier.version
         async with state.db.read() as session:
@@ -104,9 +105,9 @@ async def _follow(state: ServerState, job_id: str, cursor: int) -> AsyncIterator
         for chunk in page.chunks:
             yield _sse("chunk", chunk.model_dump_json())
         cursor = page.cursor
-        if job.state != last_state:
+        if (job.state, job.progress) != last_state:
             yield _sse("job", job.model_dump_json())
-            last_state = job.state
+            last_state = (job.state, job.progress)
         if page.done:
             yield _sse("end", job.model_dump_json())
             return

@@ -140,7 +140,8 @@ async def record_job_events(session: AsyncSession, node_id: str, events: Sequenc
         attempt, job = attempts[(event.job_id, event.attempt)], jobs[event.job_id]
         data = without_nul(event.data)
         add_event(session, event.job_id, event.attempt, event.kind, event.time,
-                  message=str(data.get("reason", "")), data=data, agent_seq=event.seq)
+                  message=str(data.get("reason") or data.get("text") or ""), data=data,
+                  agent_seq=event.seq)
         if job.attempt == event.attempt and AttemptState(attempt.state).active:
             _apply(session, job, attempt, event, now)
         elif event.kind in ("accepted", "started"):
@@ -201,17 +202,33 @@ def _apply(session: AsyncSession, job: Job, attempt: Attempt, event: JobEvent,
     elif event.kind == "started" and attempt.state in ("SCHEDULED", "STARTING"):
         attempt.started_at = event.time
         attempt.start_acked_at = attempt.start_acked_at or now
+        job.progress = None
         set_attempt_state(attempt, AttemptState.RUNNING, now)
         set_job_state(session, job, JobState.RUNNING, now, f"process {data.get('pid')} started")
     elif event.kind == "exited":
-        code = _exit_code(data.get("exit_code"))
-        outcome = exit_outcome(code, job.cancel_requested)
-        reason = str(data.get("reason") or _exit_reason(code, data.get("signal")))
-        end_attempt(session, job, attempt, outcome, now=now, reason=reason, exit_code=code)
+        _exited(session, job, attempt, data, now)
+    elif event.kind in ("preparing", "info") and isinstance(data.get("text"), str):
+        job.progress = data["text"][:500]  # inputs arriving, outputs leaving
     elif event.kind == "start_failed":
         reason = f"could not start: {data.get('reason', 'unknown error')}"
         outcome = AttemptState.CANCELLED if job.cancel_requested else AttemptState.FAILED
         end_attempt(session, job, attempt, outcome, now=now, reason=reason)
+
+
+def _exited(session: AsyncSession, job: Job, attempt: Attempt, data: dict[str, Any],
+            now: float) -> None:
+    """The process ended and the node uploaded its outputs, or says why it could not: a job
+    whose outputs are not durable has not succeeded, whatever its exit code."""
+    code = _exit_code(data.get("exit_code"))
+    outcome = exit_outcome(code, job.cancel_requested)
+    reason = str(data.get("reason") or _exit_reason(code, data.get("signal")))
+    error = data.get("outputs_error")
+    if error and outcome is AttemptState.SUCCEEDED:
+        outcome, reason = AttemptState.FAILED, f"outputs could not be uploaded: {error}"
+    outputs = data.get("outputs")
+    if outcome is AttemptState.SUCCEEDED and isinstance(outputs, dict) and outputs:
+        job.outputs = {str(k): str(v) for k, v in outputs.items()}
+    end_attempt(session, job, attempt, outcome, now=now, reason=reason, exit_code=code)
 
 
 def _exit_code(value: object) -> int | None:

@@ -14,14 +14,19 @@ from bourse.protocol.agent import CancelJob
 from bourse.protocol.api import AttemptView, EventView, JobDetail, JobView, LogChunkView, LogPage
 from bourse.protocol.common import JobSpec
 from bourse.server.commands import Command
+from bourse.server.dataplane.plan import resolve_spec
 from bourse.server.db.schema import Attempt, Bundle, Event, Job, LogChunk, Node
 from bourse.server.ids import new_id
 from bourse.server.services.lifecycle import add_event, set_job_state
+from bourse.storage.uri import StoreURI
 
 CANCEL_GRACE_S = 10.0
 
 
-async def submit_job(session: AsyncSession, spec: JobSpec, now: float) -> Job:
+async def submit_job(session: AsyncSession, spec: JobSpec, now: float,
+                     store: StoreURI | None = None) -> Job:
+    """Accept a job. ``store`` is the root of the exchange's bucket, None without a data
+    plane (then a job that names data is refused)."""
     if spec.compute.num_nodes > 1:
         raise InvalidInput(f"num_nodes={spec.compute.num_nodes}: jobs spanning several nodes "
                            "are not supported by the exchange yet", field="compute.num_nodes",
@@ -29,7 +34,9 @@ async def submit_job(session: AsyncSession, spec: JobSpec, now: float) -> Job:
     if spec.bundle and await session.get(Bundle, spec.bundle) is None:
         raise InvalidInput(f"code bundle {spec.bundle[:12]}… has not been uploaded",
                            field="bundle", hint="upload it first with PUT /api/v1/bundles/{sha}")
-    job = Job(id=new_id("j"), name=spec.name, state=JobState.PENDING.value,
+    job_id = new_id("j")
+    spec = resolve_spec(spec, job_id, store)
+    job = Job(id=job_id, name=spec.name, state=JobState.PENDING.value,
               spec=spec.model_dump(mode="json"), created_at=now, updated_at=now, attempt=0,
               cancel_requested=False, retries_used=0, max_retries=spec.max_retries,
               avoid_nodes=[])
@@ -76,7 +83,8 @@ def job_view(job: Job) -> JobView:
                    spec=JobSpec.model_validate(job.spec), created_at=job.created_at,
                    updated_at=job.updated_at, attempt=job.attempt, node_id=job.node_id,
                    exit_code=job.exit_code, reason=job.reason,
-                   pending_reason=job.pending_reason, cancel_requested=job.cancel_requested)
+                   pending_reason=job.pending_reason, cancel_requested=job.cancel_requested,
+                   outputs=job.outputs, progress=job.progress)
 
 
 async def job_detail(session: AsyncSession, job: Job) -> JobDetail:
@@ -123,3 +131,10 @@ async def read_logs(session: AsyncSession, job_id: str, after: int, limit: int) 
 
 def active_attempt_states() -> list[str]:
     return [s.value for s in AttemptState if s.active]
+
+
+async def active_attempts(session: AsyncSession) -> list[tuple[str, int, JobSpec]]:
+    """(job id, attempt, spec) of every attempt placed and not ended."""
+    rows = await session.execute(select(Attempt.job_id, Attempt.number, Job.spec).join(
+        Job, Job.id == Attempt.job_id).where(Attempt.state.in_(active_attempt_states())))
+    return [(job_id, number, JobSpec.model_validate(spec)) for job_id, number, spec in rows]

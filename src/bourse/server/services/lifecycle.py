@@ -22,6 +22,7 @@ from bourse.server.db.database import defer_insert
 from bourse.server.db.schema import Attempt, Event, Job
 
 EVENTS = cast(Table, Event.__table__)
+ENDED_INFO = "ended_attempts"  # session.info: (job, attempt) ended in this transaction
 
 
 def add_event(session: AsyncSession, job_id: str, attempt: int, kind: str, now: float, *,
@@ -52,11 +53,16 @@ def set_attempt_state(attempt: Attempt, target: AttemptState, now: float,
 
 def end_attempt(session: AsyncSession, job: Job, attempt: Attempt, outcome: AttemptState, *,
                 now: float, reason: str, exit_code: int | None = None) -> None:
-    """Close an attempt and move its job: to the outcome, or back to PENDING after a loss."""
+    """Close an attempt and move its job: to the outcome, or back to PENDING after a loss.
+
+    The attempt is noted in ``session.info[ENDED_INFO]``: once the transaction commits, the
+    data plane revokes its store credentials (a network call, so never inside it)."""
     set_attempt_state(attempt, outcome, now, reason)
     attempt.exit_code = exit_code
+    session.info.setdefault(ENDED_INFO, []).append((job.id, attempt.number))
     if job.attempt != attempt.number or JobState(job.state).terminal:
         return  # a stale attempt ended: the job has moved on
+    job.progress = None
     if outcome is AttemptState.LOST:
         _after_loss(session, job, attempt, now, reason)
         return

@@ -1,0 +1,117 @@
+"""What a job may touch in the exchange's store, worked out from its spec (pure).
+
+A job reads its inputs and its code bundle, and writes its outputs and its checkpoint prefix
+(default ``s3://<bucket>/jobs/<job id>/checkpoints/``, the same for every attempt). Writes may
+not reach the prefixes the exchange keeps for itself: ``bundles/`` (code, content-addressed)
+and ``jobs/`` (default checkpoints, which the exchange assigns).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+from bourse.core.errors import InvalidInput
+from bourse.protocol.agent import DataPlan, StoreAccess
+from bourse.protocol.common import JobSpec
+from bourse.server.bundles import bundle_key
+from bourse.storage.credentials import Scope, ScopedCredentials
+from bourse.storage.jobenv import default_checkpoint
+from bourse.storage.settings import StoreSettings
+from bourse.storage.uri import StoreURI, parse_uri
+
+RESERVED = ("bundles/", "jobs/")
+_NO_STORE_HINT = ("this exchange runs without an object store (`bourse server --no-store`); "
+                  "start it with the embedded store (the default) or --store-endpoint")
+
+
+def bundle_uri(root: StoreURI, sha256: str) -> StoreURI:
+    return root.join(bundle_key(sha256))
+
+
+def uses_data(spec: JobSpec) -> bool:
+    return bool(spec.inputs or spec.outputs or spec.checkpoint)
+
+
+def _uris(spec: JobSpec) -> Iterator[tuple[str, str, bool]]:
+    """(field, uri, written) of every URI a spec names."""
+    yield from ((f"inputs.{n}", u, False) for n, u in spec.inputs.items())
+    yield from ((f"outputs.{n}", u, True) for n, u in spec.outputs.items())
+    if spec.checkpoint is not None:
+        yield "checkpoint", spec.checkpoint, True
+
+
+def overlaps(a: StoreURI, b: StoreURI) -> bool:
+    """Whether one location contains the other (an object ``k`` counts as ``k/`` too, as its
+    credentials do)."""
+    if (a.scheme, a.bucket) != (b.scheme, b.bucket):
+        return False
+    ka, kb = a.as_prefix().key, b.as_prefix().key
+    return ka.startswith(kb) or kb.startswith(ka)
+
+
+def check_spec(spec: JobSpec, root: StoreURI | None) -> None:
+    """Refuse, at submit, data the exchange cannot grant: any data without a store, URIs
+    other than ``s3://`` (job credentials are S3 keys), writes into the exchange's prefixes."""
+    for field, text, written in _uris(spec):
+        if root is None:
+            raise InvalidInput(f"the job names data ({field}) but this exchange has no object "
+                               "store", field=field, hint=_NO_STORE_HINT)
+        uri = parse_uri(text, field=field)
+        if uri.scheme != "s3":
+            raise InvalidInput(f"{field}: {text} is not an s3:// URI; job credentials cover "
+                               "the exchange's S3 store only", field=field,
+                               hint="copy the data into an s3:// bucket of the exchange")
+        reserved = next((r for r in RESERVED if written and overlaps(uri, root.join(r))), None)
+        if reserved is not None:
+            raise InvalidInput(
+                f"{field}: {text} reaches {root.join(reserved)}, which the exchange keeps for "
+                "itself", field=field, hint=f"write elsewhere, e.g. {root.join('data/')}; "
+                "the default checkpoint is already a prefix of the job's own")
+
+
+def checkpoint_of(spec: JobSpec, job_id: str, root: StoreURI) -> str:
+    return spec.checkpoint or str(default_checkpoint(root, job_id))
+
+
+def resolve_spec(spec: JobSpec, job_id: str, root: StoreURI | None) -> JobSpec:
+    """The spec as stored: checked, and for a job that names data, with its default
+    checkpoint filled in (so that every attempt, and the job's view, name the same prefix).
+
+    A job that names no data gets no data plan: issuing and revoking an attempt's key costs
+    the store's IAM API a few hundred milliseconds, which short jobs that need no store
+    should not pay (and the exchange's start rate with them)."""
+    check_spec(spec, root)
+    if root is None or spec.checkpoint is not None or not uses_data(spec):
+        return spec
+    return spec.model_copy(update={"checkpoint": checkpoint_of(spec, job_id, root)})
+
+
+def attempt_scope(spec: JobSpec, job_id: str, root: StoreURI) -> Scope:
+    """Read the inputs and the code bundle; write the outputs and the checkpoint prefix."""
+    read: list[str | StoreURI] = list(spec.inputs.values())
+    if spec.bundle:
+        read.append(bundle_uri(root, spec.bundle))
+    checkpoint = parse_uri(checkpoint_of(spec, job_id, root)).as_prefix()
+    return Scope.of(read, [*spec.outputs.values(), checkpoint])
+
+
+def store_access(settings: StoreSettings, credentials: ScopedCredentials) -> StoreAccess:
+    key = credentials.access_key
+    return StoreAccess(endpoint=settings.endpoint, region=settings.region,
+                       path_style=settings.uses_path_style, access_key_id=key.access_key_id,
+                       secret_access_key=key.secret_access_key, session_token=key.session_token,
+                       expires_at=credentials.expires_at.timestamp())
+
+
+def data_plan(spec: JobSpec, job_id: str, root: StoreURI, settings: StoreSettings,
+              credentials: ScopedCredentials) -> DataPlan:
+    return DataPlan(inputs=dict(spec.inputs), outputs=dict(spec.outputs),
+                    checkpoint=checkpoint_of(spec, job_id, root),
+                    store=store_access(settings, credentials),
+                    bundle=str(bundle_uri(root, spec.bundle)) if spec.bundle else None)
+
+
+def renewal_due(credentials: ScopedCredentials, now: datetime, ttl: timedelta) -> bool:
+    """Renew once half the lifetime has passed."""
+    return credentials.expires_at - now <= ttl / 2
