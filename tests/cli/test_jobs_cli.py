@@ -76,7 +76,8 @@ def test_show(exchange: FakeExchange) -> None:
     exchange.attempts["j2"] = [
         {"number": 1, "node_id": "n1", "node_name": "old-box", "state": "LOST",
          "placed_at": NOW - 290, "started_at": NOW - 280, "ended_at": NOW - 200,
-         "reason": "node stopped answering", "placement": "cheapest: $0.00/h"},
+         "reason": "node stopped answering", "placement": "cheapest: $0.00/h",
+         "price_per_hour": 1.8, "cost": 0.04},
         {"number": 2, "node_id": "n2", "node_name": "gpu-box", "state": "RUNNING",
          "placed_at": NOW - 100, "started_at": NOW - 90, "placement": "only node left"},
     ]
@@ -95,8 +96,9 @@ def test_show(exchange: FakeExchange) -> None:
     assert "submitted  PENDING" in out and "placed  SCHEDULED  on old-box" in out
     attempts = out.split("attempts\n")[1].splitlines()
     assert attempts[0].split() == ["#", "NODE", "STATE", "PLACED", "STARTED", "ENDED", "EXIT",
-                                   "REASON"]
+                                   "$/H", "COST", "REASON"]
     assert attempts[1].split()[:3] == ["1", "old-box", "LOST"]
+    assert "$1.8000" in attempts[1] and "$0.0400" in attempts[1]
     assert "node stopped answering" in attempts[1]
     assert "placement #2: only node left" in out
 

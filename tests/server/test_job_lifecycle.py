@@ -241,3 +241,29 @@ async def test_a_cancel_for_a_disconnected_node_is_sent_when_it_returns(
     assert (cancel["attempt"], cancel["stale"]) == (attempt, False)
     await agent.event(job_id, attempt, "exited", exit_code=-15, signal=15)
     assert (await exchange.job(job_id))["state"] == "CANCELLED"
+
+
+async def test_each_attempt_is_billed_at_its_placement_price(
+        live: Live, agent_factory: Factory) -> None:
+    exchange = live.exchange
+    agent: FakeAgent = await agent_factory()
+    job_id, attempt = await place_job(exchange, agent)
+    await agent.event(job_id, attempt, "started", pid=3, time=exchange.clock())
+    exchange.clock.advance(1800)
+    await agent.heartbeat(running=[])  # the node lost it after half an hour
+    await exchange.tick()
+    await agent.expect("start_job", job_id=job_id)
+    await agent.event(job_id, 2, "started", pid=4, time=exchange.clock())
+    exchange.clock.advance(900)
+    running = await exchange.job(job_id)
+    first, second = running["attempts"]
+    price = first["price_per_hour"]
+    assert price is not None and price > 0 and second["price_per_hour"] == price
+    assert first["cost"] == pytest.approx(price * 0.5)
+    assert running["cost"] == pytest.approx(price * 0.75)  # the running attempt so far
+    await agent.event(job_id, 2, "exited", exit_code=0)
+    done = await exchange.job(job_id)
+    assert done["attempts"][1]["cost"] == pytest.approx(price * 0.25)
+    assert done["cost"] == pytest.approx(price * 0.75)
+    listed = (await exchange.job_row(job_id)).cost
+    assert listed == pytest.approx(price * 0.75)

@@ -78,7 +78,7 @@ class ExchangeHandle(Handle):
             self.work_name, detail.state, detail.exit_code, detail.id,
             {n: Data(u) for n, u in self.spec.outputs.items()} if ok else {},
             self.spec.checkpoint, value, node=last.node_name if last else None,
-            placement=last.placement if last else None, duration_s=duration)
+            placement=last.placement if last else None, duration_s=duration, cost=detail.cost)
 
 
 class ExchangeBackend(Backend):

@@ -16,7 +16,8 @@ from bourse.sdk.client import Client
 
 STATES = ("PENDING", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
 HEADERS = ("ID", "NAME", "STATE", "NODE", "AGE", "COMMAND")
-ATTEMPT_HEADERS = ("#", "NODE", "STATE", "PLACED", "STARTED", "ENDED", "EXIT", "REASON")
+ATTEMPT_HEADERS = ("#", "NODE", "STATE", "PLACED", "STARTED", "ENDED", "EXIT", "$/H", "COST",
+                   "REASON")
 
 
 def open_client() -> Client:
@@ -95,7 +96,7 @@ def describe_job(job: JobDetail, timeline: list[EventView]) -> list[str]:
         lines += ["", "timeline"] + [f"  {_event_line(e)}" for e in timeline]
     if job.attempts:
         rows = [_attempt_row(a) for a in job.attempts]
-        lines += ["", "attempts", _indent(table(ATTEMPT_HEADERS, rows, right=(0, 6)))]
+        lines += ["", "attempts", _indent(table(ATTEMPT_HEADERS, rows, right=(0, 6, 7, 8)))]
         lines += [f"  placement #{a.number}: {a.placement}" for a in job.attempts if a.placement]
     return lines
 
@@ -116,6 +117,7 @@ def _facts(job: JobDetail) -> dict[str, str | None]:
         "attempt": str(job.attempt) if job.attempt else None,
         "node": job.node_id, "created": clock(job.created_at), "updated": clock(job.updated_at),
         "exit code": None if job.exit_code is None else str(job.exit_code),
+        "cost": None if job.cost is None else dollars(job.cost),
         "reason": job.reason,
     }
 
@@ -129,7 +131,12 @@ def _event_line(event: EventView) -> str:
 def _attempt_row(a: AttemptView) -> list[str]:
     return [str(a.number), a.node_name or a.node_id, a.state, clock(a.placed_at),
             clock(a.started_at), clock(a.ended_at),
-            "-" if a.exit_code is None else str(a.exit_code), a.reason or "-"]
+            "-" if a.exit_code is None else str(a.exit_code), dollars(a.price_per_hour),
+            dollars(a.cost), a.reason or "-"]
+
+
+def dollars(amount: float | None) -> str:
+    return "-" if amount is None else f"${amount:.4f}"
 
 
 def _indent(text: str) -> str:

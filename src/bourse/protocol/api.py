@@ -33,6 +33,8 @@ class AttemptView(Wire):
     ended_at: float | None = None
     exit_code: int | None = None
     reason: str | None = None
+    price_per_hour: float | None = None  # the offer it was placed on
+    cost: float | None = None  # dollars for the time it ran (so far, while it runs)
     placement: str | None = None  # why this node was chosen
 
 
@@ -51,6 +53,7 @@ class JobView(Wire):
     cancel_requested: bool = False
     outputs: dict[str, str] | None = None  # output name -> URI, once uploaded (durable)
     progress: str | None = None  # what the node is doing: "inputs: 1.2 GB / 2.0 GB, 310 MB/s"
+    cost: float | None = None  # dollars: ended attempts (and, in JobDetail, the running one)
 
 
 class JobBatch(Wire):

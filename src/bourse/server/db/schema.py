@@ -89,6 +89,7 @@ class Job(Base):
     lease_until: Mapped[float | None] = mapped_column(Float)
     outputs: Mapped[dict[str, str] | None] = mapped_column(JSON)  # name -> URI, once durable
     progress: Mapped[str | None] = mapped_column(Text)  # the node's last progress line
+    cost: Mapped[float | None] = mapped_column(Float)  # dollars billed for its ended attempts
     __table_args__ = (Index("ix_jobs_state_created", "state", "created_at"),)
 
 
@@ -107,6 +108,7 @@ class Attempt(Base):
     reason: Mapped[str | None] = mapped_column(Text)
     placement: Mapped[str | None] = mapped_column(Text)
     resources: Mapped[dict[str, Any]] = mapped_column(JSON)
+    price: Mapped[float | None] = mapped_column(Float)  # $/h of the offer it was placed on
     __table_args__ = (Index("ix_attempts_node_state", "node_id", "state"),)
 
 

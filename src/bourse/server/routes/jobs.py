@@ -53,7 +53,7 @@ async def list_jobs(state: State, _user: User, job_state: Annotated[
 @router.get("/{job_id}")
 async def show(job_id: JobIdPath, state: State, _user: User) -> JobDetail:
     async with state.db.read() as session:
-        return await jobs.job_detail(session, await jobs.get_job(session, job_id))
+        return await jobs.job_detail(session, await jobs.get_job(session, job_id), state.clock())
 
 
 @router.post("/{job_id}/cancel")

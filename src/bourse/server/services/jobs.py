@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bourse.core.cost import attempt_cost, total_cost
 from bourse.core.errors import InvalidInput, NotFound
 from bourse.core.states import AttemptState, JobState
 from bourse.protocol.agent import CancelJob
@@ -84,10 +85,11 @@ def job_view(job: Job) -> JobView:
                    updated_at=job.updated_at, attempt=job.attempt, node_id=job.node_id,
                    exit_code=job.exit_code, reason=job.reason,
                    pending_reason=job.pending_reason, cancel_requested=job.cancel_requested,
-                   outputs=job.outputs, progress=job.progress)
+                   outputs=job.outputs, progress=job.progress, cost=job.cost)
 
 
-async def job_detail(session: AsyncSession, job: Job) -> JobDetail:
+async def job_detail(session: AsyncSession, job: Job, now: float) -> JobDetail:
+    """A job with its attempts, each priced; the job's cost includes a running attempt's."""
     attempts = (await session.scalars(
         select(Attempt).where(Attempt.job_id == job.id).order_by(Attempt.number))).all()
     names = {n.id: n.name for n in (await session.scalars(
@@ -95,8 +97,12 @@ async def job_detail(session: AsyncSession, job: Job) -> JobDetail:
     views = [AttemptView(number=a.number, node_id=a.node_id, node_name=names.get(a.node_id),
                          state=a.state, placed_at=a.placed_at,
                          started_at=a.started_at, ended_at=a.ended_at, exit_code=a.exit_code,
-                         reason=a.reason, placement=a.placement) for a in attempts]
-    return JobDetail(**job_view(job).model_dump(), attempts=views)
+                         reason=a.reason, placement=a.placement, price_per_hour=a.price,
+                         cost=attempt_cost(a.price, a.started_at, a.ended_at, now))
+             for a in attempts]
+    view = job_view(job).model_dump()
+    view["cost"] = total_cost([a.cost for a in views])
+    return JobDetail(**view, attempts=views)
 
 
 async def list_events(session: AsyncSession, job_id: str, after: int,

@@ -10,6 +10,7 @@ from typing import Any, cast
 from sqlalchemy import Table
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bourse.core.cost import attempt_cost, total_cost
 from bourse.core.states import (
     AttemptState,
     JobState,
@@ -59,6 +60,8 @@ def end_attempt(session: AsyncSession, job: Job, attempt: Attempt, outcome: Atte
     data plane revokes its store credentials (a network call, so never inside it)."""
     set_attempt_state(attempt, outcome, now, reason)
     attempt.exit_code = exit_code
+    job.cost = total_cost([job.cost, attempt_cost(attempt.price, attempt.started_at,
+                                                  attempt.ended_at, now)])
     session.info.setdefault(ENDED_INFO, []).append((job.id, attempt.number))
     if job.attempt != attempt.number or JobState(job.state).terminal:
         return  # a stale attempt ended: the job has moved on

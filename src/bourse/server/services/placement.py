@@ -259,7 +259,8 @@ def _place(session: AsyncSession, job: Job, compute: Compute, chosen: Match, *,
                  f"for {compute.describe()}")
     attempt = Attempt(job_id=job.id, number=job.attempt, node_id=node_id,
                       state=AttemptState.SCHEDULED.value, placed_at=now,
-                      start_deadline=now + lease_s, placement=placement, resources=need)
+                      start_deadline=now + lease_s, placement=placement, resources=need,
+                      price=chosen.price)
     session.add(attempt)
     set_job_state(session, job, JobState.SCHEDULED, now, f"placed on {placement}")
     return start_command(job, attempt)

@@ -70,7 +70,8 @@ async def jobs_rows(ctx: Ctx) -> Response:
 
 async def _detail(ctx: Ctx) -> JobDetail:
     async with ctx.state.db.read() as session:
-        return await jobs.job_detail(session, await jobs.get_job(session, path_id(ctx, "job_id")))
+        return await jobs.job_detail(session, await jobs.get_job(session, path_id(ctx, "job_id")),
+                                   ctx.state.clock())
 
 
 def _summary(job: JobDetail) -> dict[str, object]:
@@ -87,7 +88,8 @@ def _header(ctx: Ctx, job: JobDetail) -> Response:
 
 async def _with_timeline(ctx: Ctx) -> tuple[JobDetail, list[views.Phase]]:
     async with ctx.state.db.read() as session:
-        job = await jobs.job_detail(session, await jobs.get_job(session, path_id(ctx, "job_id")))
+        job = await jobs.job_detail(session, await jobs.get_job(session, path_id(ctx, "job_id")),
+                                   ctx.state.clock())
         events = await jobs.list_events(session, job.id, 0)
     return job, views.timeline(events, job.attempts)
 

@@ -55,10 +55,9 @@ class JobRow:
 def job_row(job: JobView, node_names: Mapping[str, str], now: float) -> JobRow:
     node = node_names.get(job.node_id, job.node_id) if job.node_id else ""
     note = (job.pending_reason if job.state == "PENDING" else job.reason) or ""
-    cost = getattr(job, "cost", None)  # shown once the exchange prices jobs
     return JobRow(id=job.id, name=job.name or "", state=job.state,
                   compute=job.spec.compute.describe(), node=node,
-                  age=ago(now - job.created_at), cost=cost if isinstance(cost, float) else None,
+                  age=ago(now - job.created_at), cost=job.cost,
                   note=note.splitlines()[0] if note else "")
 
 

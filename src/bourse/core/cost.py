@@ -1,0 +1,33 @@
+"""What an attempt costs: the price of the offer it was placed on, for the time it ran.
+
+Pure: times are UNIX seconds, prices dollars per hour. An attempt is billed from the moment
+its process started (``started_at``) to the moment it ended — or to ``now`` while it runs.
+An attempt that never started (lost before its node acknowledged it) costs nothing.
+"""
+
+from __future__ import annotations
+
+SECONDS_PER_HOUR = 3600.0
+
+
+def billed_seconds(started_at: float | None, ended_at: float | None, now: float) -> float:
+    """The seconds an attempt is billed for; never negative."""
+    if started_at is None:
+        return 0.0
+    end = now if ended_at is None else ended_at
+    return max(0.0, end - started_at)
+
+
+def attempt_cost(price_per_hour: float | None, started_at: float | None,
+                 ended_at: float | None, now: float) -> float | None:
+    """Dollars for one attempt, or None when its price is unknown (placed before prices
+    were recorded)."""
+    if price_per_hour is None:
+        return None
+    return price_per_hour * billed_seconds(started_at, ended_at, now) / SECONDS_PER_HOUR
+
+
+def total_cost(costs: list[float | None]) -> float | None:
+    """The sum of the known costs; None when none is known."""
+    known = [c for c in costs if c is not None]
+    return sum(known) if known else None
