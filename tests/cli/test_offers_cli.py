@@ -202,3 +202,27 @@ def test_gpus_json() -> None:
     assert by_id["h100-nvl"]["compute_capability"] == [9, 0]
     one = json.loads(run("gpus", "rtx4090", "--json").stdout)
     assert [m["id"] for m in one] == ["rtx-4090"]
+
+
+def test_offers_near_the_data_rank_first_among_equal_prices() -> None:
+    plain = run("offers", "--gpu", "a100-80gb:8", "--limit", "6", "--json")
+    near = run("offers", "--gpu", "a100-80gb:8", "--limit", "6", "--json",
+               "--data-region", "EU-CZ-1")
+    assert plain.exit_code == near.exit_code == 0, near.output
+    prices = [[o["price_per_hour"] for o in json.loads(r.stdout)["offers"]] for r in (plain, near)]
+    assert prices[0] == prices[1]
+    zones = [o["offer"]["zone"] for o in json.loads(near.stdout)["offers"]]
+    assert "EU-CZ-1" in zones and "EU-CZ-1" not in [
+        o["offer"]["zone"] for o in json.loads(plain.stdout)["offers"]]
+
+
+def test_explain_shows_the_cross_region_penalty() -> None:
+    result = run("offers", "--gpu", "a100-80gb:8", "--explain", "--data-region", "us-east-1")
+    assert result.exit_code == 0
+    assert "cross-region: the data is in us-east-1;" in result.stdout + result.stderr
+
+
+def test_an_agent_region_must_be_a_plain_name() -> None:
+    result = run("agent", "--server", "http://127.0.0.1:1", "--region", "us east/1")
+    assert result.exit_code == 2
+    assert "--region" in result.output and "e.g. us-east-1" in result.output

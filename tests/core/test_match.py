@@ -295,3 +295,27 @@ def test_explain_nearest_groups_alike_offers_of_one_instance_type() -> None:
     assert [(r.offer.id, r.similar) for r in result.nearest] == [("p4d/eu-west-1", 2),
                                                                  ("other", 0)]
     assert dict(result.removed) == {"max_price": 4}
+
+
+def _regional(offer_id: str, region: str, price: float, zone: str | None = None) -> Offer:
+    return offer(id=offer_id, region=region, zone=zone, price=price)
+
+
+def test_same_region_offers_rank_ahead_only_at_equal_price() -> None:
+    offers = [_regional("a", "eu-west-1", 1.0), _regional("b", "us-east-1", 1.0),
+              _regional("c", "us-west-2", 0.5), _regional("d", "us-east-2", 1.0,
+                                                          zone="us-east-1x")]
+    assert [m.offer.id for m in match(Compute(), offers)] == ["c", "a", "b", "d"]
+    near = match(Compute(), offers, data_region="US-EAST-1")
+    assert [m.offer.id for m in near] == ["c", "b", "a", "d"]  # cheaper c still first
+    assert [m.offer.id for m in match(Compute(), offers, data_region="us-east-1x")] == [
+        "c", "d", "a", "b"]  # a zone counts as the region
+
+
+def test_explain_counts_cross_region_matches() -> None:
+    offers = [_regional("a", "eu-west-1", 1.0), _regional("b", "us-east-1", 1.0)]
+    result = explain(Compute(), offers, data_region="us-east-1")
+    assert result.cross_region == 1
+    assert any(line.startswith("cross-region: the data is in us-east-1; 1 of the 2")
+               for line in result.lines())
+    assert not any("cross-region" in line for line in explain(Compute(), offers).lines())

@@ -196,3 +196,32 @@ def test_repeated_model_id_returns_each_offer_once() -> None:
     expected = summary(match(compute, catalog_offers(), 6))
     assert expected
     assert summary(catalog_index().match(compute, 6)) == expected
+
+
+DATA_REGIONS = [None, "us-east-1", "eu-west-1", "us-west-2b", "CA-MTL-1", "nowhere-1"]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kwargs=computes(), limit=st.sampled_from([1, 3, 10, 40]),
+       data_region=st.sampled_from(DATA_REGIONS))
+def test_index_equals_reference_near_the_data(kwargs: dict[str, Any], limit: int,
+                                              data_region: str | None) -> None:
+    try:
+        compute = Compute(**kwargs)
+    except InvalidInput:
+        reject()
+    offers, index = mixed()
+    expected = summary(match(compute, offers, limit, data_region=data_region))
+    assert summary(index.match(compute, limit, data_region=data_region)) == expected
+
+
+@pytest.mark.parametrize("data_region", ["EU-CZ-1", "CZ"])
+def test_same_region_offers_win_ties_on_the_catalogues(data_region: str) -> None:
+    compute = Compute("a100-80gb:8")
+    plain = catalog_index().match(compute, 6)
+    near = catalog_index().match(compute, 6, data_region=data_region)
+    assert [m.price for m in near] == [m.price for m in plain]  # the price still decides
+    assert "EU-CZ-1" not in [m.offer.zone for m in plain]
+    tied = [m for m in near if m.price == near[3].price]
+    assert tied[0].offer.zone == "EU-CZ-1"  # ahead of the others at the same price
+    assert summary(near) == summary(match(compute, catalog_offers(), 6, data_region=data_region))

@@ -74,6 +74,7 @@ class AgentConfig:
     verify_every_s: float = 24 * 3600.0
     storage_mb: int = 100
     cache_bytes: int | None = None  # the input cache's limit; default: see data.py
+    region: str | None = None  # where the node is (a cloud region or a site name)
 
 
 class Session:
@@ -234,7 +235,8 @@ class Agent:
                 ping_interval=keep_alive, ping_timeout=keep_alive * 2,
                 max_size=MAX_FRAME_BYTES, open_timeout=15, compression=None) as ws:
             session = Session(self, ws)
-            caps = await asyncio.to_thread(probe, self.work_dir, self.config.cpus)
+            caps = (await asyncio.to_thread(probe, self.work_dir, self.config.cpus)).model_copy(
+                update={"region": self.config.region})
             self.fingerprint = caps.fingerprint
             await session.send(lambda: Hello(name=self.config.name, capabilities=caps,
                                              running=self.runtime.running(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import socket
 import sys
 import time
@@ -20,6 +21,8 @@ from bourse.cli.verification import render_probe
 from bourse.core.compute import Compute
 from bourse.core.verification import verify
 from bourse.protocol.common import Declared
+
+REGION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 @click.group(invoke_without_command=True)
@@ -46,6 +49,8 @@ from bourse.protocol.common import Declared
 @click.option("--cache-gb", type=click.FloatRange(min=0.001), help="Size limit of the "
               "node's input cache (<work dir>/cache), GB; default: 20 % of the free disk, at "
               "most 100 GB.")
+@click.option("--region", metavar="REGION", help="Where this node is (a cloud region such as "
+              "us-east-1, or a site name): jobs whose data lives there prefer it.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 @click.pass_context
@@ -53,7 +58,7 @@ from bourse.protocol.common import Declared
 def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
           keep_alive: float, work_dir: Path, cpus: int | None, declare_gpus: str | None,
           declare_cpus: int | None, declare_memory: float | None, verify_every: float,
-          storage_mb: int, cache_gb: float | None, log_level: str) -> None:
+          storage_mb: int, cache_gb: float | None, region: str | None, log_level: str) -> None:
     """Run a node agent: it dials out to the coordinator and runs the jobs placed here."""
     if ctx.invoked_subcommand is not None:
         return
@@ -61,6 +66,9 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
         raise click.UsageError("--server is required, e.g. --server http://127.0.0.1:8470")
     if not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
         raise click.BadParameter("use letters, digits, '-', '_' and '.'", param_hint="--name")
+    if region is not None and not REGION.fullmatch(region):
+        raise click.BadParameter("use letters, digits, '-', '_' and '.' (at most 64), "
+                                 "e.g. us-east-1", param_hint="--region")
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     declared = None
@@ -71,7 +79,8 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
     config = AgentConfig(server=server.rstrip("/"), work_dir=work_dir.expanduser(), name=name,
                          token=token, keep_alive_s=keep_alive, cpus=cpus, declared=declared,
                          verify_every_s=verify_every * 3600, storage_mb=storage_mb,
-                         cache_bytes=int(cache_gb * (1 << 30)) if cache_gb else None)
+                         cache_bytes=int(cache_gb * (1 << 30)) if cache_gb else None,
+                         region=region)
     asyncio.run(run_agent(config))
 
 

@@ -92,13 +92,18 @@ def verbose_lines(m: Match) -> list[str]:
 @click.option("--verbose", "-v", is_flag=True, help="Show each offer's full capabilities.")
 @click.option("--explain", "show_explain", is_flag=True,
               help="Show how each constraint narrowed the offers.")
+@click.option("--data-region", metavar="REGION",
+              help="Where the job's data lives: offers in other regions rank behind "
+                   "same-region offers of equal price.")
 @handles_errors
-def offers(limit: int, as_json: bool, verbose: bool, show_explain: bool, **flags: Any) -> None:
+def offers(limit: int, as_json: bool, verbose: bool, show_explain: bool,
+           data_region: str | None, **flags: Any) -> None:
     """List offers that satisfy a requirement, cheapest first (exit 1 when none match)."""
     compute = compute_from_flags(flags)
     all_offers = catalog_offers()
-    matches = OfferIndex(all_offers).match(compute, limit)
-    explanation = _explain(compute, all_offers) if show_explain or not matches else None
+    matches = OfferIndex(all_offers).match(compute, limit, data_region=data_region)
+    explanation = (_explain(compute, all_offers, data_region)
+                   if show_explain or not matches else None)
     if as_json:
         echo_json({"compute": compute, "notes": compute.gpu.notes if compute.gpu else [],
                    "offers": [{"price_per_hour": m.price, "spot": m.spot, "offer": m.offer}
@@ -110,10 +115,11 @@ def offers(limit: int, as_json: bool, verbose: bool, show_explain: bool, **flags
         sys.exit(EXIT_NO_RESULT)
 
 
-def _explain(compute: Compute, all_offers: tuple[Offer, ...]) -> Explanation:
+def _explain(compute: Compute, all_offers: tuple[Offer, ...],
+             data_region: str | None) -> Explanation:
     from bourse.core.match import explain
 
-    return explain(compute, all_offers)
+    return explain(compute, all_offers, data_region=data_region)
 
 
 def _print_human(compute: Compute, matches: list[Match], explanation: Explanation | None,

@@ -81,6 +81,10 @@ class StatusLine:
         if current.placement and current.number not in self._explained:
             self._explained.add(current.number)
             text += f": {current.placement}"
+            _, far, where = current.placement.partition("; cross-region: ")
+            if far:
+                click.echo(f"warning: placed cross-region ({where}); expect egress charges "
+                           "and slower reads", err=True)
         if job.progress:  # the node preparing it: "inputs: 1.2 GB / 2.0 GB, 310 MB/s"
             text += f" - {job.progress}"
         return text

@@ -5,6 +5,10 @@ thousand catalogue rows, the live nodes of an exchange) and as the oracle for th
 index in ``market.index``. Ranking: the price this job would pay (the spot price when spot is
 allowed and offered), complete prices before lower bounds, then more availability, better
 measured SLA, and the offer id, so the order is total and deterministic.
+
+Region awareness: given the region of a job's data, an offer in another region ranks behind
+same-region offers of equal price (never ahead of a cheaper one: the price decides first), and
+``explain`` says how many matches are cross-region.
 """
 
 from __future__ import annotations
@@ -32,7 +36,22 @@ def rank_key(offer: Offer, price: float) -> tuple[bool, float, int, float, str]:
     return (offer.price_is_floor, price, -(offer.available or 0), -(offer.sla or 0.0), offer.id)
 
 
-def match(compute: Compute, offers: Iterable[Offer], limit: int | None = None) -> list[Match]:
+def cross_region(offer: Offer, data_region: str | None) -> bool:
+    """Whether the offer sits outside the region (or zone) of the job's data (never, when
+    the data's region is unknown)."""
+    if data_region is None:
+        return False
+    return data_region.lower() not in (offer.region.lower(), (offer.zone or "").lower())
+
+
+def region_rank_key(match: Match, data_region: str | None) -> tuple[object, ...]:
+    """The rank key with same-region offers ahead of cross-region ones of equal price."""
+    floor, price, *rest = match.rank_key()
+    return (floor, price, cross_region(match.offer, data_region), *rest)
+
+
+def match(compute: Compute, offers: Iterable[Offer], limit: int | None = None,
+          data_region: str | None = None) -> list[Match]:
     """Offers that satisfy ``compute``, best first (all of them unless ``limit``)."""
     found = []
     for offer in offers:
@@ -40,7 +59,7 @@ def match(compute: Compute, offers: Iterable[Offer], limit: int | None = None) -
             priced = offer_price(compute, offer)
             assert priced is not None  # the spot constraint guarantees a price
             found.append(Match(offer, priced[0], priced[1]))
-    found.sort(key=Match.rank_key)
+    found.sort(key=lambda m: region_rank_key(m, data_region))
     return found if limit is None else found[:limit]
 
 
@@ -60,6 +79,8 @@ class Explanation:
     matched: int
     removed: tuple[tuple[str, int], ...]  # (constraint, offers it removed), in order
     nearest: tuple[Rejection, ...]
+    data_region: str | None = None
+    cross_region: int = 0  # matches outside the data's region
 
     def lines(self) -> list[str]:
         out = [f"{self.total} offers considered for {self.compute.describe()}"]
@@ -70,6 +91,10 @@ class Explanation:
             left -= count
             out.append(f"  {name:<12} removed {count:>7,}  ({left:,} left)")
         out.append(f"{self.matched} matched")
+        if self.data_region is not None and self.cross_region:
+            out.append(f"cross-region: the data is in {self.data_region}; {self.cross_region} "
+                       f"of the {self.matched} matches are elsewhere and rank behind "
+                       "same-region offers of equal price (egress charges, slower reads)")
         if self.nearest:
             out.append("nearest rejected offers:")
             for rejection in self.nearest:
@@ -79,13 +104,16 @@ class Explanation:
         return out
 
 
-def explain(compute: Compute, offers: Sequence[Offer], nearest: int = 5) -> Explanation:
+def explain(compute: Compute, offers: Sequence[Offer], nearest: int = 5,
+            data_region: str | None = None) -> Explanation:
     """For each constraint, how many offers it removed; and the closest misses."""
     removed: Counter[str] = Counter()
     misses: list[tuple[tuple[int, int], float, str, Rejection]] = []
+    far = 0
     for offer in offers:
         first = first_lack(compute, offer)
         if first is None:
+            far += cross_region(offer, data_region)
             continue
         removed[first[0]] += 1
         if nearest:
@@ -95,7 +123,7 @@ def explain(compute: Compute, offers: Sequence[Offer], nearest: int = 5) -> Expl
     misses.sort(key=lambda m: m[:3])
     counts = tuple((c.name, removed[c.name]) for c in CONSTRAINTS if removed[c.name])
     return Explanation(compute, len(offers), len(offers) - sum(removed.values()), counts,
-                       _distinct([m[3] for m in misses], nearest))
+                       _distinct([m[3] for m in misses], nearest), data_region, far)
 
 
 def _distinct(rejections: list[Rejection], limit: int) -> tuple[Rejection, ...]:

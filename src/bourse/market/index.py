@@ -23,7 +23,7 @@ import numpy.typing as npt
 from bourse.core.compute import SPOT_POLICIES, Bounds, Compute
 from bourse.core.constraints import environment_ok
 from bourse.core.gpus import catalogue
-from bourse.core.match import Explanation, Match, explain, match, rank_key
+from bourse.core.match import Explanation, Match, explain, match, rank_key, region_rank_key
 from bourse.core.offer import Offer
 
 Mask = npt.NDArray[np.bool_]
@@ -225,8 +225,21 @@ class OfferIndex:
         return _Ordering(rows, np.where(np.isnan(price), np.inf, price)[rows],
                          self._floor[rows], _segments(group_cols, len(rows)))
 
-    def match(self, compute: Compute, limit: int = 10) -> list[Match]:
-        """The ``limit`` best offers for ``compute``, identical to ``core.match``."""
+    def match(self, compute: Compute, limit: int = 10,
+              data_region: str | None = None) -> list[Match]:
+        """The ``limit`` best offers for ``compute``, identical to ``core.match``.
+
+        With a ``data_region``, same-region offers move ahead of others of equal price: the
+        walk is widened until it holds every offer tied with the last one kept."""
+        found = self._best(compute, limit)
+        wider = limit
+        while data_region is not None and len(found) == wider and _tied_past(found, limit):
+            wider *= 2
+            found = self._best(compute, wider)
+        found.sort(key=lambda m: region_rank_key(m, data_region))
+        return found[:limit]
+
+    def _best(self, compute: Compute, limit: int) -> list[Match]:
         query = _Query(self, compute)
         found: list[Match] = []
         for rows in self._walks(compute):
@@ -256,8 +269,18 @@ class OfferIndex:
         return [code for code, (low, high) in self._gpu_memory_span.items()
                 if high >= bounds.min and (bounds.max is None or low <= bounds.max)]
 
-    def explain(self, compute: Compute, nearest: int = 5) -> Explanation:
-        return explain(compute, self.offers, nearest)
+    def explain(self, compute: Compute, nearest: int = 5,
+                data_region: str | None = None) -> Explanation:
+        return explain(compute, self.offers, nearest, data_region)
+
+
+def _tied_past(found: list[Match], limit: int) -> bool:
+    """Whether the last match found has the same price class as the ``limit``-th one, so
+    matches beyond it may still be tied with those kept."""
+    if len(found) < limit or limit == 0:
+        return False
+    kept, last = found[limit - 1], found[-1]
+    return (kept.offer.price_is_floor, kept.price) == (last.offer.price_is_floor, last.price)
 
 
 def _gpu_gib(offer: Offer) -> float | None:

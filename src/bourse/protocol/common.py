@@ -125,6 +125,8 @@ class Capabilities(Wire):
     agent_version: str = ""
     cuda: str | None = None  # the newest CUDA the driver supports ("CUDA Version")
     fingerprint: str | None = None  # sha256 of the hardware identity, see agent.probe
+    region: str | None = Field(default=None, max_length=64,
+                               pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # where the node is
 
 
 class Tool(Wire):

@@ -49,7 +49,8 @@ class Scheduler:
             expired = await expire_start_leases(session, now)
             report = await place_pending(session, now, self.config.start_lease_s,
                                          batch=PLACEMENT_BATCH,
-                                         allow_unverified=self.config.allow_unverified)
+                                         allow_unverified=self.config.allow_unverified,
+                                         data_region=self.config.store.region)
         report.lost_nodes = lost
         for node_id in lost:
             log.warning("node %s lost: silent for 3 keep-alive intervals", node_id)
@@ -64,7 +65,7 @@ class Scheduler:
             report = await place_pending(session, now, self.config.start_lease_s,
                                          batch=PLACEMENT_BATCH,
                                          allow_unverified=self.config.allow_unverified,
-                                         full=False)
+                                         data_region=self.config.store.region, full=False)
         self._after(report, changed=False)
         return report
 
@@ -73,7 +74,8 @@ class Scheduler:
         commit."""
         report = await place_pending(session, now, self.config.start_lease_s,
                                      batch=PLACEMENT_BATCH,
-                                     allow_unverified=self.config.allow_unverified, full=False)
+                                     allow_unverified=self.config.allow_unverified,
+                                     data_region=self.config.store.region, full=False)
         if report.placed and report.placed + report.unplaced >= PLACEMENT_BATCH:
             self.kick()
         return report.commands

@@ -17,7 +17,7 @@ from sqlalchemy import and_, or_, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.compute import Compute
-from bourse.core.match import Match, explain, match
+from bourse.core.match import Match, cross_region, explain, match
 from bourse.core.offer import Offer
 from bourse.core.states import AttemptState, JobState
 from bourse.market.pricing import list_price
@@ -74,6 +74,9 @@ def needs(compute: Compute) -> dict[str, float]:
             "gpus": float(compute.gpu.count if compute.gpu else 0)}
 
 
+LOCAL_REGION = "local"  # a node that does not say where it is
+
+
 def node_offer(free: Free) -> Offer | None:
     caps, node = free.caps, free.node
     if free.cpus <= 0:
@@ -82,7 +85,8 @@ def node_offer(free: Free) -> Offer | None:
     price = node.price or list_price(caps.cpus, gpu, len(caps.gpus))
     memory = next((g.memory_mib for g in caps.gpus if g.memory_mib), None)
     verified = datetime.fromtimestamp(node.verified_at, UTC) if node.verified_at else None
-    return Offer(id=node.id, provider="node", instance_type=node.name, region="local",
+    return Offer(id=node.id, provider="node", instance_type=node.name,
+                 region=caps.region or LOCAL_REGION,
                  gpu=gpu if free.gpus > 0 else None, gpu_count=max(free.gpus, 0),
                  gpu_memory_mib=memory, cpus=free.cpus, memory_gib=free.memory_gib,
                  disk_gib=caps.disk_free_gib, driver=caps.driver, price=price, node_id=node.id,
@@ -138,13 +142,14 @@ def offered(caps: Capabilities, report: ProbeReport | None) -> Capabilities:
 
 async def place_pending(session: AsyncSession, now: float, lease_s: float, *,
                         batch: int = 200, allow_unverified: bool = False,
-                        full: bool = True) -> PlacementReport:
+                        data_region: str | None = None, full: bool = True) -> PlacementReport:
     """Place pending jobs, oldest first, while any node has room.
 
     Jobs are read a page at a time and the pass stops as soon as no node has room, so that
     the many passes short jobs cause (one per freed slot) stay cheap with a long queue. Only a
     ``full`` pass (the periodic tick) tells the rest of the queue why it waits, since that
-    touches every pending job.
+    touches every pending job. ``data_region`` is the region of the exchange's store: jobs
+    with inputs prefer nodes there over others of equal price.
     """
     report = PlacementReport()
     frees = await live_capacity(session, allow_unverified)
@@ -161,13 +166,14 @@ async def place_pending(session: AsyncSession, now: float, lease_s: float, *,
             break
         for job in jobs:
             compute = compute_of(job)
-            chosen = _choose(compute, offers, set(job.avoid_nodes)) if offers else None
+            near = data_region if job.spec.get("inputs") else None
+            chosen = _choose(compute, offers, set(job.avoid_nodes), near) if offers else None
             if chosen is None:
                 report.unplaced += 1
                 _explain_pending(job, compute, offers, frees)
                 continue
             report.commands.append(_place(session, job, compute, chosen, frees=by_id,
-                                          now=now, lease_s=lease_s))
+                                          now=now, lease_s=lease_s, data_region=near))
             report.placed += 1
             offers = _offers(frees)
         cursor = (jobs[-1].created_at, jobs[-1].id)
@@ -217,15 +223,17 @@ def compute_of(job: Job) -> Compute:
     return compute
 
 
-def _choose(compute: Compute, offers: Sequence[Offer], avoid: set[str]) -> Match | None:
+def _choose(compute: Compute, offers: Sequence[Offer], avoid: set[str],
+            data_region: str | None = None) -> Match | None:
     """The best offer with room for the reservation, avoiding nodes that lost this job unless
-    nothing else fits."""
+    nothing else fits; near the data when prices tie."""
     cpus = needs(compute)["cpus"]
     offers = [o for o in offers if (o.cpus or 0) >= cpus - 1e-9]
-    preferred = match(compute, [o for o in offers if o.id not in avoid], limit=1)
+    preferred = match(compute, [o for o in offers if o.id not in avoid], limit=1,
+                      data_region=data_region)
     if preferred:
         return preferred[0]
-    fallback = match(compute, offers, limit=1)
+    fallback = match(compute, offers, limit=1, data_region=data_region)
     return fallback[0] if fallback else None
 
 
@@ -249,7 +257,8 @@ def _explain_pending(job: Job, compute: Compute, offers: list[Offer],
 
 
 def _place(session: AsyncSession, job: Job, compute: Compute, chosen: Match, *,
-           frees: dict[str, Free], now: float, lease_s: float) -> Command:
+           frees: dict[str, Free], now: float, lease_s: float,
+           data_region: str | None = None) -> Command:
     node_id = chosen.offer.id
     need = needs(compute)
     frees[node_id].take(need)
@@ -257,6 +266,9 @@ def _place(session: AsyncSession, job: Job, compute: Compute, chosen: Match, *,
     job.node_id, job.pending_reason = node_id, None
     placement = (f"{frees[node_id].node.name}: cheapest fit at ${chosen.price:.4f}/h "
                  f"for {compute.describe()}")
+    if cross_region(chosen.offer, data_region):
+        placement += (f"; cross-region: the data is in {data_region}, the node in "
+                      f"{chosen.offer.region}")
     attempt = Attempt(job_id=job.id, number=job.attempt, node_id=node_id,
                       state=AttemptState.SCHEDULED.value, placed_at=now,
                       start_deadline=now + lease_s, placement=placement, resources=need,
