@@ -30,6 +30,7 @@ from bourse.storage.seaweed import load_root_key
 KEEP_ALIVE_S = 1.0
 STOP_S = 15.0  # the coordinator's graceful stop, its store included
 DATASETS, RESULTS = "datasets", "results"
+ARCHIVE_AFTER_S = 1.0  # ended jobs' logs move to the store quickly: every test reads through it
 
 
 @dataclass
@@ -68,7 +69,8 @@ def root_client(store: Path) -> Any:
 
 
 def start(root: Path) -> DataExchange:
-    exchange = Exchange(Cluster(root), KEEP_ALIVE_S, store=())
+    exchange = Exchange(Cluster(root), KEEP_ALIVE_S, store=("--archive-logs-after",
+                                                             str(ARCHIVE_AFTER_S)))
     exchange.start()
     agent = exchange.agent("node")
     s3 = root_client(store_dir(exchange))

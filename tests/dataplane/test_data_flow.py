@@ -96,3 +96,16 @@ def test_code_bundles_live_in_the_store(dx: DataExchange, tmp_path: Path) -> Non
     assert stdout(dx, plain) == "from the bundle\n"
     assert f"GET {dx.exchange.coordinator.url}/api/v1/bundles/{bundle.sha256}".encode() in \
         dx.agent.proc.log.read_bytes()
+
+
+def test_logs_of_ended_jobs_move_to_the_store_and_still_read(dx: DataExchange) -> None:
+    lines = [f"line {n}" for n in range(200)]
+    job_id = run(dx, JobSpec(command=python(f"print('\\n'.join({lines!r}))")))
+    key = f"logs/{job_id}.jsonl.gz"
+
+    def archived() -> bool:
+        listed = dx.s3.list_objects_v2(Bucket="bourse", Prefix=key)
+        return bool(listed.get("Contents"))
+
+    dx.exchange.wait_for(archived, 30.0, f"the logs of {job_id} in the store")
+    assert stdout(dx, job_id).splitlines() == lines  # read back from the archive

@@ -78,12 +78,16 @@ def store_config(*, store_endpoint: str | None, store_region: str | None, store_
               "it.")
 @click.option("--no-store", is_flag=True, help="Run without an object store: jobs that name "
               "inputs, outputs or a checkpoint are refused.")
+@click.option("--archive-logs-after", type=click.FloatRange(min=0), default=3600.0,
+              show_default=True, metavar="SECONDS",
+              help="Move an ended job's logs from the database into the store this long after "
+              "it ended.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 @handles_errors
 def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_alive: float,
-           credentials: Path | None, allow_unverified: bool, log_level: str,
-           **store: Any) -> None:
+           credentials: Path | None, allow_unverified: bool, archive_logs_after: float,
+           log_level: str, **store: Any) -> None:
     """Run a coordinator (the exchange's API, agent hub and scheduler)."""
     data_dir = data_dir.expanduser()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -95,7 +99,8 @@ def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_
     config = ServerConfig(data_dir=data_dir, database_url=database_url or sqlite_url(
         data_dir / "bourse.db"), host=host, port=bound, keep_alive_s=keep_alive,
         credentials_path=credentials.expanduser() if credentials else None, public_url=url,
-        allow_unverified=allow_unverified, store=store_config(**store))
+        allow_unverified=allow_unverified, store=store_config(**store),
+        archive_logs_after_s=archive_logs_after)
     app = create_app(config)
     uv = uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False,
                                        ws_max_size=16 * 1024 * 1024, lifespan="on"))

@@ -106,11 +106,14 @@ async def _running(state: ServerState, run_scheduler: bool) -> AsyncIterator[Non
     scheduler = asyncio.create_task(state.scheduler.run()) if run_scheduler else None
     plane = state.dataplane
     renewer = asyncio.create_task(plane.run()) if plane is not None and run_scheduler else None
+    archiver = (asyncio.create_task(state.logs.run())
+                if state.logs is not None and run_scheduler else None)
     try:
         yield
     finally:
         await _stop(scheduler)
         await _stop(renewer)
+        await _stop(archiver)
         for node_id in list(state.hub.connections):
             await state.hub.close_node(node_id, "coordinator shutting down")
         await state.hub.close()

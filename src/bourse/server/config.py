@@ -50,6 +50,7 @@ class ServerConfig:
     public_url: str | None = None  # how clients reach this coordinator (written with the token)
     allow_unverified: bool = False  # development only: place work on nodes not yet verified
     store: StoreConfig = field(default_factory=StoreConfig)
+    archive_logs_after_s: float = 3600.0  # an ended job's logs move to the store after this
 
     @property
     def db_url(self) -> str:

@@ -11,6 +11,7 @@ from bourse.server.config import ServerConfig
 from bourse.server.dataplane import DataPlane
 from bourse.server.db.database import Database
 from bourse.server.hub import Hub
+from bourse.server.logarchive import LogArchive
 from bourse.server.notifier import Notifier
 from bourse.server.scheduler import Scheduler
 from bourse.server.services.tokens import PrincipalCache
@@ -28,6 +29,7 @@ class ServerState:
     clock: Callable[[], float] = time.time
     principals: PrincipalCache = field(default_factory=PrincipalCache)
     dataplane: DataPlane | None = None
+    logs: LogArchive | None = None  # ended jobs' logs in the store (with a data plane)
 
     @classmethod
     def build(cls, config: ServerConfig, clock: Callable[[], float] = time.time) -> ServerState:
@@ -51,5 +53,8 @@ class ServerState:
         self.dataplane = dataplane
         self.hub.dataplane = dataplane
         self.bundles.remote = dataplane.store if dataplane is not None else None
+        self.logs = (LogArchive(self.db, dataplane.store, self.clock,
+                                self.config.archive_logs_after_s)
+                     if dataplane is not None else None)
         if dataplane is not None:
             self.db.after_commit.append(dataplane.on_commit)

@@ -90,6 +90,7 @@ class Job(Base):
     outputs: Mapped[dict[str, str] | None] = mapped_column(JSON)  # name -> URI, once durable
     progress: Mapped[str | None] = mapped_column(Text)  # the node's last progress line
     cost: Mapped[float | None] = mapped_column(Float)  # dollars billed for its ended attempts
+    logs_archive: Mapped[str | None] = mapped_column(String(200))  # key in the store, if moved
     __table_args__ = (Index("ix_jobs_state_created", "state", "created_at"),)
 
 
@@ -144,6 +145,9 @@ class LogChunk(Base):
     __table_args__ = (
         UniqueConstraint("job_id", "attempt", "seq", name="uq_log_chunks_seq"),
         Index("ix_log_chunks_job", "job_id", "id"),
+        # ids are cursors: never reused after rows move to the log archive (SQLite would
+        # otherwise hand out max(id) + 1 again once the newest rows are deleted)
+        {"sqlite_autoincrement": True},
     )
 
 

@@ -77,7 +77,7 @@ async def logs(job_id: JobIdPath, state: State, _user: User,
                after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
                limit: Annotated[int, Query(ge=1, le=10000)] = 1000) -> LogPage:
     async with state.db.read() as session:
-        return await jobs.read_logs(session, job_id, after, limit)
+        return await jobs.read_logs(session, job_id, after, limit, state.logs)
 
 
 @router.get("/{job_id}/logs/follow")
@@ -100,7 +100,7 @@ async def _follow(state: ServerState, job_id: str, cursor: int) -> AsyncIterator
     while True:
         seen = state.notifier.version
         async with state.db.read() as session:
-            page = await jobs.read_logs(session, job_id, cursor, 500)
+            page = await jobs.read_logs(session, job_id, cursor, 500, state.logs)
             job = jobs.job_view(await jobs.get_job(session, job_id))
         for chunk in page.chunks:
             yield _sse("chunk", chunk.model_dump_json())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Sequence
 
 from sqlalchemy import select
@@ -12,13 +11,15 @@ from bourse.core.cost import attempt_cost, total_cost
 from bourse.core.errors import InvalidInput, NotFound
 from bourse.core.states import AttemptState, JobState
 from bourse.protocol.agent import CancelJob
-from bourse.protocol.api import AttemptView, EventView, JobDetail, JobView, LogChunkView, LogPage
+from bourse.protocol.api import AttemptView, EventView, JobDetail, JobView, LogPage
 from bourse.protocol.common import JobSpec
 from bourse.server.commands import Command
 from bourse.server.dataplane.plan import resolve_spec
 from bourse.server.db.schema import Attempt, Bundle, Event, Job, LogChunk, Node
 from bourse.server.ids import new_id
+from bourse.server.logarchive import LogArchive, merge, view
 from bourse.server.services.lifecycle import add_event, set_job_state
+from bourse.storage.errors import StoreUnavailable
 from bourse.storage.uri import StoreURI
 
 CANCEL_GRACE_S = 10.0
@@ -115,22 +116,27 @@ async def list_events(session: AsyncSession, job_id: str, after: int,
                       state=e.state, message=e.message, data=e.data) for e in rows]
 
 
-async def read_logs(session: AsyncSession, job_id: str, after: int, limit: int) -> LogPage:
+async def read_logs(session: AsyncSession, job_id: str, after: int, limit: int,
+                    archive: LogArchive | None = None) -> LogPage:
     """Chunks after the cursor in arrival order (sequence order within each attempt).
 
     ``done`` means the job has ended and every chunk of its final attempt has been returned
     (it reports its end only after its last chunk). An earlier attempt that was declared lost
     while still running may deliver more when its node reconnects; those chunks are kept,
-    labelled with their attempt, and appear after the cursor.
+    labelled with their attempt, and appear after the cursor. An ended job's logs may have
+    moved to the store (``archive``): they are read from there, merged with any rows left.
     """
     job = await get_job(session, job_id)
     ended = JobState(job.state).terminal  # read before the chunks: see above
-    rows = (await session.scalars(
+    rows = [view(c) for c in (await session.scalars(
         select(LogChunk).where(LogChunk.job_id == job_id, LogChunk.id > after)
-        .order_by(LogChunk.id).limit(limit))).all()
-    chunks = [LogChunkView(cursor=c.id, attempt=c.attempt, seq=c.seq,
-                           stream=c.stream, offset=c.offset,
-                           data=base64.b64encode(c.data).decode()) for c in rows]
+        .order_by(LogChunk.id).limit(limit))).all()]
+    chunks = rows
+    if job.logs_archive is not None:
+        if archive is None:
+            raise StoreUnavailable(f"the logs of {job_id} are archived in the store, and this "
+                                   "coordinator has no store", hint="start it with its store")
+        chunks = merge(await archive.read(job.logs_archive), rows, after, limit)
     cursor = chunks[-1].cursor if chunks else after
     return LogPage(chunks=chunks, cursor=cursor, done=ended and len(chunks) < limit)
 

@@ -113,7 +113,7 @@ async def job_timeline(ctx: Ctx) -> Response:
 
 async def _read_logs(ctx: Ctx, job_id: str, after: int) -> LogPage:
     async with ctx.state.db.read() as session:
-        return await jobs.read_logs(session, job_id, after, LOG_CHUNKS)
+        return await jobs.read_logs(session, job_id, after, LOG_CHUNKS, ctx.state.logs)
 
 
 async def job_logs(ctx: Ctx) -> Response:
