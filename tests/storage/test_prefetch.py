@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from typing_extensions import Buffer
 
 from bourse.storage import (
     CacheFull,
@@ -112,6 +114,42 @@ async def test_transient_errors_are_retried(tmp_path: Path) -> None:
     result = await prefetcher(tmp_path, store).prefetch(
         {"data": "s3://data/digits/"}, tmp_path / "job", holder="j")
     assert (result.paths["data"] / "big.bin").read_bytes() == store.objects["digits/big.bin"][0]
+
+
+class BreaksMidStream(MemoryStore):
+    """Streams ranges in small chunks and drops the connection once, half-way through the
+    first range it serves; records where each stream started."""
+
+    def __init__(self, bucket: str) -> None:
+        super().__init__(bucket)
+        self.broken = False
+        self.starts: list[tuple[str, int, int]] = []
+
+    async def stream_range(self, key: str, start: int, length: int,
+                           chunk: int = 0) -> AsyncIterator[Buffer]:
+        self.starts.append((key, start, length))
+        data = bytes(await self.get_range(key, start, length))
+        for at in range(0, len(data), 100):
+            if not self.broken and key.endswith("big.bin") and at >= 200:
+                self.broken = True
+                raise StoreUnavailable("connection reset mid-stream")
+            yield data[at:at + 100]
+
+
+async def test_a_broken_stream_resumes_where_it_stopped(tmp_path: Path) -> None:
+    store = BreaksMidStream("data")
+    source = await filled()
+    store.objects.update(source.objects)
+    result = await prefetcher(tmp_path, store).prefetch(
+        {"data": "s3://data/digits/"}, tmp_path / "job", holder="j")
+    assert (result.paths["data"] / "big.bin").read_bytes() == store.objects["digits/big.bin"][0]
+    assert store.broken
+    big = [(s, n) for k, s, n in store.starts if k.endswith("big.bin")]
+    ranges = [(s, n) for s, n in big if s % PART == 0]
+    [resumed] = [(s, n) for s, n in big if s % PART != 0]
+    assert len(ranges) == 6  # five full parts and the 17-byte tail
+    broken = next((s, n) for s, n in ranges if s == resumed[0] - 200)
+    assert resumed == (broken[0] + 200, broken[1] - 200)  # only what was missing
 
 
 async def test_a_failed_prefetch_leaves_no_partial_file(tmp_path: Path) -> None:

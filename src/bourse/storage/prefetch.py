@@ -41,6 +41,7 @@ ProgressCallback = Callable[[Progress], None]
 class PrefetchOptions:
     concurrency: int = 32  # requests in flight
     part_size: int = 16 * MiB  # objects larger than this are fetched in ranges of this size
+    chunk: int = 1 * MiB  # each range is written in chunks of this size as they arrive
     io_threads: int = 2  # threads for open/pwrite/rename
     progress_interval: float = 0.5
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -235,6 +236,14 @@ class _File:
         self.tmp.unlink(missing_ok=True)
 
 
+@dataclass(slots=True)
+class _Fetched:
+    """How far one request got, kept across retries (a retry resumes there)."""
+
+    bytes: int = 0
+    complete: bool = False  # the chunk written last completed the file
+
+
 class _Download:
     """The download of a set of missing objects: ``concurrency`` workers drain one request
     list; parts of a large object land in one temp file, published when its last part lands.
@@ -271,38 +280,56 @@ class _Download:
 
     async def _worker(self) -> None:
         for request in self.requests:
-            data = await retrying(functools.partial(self._get, request), self.options.retry,
-                                  f"download of {request.key}")
-            if memoryview(data).nbytes != request.length:
-                raise StorageError(f"{request.key} changed while it was downloading",
-                                   hint="retry the prefetch once the object stops changing")
             file = self.files.get(request.digest)
             if file is None:
                 file = self.files[request.digest] = _File(
                     self.cache.tmp_path(request.digest), request.size, preallocate=request.ranged)
-            future = self.pool.submit(self._write, file, request, data)
-            self.writing.add(future)
-            try:
-                complete = await asyncio.wrap_future(future)
-            finally:
-                self.writing.discard(future)
-            if complete:
+            fetched = _Fetched()
+            await retrying(functools.partial(self._fetch, request, file, fetched),
+                           self.options.retry, f"download of {request.key}")
+            if fetched.bytes != request.length:
+                raise StorageError(f"{request.key} changed while it was downloading",
+                                   hint="retry the prefetch once the object stops changing")
+            if fetched.complete:
                 del self.files[request.digest]
-            progress = self.meter.add(request.length, self.clock(), objects=int(complete))
+            progress = self.meter.add(0, self.clock(), objects=int(fetched.complete))
             if progress and self.on_progress:
                 self.on_progress(progress)
 
-    async def _get(self, request: Request) -> Buffer:
+    async def _fetch(self, request: Request, file: _File, fetched: _Fetched) -> None:
+        """Stream the request's bytes (from where an earlier try stopped) into the file, each
+        chunk written while the next one arrives."""
         store = self.stores[request.digest]
-        if request.length == 0:
-            return await store.get(request.key)
-        # whole objects too: one call instead of GET + body read, and the size is checked
-        return await store.get_range(request.key, request.offset, request.length)
+        if request.length == 0:  # an empty object: nothing to range over
+            await store.get(request.key)
+            fetched.complete = await self._write_part(file, request, request.offset, b"")
+            return
+        start, left = request.offset + fetched.bytes, request.length - fetched.bytes
+        async for chunk in store.stream_range(request.key, start, left, self.options.chunk):
+            size = memoryview(chunk).nbytes
+            if fetched.bytes + size > request.length:
+                raise StorageError(f"{request.key} changed while it was downloading",
+                                   hint="retry the prefetch once the object stops changing")
+            fetched.complete = await self._write_part(file, request, start, chunk)
+            start += size
+            fetched.bytes += size
+            progress = self.meter.add(size, self.clock())
+            if progress and self.on_progress:
+                self.on_progress(progress)
 
-    def _write(self, file: _File, request: Request, data: Buffer) -> bool:
-        """In a pool thread: write one part, publish the file when it is complete."""
+    async def _write_part(self, file: _File, request: Request, offset: int,
+                          data: Buffer) -> bool:
+        future = self.pool.submit(self._write, file, request, offset, data)
+        self.writing.add(future)
         try:
-            if not file.write(request.offset, data):
+            return await asyncio.wrap_future(future)
+        finally:
+            self.writing.discard(future)
+
+    def _write(self, file: _File, request: Request, offset: int, data: Buffer) -> bool:
+        """In a pool thread: write one chunk, publish the file when it is complete."""
+        try:
+            if not file.write(offset, data):
                 return False
             self.cache.commit(file.tmp, request.digest)
             return True

@@ -9,6 +9,7 @@ not the downloader, should get the cores, and it speaks GCS and Azure through th
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -22,6 +23,7 @@ from bourse.storage.errors import AccessDenied, ObjectNotFound, StorageError, St
 from bourse.storage.settings import StoreSettings
 from bourse.storage.store import (
     DEFAULT_PART_SIZE,
+    DEFAULT_STREAM_CHUNK,
     ObjectInfo,
     ObjectStore,
     directory,
@@ -96,6 +98,16 @@ class RemoteStore(ObjectStore):
     async def get_range(self, key: str, start: int, length: int) -> Buffer:
         try:
             return await obstore.get_range_async(self._store, key, start=start, length=length)
+        except Exception as exc:
+            raise translate(exc, self.uri(key)) from None
+
+    async def stream_range(self, key: str, start: int, length: int,
+                           chunk: int = DEFAULT_STREAM_CHUNK) -> AsyncIterator[Buffer]:
+        try:
+            result = await obstore.get_async(self._store, key,
+                                             options={"range": (start, start + length)})
+            async for piece in result.stream(min_chunk_size=chunk):
+                yield piece
         except Exception as exc:
             raise translate(exc, self.uri(key)) from None
 

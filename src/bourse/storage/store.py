@@ -8,7 +8,7 @@ to it. Calls are async because their callers (coordinator, agent) run on an even
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -41,6 +41,9 @@ def directory(prefix: str) -> str:
     return prefix if prefix == "" or prefix.endswith("/") else prefix + "/"
 
 
+DEFAULT_STREAM_CHUNK = 4 << 20
+
+
 class ObjectStore(ABC):
     """One bucket. ``list`` is recursive and treats its prefix as a directory (``"a"`` lists
     ``a/...``, never ``ab``), which is what obstore does on every backend."""
@@ -70,6 +73,12 @@ class ObjectStore(ABC):
     @abstractmethod
     async def get_range(self, key: str, start: int, length: int) -> Buffer:
         """``length`` bytes from ``start`` (an HTTP range request)."""
+
+    async def stream_range(self, key: str, start: int, length: int,
+                           chunk: int = DEFAULT_STREAM_CHUNK) -> AsyncIterator[Buffer]:
+        """``length`` bytes from ``start`` as they arrive, in chunks of about ``chunk``
+        bytes (the last may be shorter), so a caller can write while the rest downloads."""
+        yield await self.get_range(key, start, length)
 
     @abstractmethod
     async def put(self, key: str, data: Buffer) -> str:
