@@ -1,20 +1,36 @@
 """The container runtime: where a Docker or Podman engine runs, a job that names an ``image``
-runs in a container — GPUs passed through, the attempt's work dir mounted — started through
+runs in a container — GPUs passed through, the attempt's directory mounted — started through
 the same shim as a process, so logs, exit codes and cancellation work unchanged (``docker
 run`` forwards SIGTERM to the container's init and returns its exit code).
 
-Only the command line is built here (pure). No container engine runs on the machines bourse
-is developed on: these command lines are tested as text, not against an engine.
+The attempt's directory is mounted at its own path, so every path the job is given (its
+files, ``TMPDIR``, the data plane's inputs and outputs) means the same inside and out; the
+container runs as the agent's user, so what it writes there stays the agent's to clean up.
+
+No container engine runs on the machines bourse is developed on: the command lines are
+tested as text, and through the runtime against a recording stand-in for ``docker``, never
+against an engine (docs/environments.md says what that leaves unexercised).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import shutil
-from collections.abc import Mapping, Sequence
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-WORKSPACE = "/workspace"
+from bourse.agent.hooks import AttemptHooks
+from bourse.agent.runtime import StartError
+from bourse.agent.shim import AttemptDir
+from bourse.protocol.agent import StartJob
+from bourse.protocol.common import Capabilities
+
+ENV_FILE = "container.env"
+HOST_ONLY = ("PATH", "HOME", "LANG")  # the engine's CLI needs them; the image has its own
 
 
 @dataclass(frozen=True)
@@ -43,13 +59,14 @@ def gpu_flags(engine: Engine, gpu_uuids: Sequence[str]) -> list[str]:
 
 
 def run_command(engine: Engine, *, image: str, command: Sequence[str], name: str,
-                work_dir: Path, cwd: str, env_file: Path,
+                mount: Path, cwd: Path, env_file: Path,
                 gpu_uuids: Sequence[str] = (), user: str | None = None,
                 cpus: float | None = None, memory_gib: float | None = None) -> list[str]:
-    """``docker run`` (or ``podman run``) for one attempt. Environment values go through an
+    """``docker run`` (or ``podman run``) for one attempt: ``mount`` (the attempt's
+    directory) at the same path inside, ``cwd`` under it. Environment values go through an
     env file (mode 0600, written by the caller) so that secrets never appear in ``ps``."""
     args = [engine.path, "run", "--rm", "--init", "--name", name,
-            "--volume", f"{work_dir}:{WORKSPACE}", "--workdir", f"{WORKSPACE}/{cwd}".rstrip("/"),
+            "--volume", f"{mount}:{mount}", "--workdir", str(cwd),
             "--env-file", str(env_file), "--label", "bourse.job=true"]
     args += gpu_flags(engine, gpu_uuids)
     if user:
@@ -70,3 +87,64 @@ def env_file_text(env: Mapping[str, str]) -> str:
                              "cannot carry it")
         lines.append(f"{key}={value}")
     return "\n".join(lines) + "\n"
+
+
+def container_name(job_id: str, attempt: int) -> str:
+    """A name the engines accept ([a-zA-Z0-9][a-zA-Z0-9_.-]*), unique per attempt."""
+    return f"bourse-{re.sub(r'[^A-Za-z0-9_.-]', '_', job_id)}-{attempt}"
+
+
+def write_env_file(path: Path, env: Mapping[str, str]) -> None:
+    """The env file, created 0600 (it may hold the attempt's store key)."""
+    text = env_file_text(env)
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+class ContainerJobs(AttemptHooks):
+    """Runs jobs that name an ``image`` in a container of the node's engine."""
+
+    def __init__(self, engine: Engine | None, node: Callable[[], Capabilities | None]) -> None:
+        self.engine, self.node = engine, node
+
+    def command(self, msg: StartJob, adir: AttemptDir, cwd: Path,
+                env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        compute = msg.spec.compute
+        if compute.image is None:
+            return list(msg.spec.command), env
+        if self.engine is None:
+            raise StartError(f"the job names image {compute.image} but this node has no "
+                             "container engine", hint="install docker or podman on the node")
+        env_file = adir.root / ENV_FILE
+        try:
+            write_env_file(env_file, {k: v for k, v in env.items() if k not in HOST_ONLY})
+        except ValueError as exc:
+            raise StartError(str(exc)) from None
+        argv = run_command(
+            self.engine, image=compute.image, command=msg.spec.command,
+            name=container_name(msg.job_id, msg.attempt), mount=adir.root, cwd=cwd,
+            env_file=env_file, gpu_uuids=self._gpus(msg), user=f"{os.getuid()}:{os.getgid()}",
+            cpus=compute.cpus.min or None, memory_gib=compute.memory.min or None)
+        return argv, {k: env[k] for k in HOST_ONLY if k in env}
+
+    def _gpus(self, msg: StartJob) -> list[str]:
+        """The node's GPUs for a job that asks for any (attempts get no GPUs of their own yet:
+        the process runtime does not split them either)."""
+        caps = self.node()
+        if msg.spec.compute.gpu is None or caps is None:
+            return []
+        return [g.uuid for g in caps.gpus if g.uuid]
+
+    def release(self, job_id: str, attempt: int, root: Path) -> None:
+        """Remove the env file (it may hold a key) and the container, if one was started: a
+        container outlives a ``docker run`` that was SIGKILLed."""
+        env_file = root / ENV_FILE
+        if self.engine is None or not env_file.exists():
+            return
+        env_file.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            subprocess.Popen([self.engine.path, "rm", "--force", container_name(job_id, attempt)],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)

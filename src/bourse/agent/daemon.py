@@ -31,12 +31,18 @@ from websockets.exceptions import InvalidStatus
 
 from bourse.agent import credentials
 from bourse.agent.bundles import BundleCache, BundleError
+from bourse.agent.containers import ContainerJobs, find_engine
 from bourse.agent.data import NodeData, default_cache_limit, settings_of
+from bourse.agent.environment import JobEnvironments
+from bourse.agent.envs import EnvManager
+from bourse.agent.hooks import HookChain
+from bourse.agent.indexes import PackageSources, pip_sources
 from bourse.agent.probe import probe
 from bourse.agent.probe.report import ProbeOptions, run_probe
-from bourse.agent.runtime import Runtime
+from bourse.agent.runtime import Runtime, base_env
 from bourse.agent.spool import Spool
 from bourse.core.backoff import backoff_delay
+from bourse.core.cuda import PYTORCH_INDEX
 from bourse.protocol.agent import (
     MAX_FRAME_BYTES,
     SERVER_TO_AGENT,
@@ -51,7 +57,7 @@ from bourse.protocol.agent import (
     Welcome,
     envelope,
 )
-from bourse.protocol.common import Declared, ProbeReport, Wire
+from bourse.protocol.common import Capabilities, Declared, ProbeReport, Wire
 from bourse.storage.remote import Stores
 from bourse.storage.store import ObjectStore
 from bourse.storage.uri import parse_uri
@@ -75,6 +81,8 @@ class AgentConfig:
     storage_mb: int = 100
     cache_bytes: int | None = None  # the input cache's limit; default: see data.py
     region: str | None = None  # where the node is (a cloud region or a site name)
+    sources: PackageSources | None = None  # job environments' packages; None: pip's config
+    torch_index: str = PYTORCH_INDEX
 
 
 class Session:
@@ -180,7 +188,8 @@ class Agent:
         self.spool = Spool(self.work_dir / "spool.db")
         self.data = NodeData(self.work_dir / "cache", config.cache_bytes or default_cache_limit(
             shutil.disk_usage(self.work_dir).free))
-        self.runtime = Runtime(self.work_dir, self.spool, hooks=self.data)
+        self.caps: Capabilities | None = None  # what the last hello said (GPUs, driver)
+        self.runtime = Runtime(self.work_dir, self.spool, hooks=self._hooks())
         self.cred: credentials.NodeCredential | None = None
         self.bundles: BundleCache | None = None
         self._starting: dict[tuple[str, int], asyncio.Task[None]] = {}
@@ -188,6 +197,20 @@ class Agent:
         self.failures = 0
         self.report: ProbeReport | None = None
         self.fingerprint: str | None = None  # of the hardware, from the last hello
+
+    def _hooks(self) -> HookChain:
+        """Environment first (its PATH), then data (its variables), then the container
+        runtime (which wraps the command)."""
+        config = self.config
+        envs = EnvManager(self.work_dir / "envs", sources=config.sources or pip_sources())
+        return HookChain(
+            JobEnvironments(envs, self.node_facts, path=base_env(os.environ)["PATH"],
+                            torch_base=config.torch_index),
+            self.data, ContainerJobs(find_engine(), self.node_facts))
+
+    def node_facts(self) -> Capabilities | None:
+        return self.caps
+
     @property
     def ws_url(self) -> str:
         base = self.config.server.rstrip("/")
@@ -237,7 +260,7 @@ class Agent:
             session = Session(self, ws)
             caps = (await asyncio.to_thread(probe, self.work_dir, self.config.cpus)).model_copy(
                 update={"region": self.config.region})
-            self.fingerprint = caps.fingerprint
+            self.fingerprint, self.caps = caps.fingerprint, caps
             await session.send(lambda: Hello(name=self.config.name, capabilities=caps,
                                              running=self.runtime.running(),
                                              keep_alive_s=keep_alive,

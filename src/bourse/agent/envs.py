@@ -19,13 +19,15 @@ import shutil
 import sys
 import sysconfig
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bourse.agent.indexes import PackageSources
 from bourse.core.errors import BourseError
 
 REQUEST_TTL_S = 24 * 3600.0
+Step = Callable[[str, int], None]  # ("resolving" | "installing", number of packages)
 _TORCH = re.compile(r"^torch(\W|$)", re.IGNORECASE)
 
 
@@ -38,20 +40,23 @@ class Environment:
     path: Path  # the virtualenv
     key: str  # hash of the resolved requirements
     built: bool  # False when it was already there
+    packages: int = 0  # pinned packages in it
 
     @property
     def python(self) -> Path:
         return self.path / "bin" / "python"
 
-    def env(self) -> dict[str, str]:
-        """Variables that put the environment first for the job."""
-        return {"VIRTUAL_ENV": str(self.path),
-                "PATH": f"{self.path / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+    def env(self, path: str | None = None) -> dict[str, str]:
+        """Variables that put the environment first on ``path`` (default: the agent's PATH)."""
+        path = os.environ.get("PATH", "") if path is None else path
+        return {"VIRTUAL_ENV": str(self.path), "PATH": f"{self.path / 'bin'}{os.pathsep}{path}"}
 
 
-def request_key(packages: Sequence[str], index: str | None, python: str) -> str:
+def request_key(packages: Sequence[str], index: str | None, python: str,
+                sources: Sequence[str] = ()) -> str:
     normalised = sorted({p.strip().lower() for p in packages if p.strip()})
-    blob = json.dumps({"packages": normalised, "index": index, "python": python})
+    blob = json.dumps({"packages": normalised, "index": index, "python": python,
+                       "sources": list(sources)})
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
@@ -61,37 +66,55 @@ def resolved_key(lock: str, python: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
+def names_torch(packages: Sequence[str]) -> bool:
+    return any(_TORCH.match(p.strip()) for p in packages)
+
+
 def find_uv() -> str | None:
     beside = Path(sys.executable).parent / "uv"
     return str(beside) if beside.exists() else shutil.which("uv")
 
 
 class EnvManager:
-    def __init__(self, root: Path, python: str = sys.executable, uv: str | None = None) -> None:
+    def __init__(self, root: Path, python: str = sys.executable, uv: str | None = None,
+                 sources: PackageSources | None = None) -> None:
         self.root, self.python = root, python
         self.uv = uv or find_uv()
+        self.sources = sources or PackageSources()
         self._locks: dict[str, asyncio.Lock] = {}
 
     def _requests(self) -> Path:
         return self.root / "requests"
 
     async def ensure(self, packages: Sequence[str], torch_index: str | None = None,
-                     now: float | None = None) -> Environment:
-        """The environment for ``packages``, built unless it exists."""
+                     now: float | None = None, on_step: Step | None = None) -> Environment:
+        """The environment for ``packages``, built unless it exists; ``on_step`` hears of
+        the slow steps (resolving, installing) when they happen."""
         now = time.time() if now is None else now
-        index = torch_index if any(_TORCH.match(p) for p in packages) else None
-        request = request_key(packages, index, self.python)
+        step = on_step or (lambda _name, _count: None)
+        index = torch_index if names_torch(packages) else None
+        request = request_key(packages, index, self.python, self.sources.uv_args())
         async with self._locks.setdefault(request, asyncio.Lock()):
             known = self._known(request, now)
             if known is not None:
-                return Environment(self.root / "envs" / known, known, built=False)
+                return self._environment(known, built=False)
+            step("resolving", len(packages))
             lock = await self._resolve(packages, index)
             key = resolved_key(lock, self.python)
             built = not (self.root / "envs" / key / ".complete").exists()
             if built:
+                step("installing", len(pinned(lock)))
                 await self._build(key, lock, index)
             self._remember(request, key, now)
-            return Environment(self.root / "envs" / key, key, built)
+            return self._environment(key, built)
+
+    def _environment(self, key: str, built: bool) -> Environment:
+        path = self.root / "envs" / key
+        try:
+            count = len(pinned((path / ".complete").read_text()))
+        except OSError:
+            count = 0
+        return Environment(path, key, built, count)
 
     def _known(self, request: str, now: float) -> str | None:
         path = self._requests() / request
@@ -115,7 +138,8 @@ class EnvManager:
         requirements.write_text("\n".join(packages) + "\n")
         try:
             out = await self._uv("pip", "compile", "--quiet", "--python", self.python,
-                                 *_index_args(index), str(requirements))
+                                 *self.sources.uv_args(), *_index_args(index),
+                                 str(requirements))
         finally:
             requirements.unlink(missing_ok=True)
         return out
@@ -131,8 +155,8 @@ class EnvManager:
             await self._uv("venv", "--quiet", "--python", self.python, str(staging))
             _see_agent_packages(staging)
             await self._uv("pip", "install", "--quiet", "--python",
-                           str(staging / "bin" / "python"), *_index_args(index),
-                           "-r", str(locked))
+                           str(staging / "bin" / "python"), *self.sources.uv_args(),
+                           *_index_args(index), "-r", str(locked))
             (staging / ".complete").write_text(lock)
             shutil.rmtree(final, ignore_errors=True)
             os.replace(staging, final)
@@ -152,6 +176,12 @@ class EnvManager:
             raise EnvironmentError_(f"uv {args[0]} {args[1] if len(args) > 1 else ''} failed: "
                                     + " / ".join(detail))
         return out.decode()
+
+
+def pinned(lock: str) -> list[str]:
+    """The ``name==version`` lines of a lock (``uv pip compile`` output)."""
+    return [ln.strip() for ln in lock.splitlines()
+            if ln.strip() and not ln.lstrip().startswith("#") and "==" in ln]
 
 
 def _see_agent_packages(venv: Path) -> None:

@@ -299,7 +299,11 @@ class Runtime:
             return
         env = job_env(self._base_env, adir.tmp, msg, data)
         try:
-            pid = shim.spawn(adir, cwd, list(msg.spec.command), env)
+            argv, env = self._hooks.command(msg, adir, cwd, env)
+            pid = shim.spawn(adir, cwd, argv, env)
+        except StartError as e:
+            self._fail_start(key, e.message + (f" ({e.hint})" if e.hint else ""))
+            return
         except (OSError, ValueError) as e:
             self._fail_start(key, f"cannot start the job's process: {e}")
             return

@@ -14,11 +14,13 @@ from pathlib import Path
 import click
 
 from bourse.agent.daemon import AgentConfig, run_agent
+from bourse.agent.indexes import PackageSources
 from bourse.agent.probe import ProbeOptions, run_probe
 from bourse.cli.errors import EXIT_NO_RESULT, EXIT_OK, handles_errors
 from bourse.cli.render import echo_json
 from bourse.cli.verification import render_probe
 from bourse.core.compute import Compute
+from bourse.core.cuda import PYTORCH_INDEX
 from bourse.core.verification import verify
 from bourse.protocol.common import Declared
 
@@ -51,6 +53,16 @@ REGION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
               "most 100 GB.")
 @click.option("--region", metavar="REGION", help="Where this node is (a cloud region such as "
               "us-east-1, or a site name): jobs whose data lives there prefer it.")
+@click.option("--index-url", metavar="URL", help="Package index for job environments "
+              "(default: what pip's configuration on this machine says).")
+@click.option("--extra-index-url", metavar="URL", multiple=True,
+              help="More package indexes (repeatable).")
+@click.option("--find-links", metavar="DIR|URL", multiple=True,
+              help="Wheel directories or pages (repeatable).")
+@click.option("--no-index", is_flag=True, help="Use only --find-links for job environments.")
+@click.option("--torch-index", metavar="URL", default=PYTORCH_INDEX, show_default=True,
+              help="Where PyTorch's per-CUDA indexes are (<URL>/cu121, <URL>/cpu...): a "
+                   "mirror of download.pytorch.org/whl.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 @click.pass_context
@@ -58,7 +70,9 @@ REGION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
           keep_alive: float, work_dir: Path, cpus: int | None, declare_gpus: str | None,
           declare_cpus: int | None, declare_memory: float | None, verify_every: float,
-          storage_mb: int, cache_gb: float | None, region: str | None, log_level: str) -> None:
+          storage_mb: int, cache_gb: float | None, region: str | None,
+          index_url: str | None, extra_index_url: tuple[str, ...], find_links: tuple[str, ...],
+          no_index: bool, torch_index: str, log_level: str) -> None:
     """Run a node agent: it dials out to the coordinator and runs the jobs placed here."""
     if ctx.invoked_subcommand is not None:
         return
@@ -80,8 +94,20 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
                          token=token, keep_alive_s=keep_alive, cpus=cpus, declared=declared,
                          verify_every_s=verify_every * 3600, storage_mb=storage_mb,
                          cache_bytes=int(cache_gb * (1 << 30)) if cache_gb else None,
-                         region=region)
+                         region=region,
+                         sources=package_sources(index_url, extra_index_url, find_links,
+                                                 no_index),
+                         torch_index=torch_index)
     asyncio.run(run_agent(config))
+
+
+def package_sources(index_url: str | None, extra: tuple[str, ...], find_links: tuple[str, ...],
+                    no_index: bool) -> PackageSources | None:
+    """The sources the options name; None (pip's configuration) when they name none."""
+    if not (index_url or extra or find_links or no_index):
+        return None
+    return PackageSources(index_url=index_url, extra_index_urls=extra, find_links=find_links,
+                          no_index=no_index)
 
 
 @agent.command("probe")

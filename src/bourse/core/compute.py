@@ -265,6 +265,10 @@ class Compute(BaseModel):
             catalogue().get(m).vendor != "nvidia" for m in self.gpu.models
         ):
             raise InvalidInput(f"{', '.join(self.gpu.models)} cannot run CUDA", field="cuda")
+        if self.image and self.packages:
+            raise InvalidInput("packages cannot be installed into an image", field="packages",
+                               hint="install them in the image, or drop image to run in a "
+                                    "virtualenv on the node")
         _no_overlap(self.regions, self.exclude_regions, "regions")
         _no_overlap(self.providers, self.exclude_providers, "providers")
         return self
@@ -276,7 +280,8 @@ class Compute(BaseModel):
                                    ("disk", self.disk, "GB")):
             if not bounds.unbounded:
                 parts.append(f"{name} {bounds.describe(unit)}")
-        parts += [f"{k}={v}" for k, v in (("cuda", self.cuda), ("torch", self.torch)) if v]
+        parts += [f"{k}={v}" for k, v in (("cuda", self.cuda), ("torch", self.torch),
+                                          ("image", self.image)) if v]
         if self.spot != "never":
             parts.append(f"spot={self.spot}")
         if self.max_price is not None:

@@ -9,7 +9,7 @@ rules; tests hold them equal.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -188,6 +188,32 @@ def _environment(c: Compute, o: Offer) -> str | None:
     return environment_verdict(o.driver, o.gpu, c.torch, c.cuda).reason
 
 
+ENGINES = frozenset({"docker", "podman"})
+GPU_CONTAINERS = "nvidia-container-cli"  # NVIDIA's container toolkit: GPUs into containers
+CONTAINER_TOOLS = ("docker", "podman", GPU_CONTAINERS)  # what a node reports as ``engines``
+
+
+def container_engines(tool_names: Iterable[str]) -> list[str]:
+    """The container tools among the programs a probe found."""
+    return [name for name in tool_names if name in CONTAINER_TOOLS]
+
+
+def image_lack(engines: frozenset[str] | None, image: str | None, gpu: bool) -> str | None:
+    """Why a node with these container tools cannot run ``image`` (None: it can, or the
+    tools are installed at provisioning)."""
+    if image is None or engines is None:
+        return None
+    if not engines & ENGINES:
+        return f"no container engine (docker or podman) to run image {image}"
+    if gpu and GPU_CONTAINERS not in engines:
+        return f"no NVIDIA container toolkit ({GPU_CONTAINERS}) to give image {image} its GPUs"
+    return None
+
+
+def _image(c: Compute, o: Offer) -> str | None:
+    return image_lack(o.engines, c.image, c.gpu is not None)
+
+
 def _capacity(c: Compute, o: Offer) -> str | None:
     need = c.num_nodes if o.source == "catalog" else 1
     if o.available is None or o.available >= need:
@@ -208,6 +234,7 @@ CONSTRAINTS: tuple[Constraint, ...] = (
     Constraint("spot", _spot),
     Constraint("max_price", _max_price),
     Constraint("environment", _environment),
+    Constraint("image", _image),
     Constraint("capacity", _capacity),
 )
 

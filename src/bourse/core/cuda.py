@@ -251,7 +251,8 @@ def _torch_reason(
         assert gpu is not None
         return f"{name}: " + _arch_reason(gpu, min(builds))
     easiest = min(runnable, key=min_driver)
-    return f"{name} needs driver >= {min_driver(easiest)} ({easiest.cuda_tag()})"
+    need = f"needs driver >= {min_driver(easiest)} ({easiest.cuda_tag()})"
+    return f"driver {driver} is too old for {name}: {need}" if driver else f"{name} {need}"
 
 
 def _older_torch(
@@ -285,16 +286,18 @@ PYTORCH_INDEX = "https://download.pytorch.org/whl"
 
 
 def torch_wheel_index(driver: str | Version | None, gpu: GpuModel | str | None,
-                      torch: str | None = None) -> str:
+                      torch: str | None = None, base: str = PYTORCH_INDEX) -> str:
     """The PyTorch package index a node should install torch from: the CUDA build its driver
-    and GPU run (the newest one that fits, for ``torch`` if given), or the CPU build."""
+    and GPU run (the newest one that fits, for ``torch`` if given), or the CPU build.
+    ``base``: where PyTorch's indexes are (a mirror of download.pytorch.org/whl)."""
+    base = base.rstrip("/")
     if driver is None or gpu is None:
-        return f"{PYTORCH_INDEX}/cpu"
+        return f"{base}/cpu"
     drv = parse_version(driver, field="driver") if isinstance(driver, str) else driver
     model = catalogue().get(gpu) if isinstance(gpu, str) else gpu
     releases = [torch] if torch else [str(v) for v in sorted(tables().torch, reverse=True)]
     for release in releases:
         build = runnable_build(drv, model, release, None)
         if build is not None:
-            return f"{PYTORCH_INDEX}/{build.cuda_tag()}"
-    return f"{PYTORCH_INDEX}/cpu"
+            return f"{base}/{build.cuda_tag()}"
+    return f"{base}/cpu"

@@ -37,6 +37,9 @@ class Offer:
     max_cuda: str | None = None
     os: str | None = None
     packages: tuple[str, ...] = ()
+    # container tools on the node (docker, podman, nvidia-container-cli); None: installed at
+    # provisioning (catalogue offers)
+    engines: frozenset[str] | None = None
     available: int | None = None  # free units (instances or nodes); None when unknown
     verified_at: datetime | None = None
     sla: float | None = None  # measured availability, 0..1

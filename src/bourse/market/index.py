@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bourse.core.compute import SPOT_POLICIES, Bounds, Compute
-from bourse.core.constraints import environment_ok
+from bourse.core.constraints import environment_ok, image_lack
 from bourse.core.gpus import catalogue
 from bourse.core.match import Explanation, Match, explain, match, rank_key, region_rank_key
 from bourse.core.offer import Offer
@@ -77,6 +77,8 @@ class _Columns:
     zone: Ints
     driver: Ints
     tags: npt.NDArray[np.uint64]
+    images: Mask  # can run a container image (core.constraints.image_lack)
+    gpu_images: Mask  # ... with GPUs passed through
     price: dict[str, Floats] = field(default_factory=dict)
 
 
@@ -165,6 +167,10 @@ class OfferIndex:
             zone=np.array([self.zones.code(o.zone) for o in offers], dtype=np.int64),
             driver=np.array([self.drivers.code(o.driver) for o in offers], dtype=np.int64),
             tags=np.array([self._tag_mask(o.tags) for o in offers], dtype=np.uint64),
+            images=np.array([image_lack(o.engines, "i", False) is None for o in offers],
+                            dtype=bool),
+            gpu_images=np.array([image_lack(o.engines, "i", True) is None for o in offers],
+                                dtype=bool),
         )
         on_demand, spot = floats([o.price for o in offers]), floats([o.spot_price for o in offers])
         cols.price = {"never": on_demand, "only": spot,
@@ -349,6 +355,8 @@ class _Query:
         if c.tags:
             ok &= (cols.tags[rows] & self.tags_need) == self.tags_need
         ok &= self._size_mask(rows)
+        if c.image is not None:
+            ok &= (cols.gpu_images if c.gpu is not None else cols.images)[rows]
         need = np.where(cols.catalog[rows], c.num_nodes, 1)
         avail = cols.avail[rows]
         ok &= (avail < 0) | (avail >= need)

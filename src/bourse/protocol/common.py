@@ -127,6 +127,7 @@ class Capabilities(Wire):
     fingerprint: str | None = None  # sha256 of the hardware identity, see agent.probe
     region: str | None = Field(default=None, max_length=64,
                                pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # where the node is
+    engines: list[str] = Field(default_factory=list)  # docker, podman, nvidia-container-cli
 
 
 class Tool(Wire):

@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 
 from bourse.agent.probe.commands import CommandError, run_command, which
+from bourse.core.constraints import CONTAINER_TOOLS
 from bourse.protocol.common import HostInfo, Tool, TorchInfo
 
 # CPU features a job's wheels or kernels may require (x86 and Arm spellings).
@@ -128,6 +129,11 @@ def free_gib(path: Path) -> float:
         except OSError:
             continue
     return 0.0
+
+
+def engines_on_path() -> list[str]:
+    """The container tools on PATH, by name only (fast: for the hello)."""
+    return [name for name in CONTAINER_TOOLS if which(name) is not None]
 
 
 def find_tools() -> list[Tool]:

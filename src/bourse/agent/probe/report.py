@@ -18,7 +18,7 @@ from bourse import __version__
 from bourse.agent.probe.benchmark import cpu_matmul, gpu_matmul
 from bourse.agent.probe.fingerprint import fingerprint, gpu_identity, machine_id
 from bourse.agent.probe.gpus import GpuProbe, probe_gpus
-from bourse.agent.probe.host import host_info
+from bourse.agent.probe.host import engines_on_path, host_info
 from bourse.agent.probe.storage import check_storage
 from bourse.protocol.common import Benchmark, Capabilities, HostInfo, ProbeReport
 
@@ -76,5 +76,5 @@ def probe(work_dir: Path, cpus: int | None = None) -> Capabilities:
         memory_gib=round(host.memory_mib / 1024, 2), disk_free_gib=host.disk_free_gib,
         gpus=list(found.reading.gpus), driver=found.reading.driver, os=host.os,
         python=host.python, agent_version=__version__, cuda=found.reading.cuda,
-        fingerprint=_fingerprint(found, host, machine_id()),
+        fingerprint=_fingerprint(found, host, machine_id()), engines=engines_on_path(),
     )

@@ -17,6 +17,7 @@ from sqlalchemy import and_, or_, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.compute import Compute
+from bourse.core.constraints import container_engines, first_lack
 from bourse.core.match import Match, cross_region, explain, match
 from bourse.core.offer import Offer
 from bourse.core.states import AttemptState, JobState
@@ -90,7 +91,8 @@ def node_offer(free: Free) -> Offer | None:
                  gpu=gpu if free.gpus > 0 else None, gpu_count=max(free.gpus, 0),
                  gpu_memory_mib=memory, cpus=free.cpus, memory_gib=free.memory_gib,
                  disk_gib=caps.disk_free_gib, driver=caps.driver, price=price, node_id=node.id,
-                 available=1, divisible=True, source="node", verified_at=verified)
+                 available=1, divisible=True, source="node", verified_at=verified,
+                 engines=frozenset(caps.engines))
 
 
 async def live_capacity(session: AsyncSession, allow_unverified: bool = False) -> list[Free]:
@@ -136,6 +138,7 @@ def offered(caps: Capabilities, report: ProbeReport | None) -> Capabilities:
     host = report.host
     return caps.model_copy(update={
         "gpus": report.gpus, "driver": report.driver,
+        "engines": container_engines(t.name for t in report.host.tools),
         "cpus": min(caps.cpus, host.cpu_logical_cores or caps.cpus),
         "memory_gib": min(caps.memory_gib, host.memory_mib / 1024 or caps.memory_gib)})
 
@@ -173,7 +176,8 @@ async def place_pending(session: AsyncSession, now: float, lease_s: float, *,
                 _explain_pending(job, compute, offers, frees)
                 continue
             report.commands.append(_place(session, job, compute, chosen, frees=by_id,
-                                          now=now, lease_s=lease_s, data_region=near))
+                                          now=now, lease_s=lease_s, data_region=near,
+                                          skipped=skipped_for_environment(compute, offers)))
             report.placed += 1
             offers = _offers(frees)
         cursor = (jobs[-1].created_at, jobs[-1].id)
@@ -256,9 +260,26 @@ def _explain_pending(job: Job, compute: Compute, offers: list[Offer],
         job.pending_reason = reason
 
 
+ENVIRONMENT_CONSTRAINTS = frozenset({"environment", "image"})
+
+
+def skipped_for_environment(compute: Compute, offers: Sequence[Offer],
+                            most: int = 3) -> list[str]:
+    """Nodes that could not run the job's torch/CUDA build or image, with why (only for jobs
+    that name one: the common job pays nothing)."""
+    if compute.torch is None and compute.cuda is None and compute.image is None:
+        return []
+    found = []
+    for offer in offers:
+        lack = first_lack(compute, offer)
+        if lack is not None and lack[0] in ENVIRONMENT_CONSTRAINTS:
+            found.append(f"{offer.instance_type}: {lack[1]}")
+    return found[:most]
+
+
 def _place(session: AsyncSession, job: Job, compute: Compute, chosen: Match, *,
            frees: dict[str, Free], now: float, lease_s: float,
-           data_region: str | None = None) -> Command:
+           data_region: str | None = None, skipped: Sequence[str] = ()) -> Command:
     node_id = chosen.offer.id
     need = needs(compute)
     frees[node_id].take(need)
@@ -269,6 +290,8 @@ def _place(session: AsyncSession, job: Job, compute: Compute, chosen: Match, *,
     if cross_region(chosen.offer, data_region):
         placement += (f"; cross-region: the data is in {data_region}, the node in "
                       f"{chosen.offer.region}")
+    if skipped:
+        placement += f" (skipped {'; '.join(skipped)})"
     attempt = Attempt(job_id=job.id, number=job.attempt, node_id=node_id,
                       state=AttemptState.SCHEDULED.value, placed_at=now,
                       start_deadline=now + lease_s, placement=placement, resources=need,
