@@ -178,3 +178,11 @@ def test_unknown_gpu_label_suggests() -> None:
     with pytest.raises(UnknownGpu) as info:
         Compute("a100-40")
     assert info.value.suggestions[0] == "a100-40gb"
+
+
+def test_packages_cannot_go_into_an_image() -> None:
+    with pytest.raises(InvalidInput, match="packages cannot be installed into an image") as info:
+        Compute(image="python:3.12", packages="six")
+    assert info.value.field == "packages"
+    assert Compute(image="python:3.12", torch="2.1").describe() == \
+        "no GPU, torch=2.1, image=python:3.12"

@@ -136,6 +136,18 @@ ENV_CASES: list[Case] = [
     (Compute(torch="2.1"), offer(driver="470.82.01"), set()),  # CPU job: no CUDA needed
 ]
 
+DOCKER, GPU_DOCKER = frozenset({"docker"}), frozenset({"docker", "nvidia-container-cli"})
+IMAGE_CASES: list[Case] = [
+    (Compute(image="python:3.12"), node(engines=frozenset()), {"image"}),
+    (Compute(image="python:3.12"), node(engines=frozenset({"podman"})), set()),
+    (Compute("a100", image="pytorch/pytorch"), node(engines=DOCKER), {"image"}),  # no toolkit
+    (Compute("a100", image="pytorch/pytorch"), node(engines=GPU_DOCKER), set()),
+    (Compute("a100", image="pytorch/pytorch"), offer(), set()),  # engine installed at start
+    (Compute(), node(engines=frozenset()), set()),  # no image, no engine needed
+    (Compute("a100", torch="2.1", image="x"), node(engines=GPU_DOCKER, driver="470.82.01"),
+     {"environment"}),  # the image's torch still needs the driver
+]
+
 CAPACITY_CASES: list[Case] = [
     (Compute(), offer(available=0), {"capacity"}),
     (Compute(), offer(available=None), set()),
@@ -150,7 +162,7 @@ CAPACITY_CASES: list[Case] = [
 @pytest.mark.parametrize(
     ("compute", "o", "expected"),
     GPU_CASES + COUNT_CASES + MEMORY_CASES + PLACE_CASES + SIZE_CASES + SPOT_CASES + ENV_CASES
-    + CAPACITY_CASES,
+    + IMAGE_CASES + CAPACITY_CASES,
 )
 def test_constraint(compute: Compute, o: Offer, expected: set[str]) -> None:
     assert failing(compute, o) == expected
@@ -172,7 +184,12 @@ def test_constraint_reasons_say_what_is_lacking() -> None:
     reason = dict(lacks(Compute(max_price=1.5), offer()))["max_price"]
     assert "$2.00/h" in reason and "$1.50/h" in reason
     reason = dict(lacks(Compute("a100", torch="2.1"), offer(driver="470.82.01")))["environment"]
-    assert "520.61.05" in reason
+    assert reason == "driver 470.82.01 is too old for torch 2.1: needs driver >= 520.61.05 (cu118)"
+    reason = dict(lacks(Compute("a100", image="img:1"), node(engines=DOCKER)))["image"]
+    assert reason == ("no NVIDIA container toolkit (nvidia-container-cli) to give image img:1 "
+                      "its GPUs")
+    assert dict(lacks(Compute(image="img:1"), node(engines=frozenset())))["image"] == \
+        "no container engine (docker or podman) to run image img:1"
 
 
 # --- ranking -----------------------------------------------------------------------------------

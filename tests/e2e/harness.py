@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -67,8 +67,9 @@ class Proc:
     """One `python -m bourse ...` process in a process group of its own, logging to a file."""
 
     def __init__(self, name: str, args: Sequence[str], log: Path,
-                 prefix: Sequence[str] = ()) -> None:
+                 prefix: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
         self.name, self.args, self.log, self.prefix = name, list(args), log, list(prefix)
+        self.env = dict(env or {})  # on top of the test's environment
         self.popen: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -77,7 +78,7 @@ class Proc:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self.starts += 1
         env = {**os.environ, "PYTHONUNBUFFERED": "1",
-               "BOURSE_HOME": str(self.log.parent / "bourse-home")}
+               "BOURSE_HOME": str(self.log.parent / "bourse-home"), **self.env}
         with self.log.open("ab") as out:
             out.write(f"=== start {self.starts} of {self.name} ===\n".encode())
             out.flush()
@@ -116,8 +117,9 @@ class Cluster:
         self.work_dirs: list[Path] = []
         self.closers: list[Callable[[], None]] = []
 
-    def spawn(self, name: str, args: Sequence[str], prefix: Sequence[str] = ()) -> Proc:
-        proc = Proc(name, args, self.root / "logs" / f"{name}.log", prefix)
+    def spawn(self, name: str, args: Sequence[str], prefix: Sequence[str] = (),
+              env: Mapping[str, str] | None = None) -> Proc:
+        proc = Proc(name, args, self.root / "logs" / f"{name}.log", prefix, env)
         self.procs.append(proc)
         return proc
 
@@ -213,13 +215,14 @@ class Agent:
     """`bourse agent` with a work dir of its own; restarts reuse it (and its node credential)."""
 
     def __init__(self, cluster: Cluster, name: str, server: str, keep_alive: float, *,
-                 cpus: int = 4, prefix: Sequence[str] = ()) -> None:
+                 cpus: int = 4, prefix: Sequence[str] = (), args: Sequence[str] = (),
+                 env: Mapping[str, str] | None = None) -> None:
         self.cluster, self.name, self.server = cluster, name, server
         self.work_dir = cluster.root / name
         cluster.work_dirs.append(self.work_dir)
-        args = ["agent", "--server", server, "--name", name, "--work-dir", str(self.work_dir),
-                "--keep-alive", str(keep_alive), "--cpus", str(cpus)]
-        self.proc = cluster.spawn(name, args, prefix)
+        argv = ["agent", "--server", server, "--name", name, "--work-dir", str(self.work_dir),
+                "--keep-alive", str(keep_alive), "--cpus", str(cpus), *args]
+        self.proc = cluster.spawn(name, argv, prefix, env)
 
     def start(self, token: str | None = None) -> None:
         """Start it; ``token`` enrols it (needed once)."""
@@ -267,11 +270,13 @@ class Exchange:
         return self
 
     def agent(self, name: str, server: str | None = None, *, cpus: int = 4,
-              prefix: Sequence[str] = (), connect: bool = True) -> Agent:
-        """Enrol and start an agent (dialling ``server``, default the coordinator itself);
-        wait until it is connected unless ``connect`` is False."""
+              prefix: Sequence[str] = (), connect: bool = True, args: Sequence[str] = (),
+              env: Mapping[str, str] | None = None) -> Agent:
+        """Enrol and start an agent (dialling ``server``, default the coordinator itself)
+        with more ``args`` and ``env``; wait until it is connected unless ``connect`` is
+        False."""
         agent = Agent(self.cluster, name, server or self.coordinator.url, self.keep_alive,
-                      cpus=cpus, prefix=prefix)
+                      cpus=cpus, prefix=prefix, args=args, env=env)
         agent.start(self.client.create_enrollment(name=name).token)
         if connect:
             self.wait_connected(agent)

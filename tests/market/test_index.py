@@ -51,6 +51,8 @@ def synthetic_offers(seed: int = 7, n: int = 240) -> list[Offer]:
             price_is_floor=rng.random() < 0.1,
             source="node" if divisible or rng.random() < 0.3 else "catalog",
             node_id=f"n{i}" if divisible else None,
+            engines=rng.choice([None, frozenset(), frozenset({"docker"}),
+                                frozenset({"podman", "nvidia-container-cli"})]),
         ))
     return offers
 
@@ -94,6 +96,8 @@ HAND_PICKED: list[tuple[dict[str, Any], int]] = [
     ({"gpu": "mi300x"}, 10),
     ({"gpu": "b200", "max_price": 0.01}, 10),
     ({"gpu": "a100", "tags": "hipaa"}, 10),
+    ({"image": "python:3.12", "cpus": "8+"}, 20),
+    ({"gpu": "rtx4090", "image": "pytorch/pytorch:2.1.0", "torch": "2.1"}, 20),
 ]
 
 
