@@ -34,6 +34,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/match.py
+	$(PY) benchmarks/envs.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info

@@ -226,3 +226,11 @@ def test_an_agent_region_must_be_a_plain_name() -> None:
     result = run("agent", "--server", "http://127.0.0.1:1", "--region", "us east/1")
     assert result.exit_code == 2
     assert "--region" in result.output and "e.g. us-east-1" in result.output
+
+
+def test_package_and_image_flags_make_the_compute() -> None:
+    from bourse.cli.offers import compute_from_flags
+
+    compute = compute_from_flags({"package": ("attrs>=23,<24", "six"), "torch": "2.1"})
+    assert (compute.packages, compute.torch) == (("attrs>=23,<24", "six"), "2.1")
+    assert compute_from_flags({"image": "python:3.12"}).image == "python:3.12"

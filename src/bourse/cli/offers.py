@@ -27,6 +27,7 @@ def compute_from_flags(flags: dict[str, Any]) -> Compute:
         "providers": flags.get("provider") or None,
         "exclude_providers": flags.get("exclude_provider") or None,
         "torch": flags.get("torch"), "cuda": flags.get("cuda"), "tags": flags.get("tag") or None,
+        "packages": list(flags.get("package") or ()) or None, "image": flags.get("image"),
     }
     return Compute(**{k: v for k, v in fields.items() if v is not None})
 
@@ -53,6 +54,10 @@ def compute_options(command: Any) -> Any:
         click.option("--torch", help="PyTorch release the job needs, e.g. 2.1."),
         click.option("--cuda", help="CUDA floor, e.g. '>=12.1'."),
         click.option("--tag", multiple=True, help="Required compliance tag (repeatable)."),
+        click.option("--package", multiple=True, help="A requirement the job's virtualenv "
+                     "holds, e.g. 'six==1.17.0' (repeatable)."),
+        click.option("--image", help="Run in this container image (nodes with docker or "
+                     "podman only)."),
     ]
     for option in reversed(options):
         command = option(command)
