@@ -52,6 +52,7 @@ from bourse.protocol.agent import (
     Error,
     Heartbeat,
     Hello,
+    Preempt,
     ProbeReportMessage,
     StartJob,
     Welcome,
@@ -80,9 +81,24 @@ class AgentConfig:
     verify_every_s: float = 24 * 3600.0
     storage_mb: int = 100
     cache_bytes: int | None = None  # the input cache's limit; default: see data.py
+    spot: Spot | None = None  # sold as interruptible capacity, reclaimable with notice
+    provider: str | None = None
     region: str | None = None  # where the node is (a cloud region or a site name)
     sources: PackageSources | None = None  # job environments' packages; None: pip's config
     torch_index: str = PYTORCH_INDEX
+
+
+@dataclass(frozen=True)
+class Spot:
+    price: float | None = None  # $/h; None: a share of the list price (placement)
+
+
+def advertised(caps: Capabilities, config: AgentConfig) -> Capabilities:
+    """What the probe measured, with what the provider sells it as (spot, provider, region)."""
+    return caps.model_copy(update={
+        "interruptible": config.spot is not None,
+        "spot_price": config.spot.price if config.spot else None,
+        "provider": config.provider, "region": config.region})
 
 
 class Session:
@@ -163,6 +179,9 @@ class Session:
             await self.send(Ack(ids=[frame.id]))
         elif isinstance(body, CancelJob):
             self.agent.cancel(body)
+            await self.send(Ack(ids=[frame.id]))
+        elif isinstance(body, Preempt):
+            self.agent.preempt(body)
             await self.send(Ack(ids=[frame.id]))
         elif isinstance(body, Error):
             log.error("coordinator error: %s (about %s)", body.message, body.ref)
@@ -258,8 +277,8 @@ class Agent:
                 ping_interval=keep_alive, ping_timeout=keep_alive * 2,
                 max_size=MAX_FRAME_BYTES, open_timeout=15, compression=None) as ws:
             session = Session(self, ws)
-            caps = (await asyncio.to_thread(probe, self.work_dir, self.config.cpus)).model_copy(
-                update={"region": self.config.region})
+            caps = advertised(await asyncio.to_thread(probe, self.work_dir, self.config.cpus),
+                              self.config)
             self.fingerprint, self.caps = caps.fingerprint, caps
             await session.send(lambda: Hello(name=self.config.name, capabilities=caps,
                                              running=self.runtime.running(),
@@ -312,6 +331,16 @@ class Agent:
             message.job_id, message.attempt, message.grace_s, message.reason, message.stale))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+
+    def preempt(self, message: Preempt) -> None:
+        """The node is reclaimed: every attempt gets SIGTERM, and SIGKILL at the notice's end."""
+        log.warning("preemption notice: %s; stopping jobs within %.0f s", message.reason,
+                    message.notice_s)
+        for ref in self.runtime.running():
+            self.cancel(CancelJob(job_id=ref.job_id, attempt=ref.attempt,
+                                  grace_s=message.notice_s,
+                                  reason=f"preempted: {message.reason}"))
 
 
 def private_dir(path: Path) -> Path:

@@ -27,6 +27,7 @@ from bourse.agent.runtime import StartError
 from bourse.agent.shim import AttemptDir
 from bourse.protocol.agent import DataPlan, StartJob, StoreAccess
 from bourse.storage.cache import ContentCache
+from bourse.storage.checkpoint import latest_complete
 from bourse.storage.errors import StorageError
 from bourse.storage.jobenv import job_env
 from bourse.storage.prefetch import Prefetcher, PrefetchOptions, PrefetchResult
@@ -135,11 +136,18 @@ class NodeData(AttemptHooks):
     async def finish(self, msg: StartJob, adir: AttemptDir, exit_info: dict[str, Any],
                      emit: Emit) -> dict[str, Any]:
         plan = msg.data
-        if plan is None or plan.store is None or not plan.outputs:
+        if plan is None or plan.store is None:
             return {}
-        if exit_info.get("exit_code") != 0:
-            return {}  # the job did not succeed: nothing of it is published
         stores = Stores(settings_of(plan.store))
+        found = await self._outputs(plan, stores, adir, exit_info, emit)
+        if plan.checkpoint:
+            found |= await last_checkpoint(stores, plan.checkpoint)
+        return found
+
+    async def _outputs(self, plan: DataPlan, stores: Stores, adir: AttemptDir,
+                       exit_info: dict[str, Any], emit: Emit) -> dict[str, Any]:
+        if not plan.outputs or exit_info.get("exit_code") != 0:
+            return {}  # the job did not succeed: nothing of it is published
         report = throttled(emit, "info", "outputs")
         results = await asyncio.gather(*(
             self._upload(stores, adir.root / "outputs" / name, uri, report)
@@ -163,6 +171,19 @@ class NodeData(AttemptHooks):
         self.prefetcher.release(holder(job_id, attempt))
         for folder in ("inputs", "outputs"):
             shutil.rmtree(root / folder, ignore_errors=True)
+
+
+async def last_checkpoint(stores: Stores, prefix: str) -> dict[str, Any]:
+    """The newest complete checkpoint under the job's prefix, for the exchange to measure
+    the work an interrupted attempt lost; nothing when there is none or it cannot be read."""
+    try:
+        latest = await latest_complete(stores, prefix)
+    except StorageError as exc:
+        return {"checkpoint_error": exc.message}
+    if latest is None:
+        return {}
+    return {"checkpoint": {"name": latest.name, "step": latest.step,
+                           "created_at": latest.created.timestamp()}}
 
 
 def _uris(named: Mapping[str, str]) -> dict[str, StoreURI]:

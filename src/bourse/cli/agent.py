@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from bourse.agent.daemon import AgentConfig, run_agent
+from bourse.agent.daemon import AgentConfig, Spot, run_agent
 from bourse.agent.indexes import PackageSources
 from bourse.agent.probe import ProbeOptions, run_probe
 from bourse.cli.errors import EXIT_NO_RESULT, EXIT_OK, handles_errors
@@ -24,7 +24,7 @@ from bourse.core.cuda import PYTORCH_INDEX
 from bourse.core.verification import verify
 from bourse.protocol.common import Declared
 
-REGION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # as protocol.common.Label
 
 
 @click.group(invoke_without_command=True)
@@ -51,8 +51,16 @@ REGION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 @click.option("--cache-gb", type=click.FloatRange(min=0.001), help="Size limit of the "
               "node's input cache (<work dir>/cache), GB; default: 20 % of the free disk, at "
               "most 100 GB.")
+@click.option("--interruptible", is_flag=True, help="Sell this node as spot capacity: "
+              "cheaper, and reclaimable with notice (`bourse nodes reclaim`).")
+@click.option("--spot-price", type=click.FloatRange(min=0.0001, max=10_000), help="Spot "
+              "price in $/h for the whole node (needs --interruptible); default: a share of "
+              "its list price.")
+@click.option("--provider", "provider_label", help="Who sells this node (a label, e.g. "
+              "acme-dc): placement avoids a provider whose node just failed a job.")
 @click.option("--region", metavar="REGION", help="Where this node is (a cloud region such as "
-              "us-east-1, or a site name): jobs whose data lives there prefer it.")
+              "us-east-1, or a site name): jobs whose data lives there prefer it, and "
+              "placement avoids a region whose node just failed a job.")
 @click.option("--index-url", metavar="URL", help="Package index for job environments "
               "(default: what pip's configuration on this machine says).")
 @click.option("--extra-index-url", metavar="URL", multiple=True,
@@ -70,7 +78,8 @@ REGION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
           keep_alive: float, work_dir: Path, cpus: int | None, declare_gpus: str | None,
           declare_cpus: int | None, declare_memory: float | None, verify_every: float,
-          storage_mb: int, cache_gb: float | None, region: str | None,
+          storage_mb: int, cache_gb: float | None, interruptible: bool,
+          spot_price: float | None, provider_label: str | None, region: str | None,
           index_url: str | None, extra_index_url: tuple[str, ...], find_links: tuple[str, ...],
           no_index: bool, torch_index: str, log_level: str) -> None:
     """Run a node agent: it dials out to the coordinator and runs the jobs placed here."""
@@ -80,9 +89,6 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
         raise click.UsageError("--server is required, e.g. --server http://127.0.0.1:8470")
     if not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
         raise click.BadParameter("use letters, digits, '-', '_' and '.'", param_hint="--name")
-    if region is not None and not REGION.fullmatch(region):
-        raise click.BadParameter("use letters, digits, '-', '_' and '.' (at most 64), "
-                                 "e.g. us-east-1", param_hint="--region")
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     declared = None
@@ -94,7 +100,9 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
                          token=token, keep_alive_s=keep_alive, cpus=cpus, declared=declared,
                          verify_every_s=verify_every * 3600, storage_mb=storage_mb,
                          cache_bytes=int(cache_gb * (1 << 30)) if cache_gb else None,
-                         region=region,
+                         spot=spot_of(interruptible, spot_price),
+                         provider=label(provider_label, "--provider"),
+                         region=label(region, "--region"),
                          sources=package_sources(index_url, extra_index_url, find_links,
                                                  no_index),
                          torch_index=torch_index)
@@ -108,6 +116,20 @@ def package_sources(index_url: str | None, extra: tuple[str, ...], find_links: t
         return None
     return PackageSources(index_url=index_url, extra_index_urls=extra, find_links=find_links,
                           no_index=no_index)
+
+
+def spot_of(interruptible: bool, price: float | None) -> Spot | None:
+    if price is not None and not interruptible:
+        raise click.BadParameter("a spot price needs --interruptible (a node that cannot be "
+                                 "reclaimed is sold on demand)", param_hint="--spot-price")
+    return Spot(price) if interruptible else None
+
+
+def label(value: str | None, flag: str) -> str | None:
+    if value is not None and not LABEL.match(value):
+        raise click.BadParameter("use 1-64 letters, digits, '.', '_' and '-', starting with "
+                                 "a letter or digit", param_hint=flag)
+    return value
 
 
 @agent.command("probe")

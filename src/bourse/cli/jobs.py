@@ -17,7 +17,7 @@ from bourse.sdk.client import Client
 STATES = ("PENDING", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
 HEADERS = ("ID", "NAME", "STATE", "NODE", "AGE", "COMMAND")
 ATTEMPT_HEADERS = ("#", "NODE", "STATE", "PLACED", "STARTED", "ENDED", "EXIT", "$/H", "COST",
-                   "REASON")
+                   "LOST", "REASON")
 
 
 def open_client() -> Client:
@@ -96,7 +96,7 @@ def describe_job(job: JobDetail, timeline: list[EventView]) -> list[str]:
         lines += ["", "timeline"] + [f"  {_event_line(e)}" for e in timeline]
     if job.attempts:
         rows = [_attempt_row(a) for a in job.attempts]
-        lines += ["", "attempts", _indent(table(ATTEMPT_HEADERS, rows, right=(0, 6, 7, 8)))]
+        lines += ["", "attempts", _indent(table(ATTEMPT_HEADERS, rows, right=(0, 6, 7, 8, 9)))]
         lines += [f"  placement #{a.number}: {a.placement}" for a in job.attempts if a.placement]
     return lines
 
@@ -118,6 +118,10 @@ def _facts(job: JobDetail) -> dict[str, str | None]:
         "node": job.node_id, "created": clock(job.created_at), "updated": clock(job.updated_at),
         "exit code": None if job.exit_code is None else str(job.exit_code),
         "cost": None if job.cost is None else dollars(job.cost),
+        "on demand": None if job.on_demand_cost is None else
+        f"{dollars(job.on_demand_cost)} (the same work at on-demand list prices)",
+        "lost work": None if job.lost_work_s is None else
+        f"{seconds(job.lost_work_s)} (since the last checkpoint, over all attempts)",
         "reason": job.reason,
     }
 
@@ -131,8 +135,14 @@ def _event_line(event: EventView) -> str:
 def _attempt_row(a: AttemptView) -> list[str]:
     return [str(a.number), a.node_name or a.node_id, a.state, clock(a.placed_at),
             clock(a.started_at), clock(a.ended_at),
-            "-" if a.exit_code is None else str(a.exit_code), dollars(a.price_per_hour),
-            dollars(a.cost), a.reason or "-"]
+            "-" if a.exit_code is None else str(a.exit_code),
+            dollars(a.price_per_hour) + (" spot" if a.spot else ""),
+            dollars(a.cost), "-" if a.lost_work_s is None else seconds(a.lost_work_s),
+            a.reason or "-"]
+
+
+def seconds(value: float) -> str:
+    return f"{value:.1f} s" if value < 120 else f"{value / 60:.1f} min"
 
 
 def dollars(amount: float | None) -> str:

@@ -12,6 +12,8 @@ from bourse.cli.errors import handles_errors
 from bourse.cli.jobs import age, clock
 from bourse.cli.render import echo_json, money, table
 from bourse.cli.verification import render_probe
+from bourse.core.errors import InvalidInput
+from bourse.core.units import parse_duration
 from bourse.protocol.api import NodeView
 from bourse.protocol.common import Capabilities
 
@@ -105,7 +107,33 @@ def _capabilities(caps: Capabilities) -> dict[str, str | None]:
         "memory": f"{caps.memory_gib:.1f} GiB", "disk free": f"{caps.disk_free_gib:.1f} GiB",
         "gpus": gpu_summary(caps), "driver": caps.driver, "python": caps.python or None,
         "agent": caps.agent_version or None,
+        "spot": (f"interruptible at {money(caps.spot_price)}/h" if caps.spot_price
+                 else "interruptible") if caps.interruptible else None,
+        "provider": caps.provider, "region": caps.region,
     }
+
+
+@nodes.command("reclaim")
+@click.argument("node_id")
+@click.option("--notice", default="30s", show_default=True,
+              help="Time the node's jobs get to checkpoint and exit (SIGTERM, then SIGKILL), "
+                   "e.g. 30s, 2m.")
+@click.option("--reason", help="Why, for the jobs' timelines.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handles_errors
+def reclaim(node_id: str, notice: str, reason: str | None, as_json: bool) -> None:
+    """Reclaim an interruptible node (admin): its jobs get a preemption notice and are
+    retried elsewhere, resuming from their last checkpoint."""
+    notice_s = parse_duration(notice, field="--notice")
+    if notice_s > 3600:
+        raise InvalidInput(f"--notice {notice}: at most an hour", field="--notice")
+    with seam.open_client() as client:
+        result = client.reclaim(node_id, notice_s, reason)
+    if as_json:
+        echo_json(result)
+        return
+    jobs = ", ".join(result.attempts) or "no running jobs"
+    click.echo(f"node {result.node_id} reclaimed with {result.notice_s:g} s notice: {jobs}")
 
 
 @nodes.command("enroll")

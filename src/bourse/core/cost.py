@@ -31,3 +31,22 @@ def total_cost(costs: list[float | None]) -> float | None:
     """The sum of the known costs; None when none is known."""
     known = [c for c in costs if c is not None]
     return sum(known) if known else None
+
+
+def lost_work(started_at: float | None, ended_at: float | None,
+              checkpoint_at: float | None) -> float | None:
+    """Seconds of an interrupted attempt's work that no checkpoint kept: from its last complete
+    checkpoint written during the attempt (or, without one, from its start) to its end. None
+    for an attempt that never started or has not ended."""
+    if started_at is None or ended_at is None:
+        return None
+    kept_until = started_at if checkpoint_at is None else max(started_at, checkpoint_at)
+    return max(0.0, ended_at - kept_until)
+
+
+def on_demand_cost(list_price: float | None, billed: float, lost: float | None) -> float | None:
+    """What an attempt's useful work (billed time less lost work) costs at the on-demand list
+    price of the same hardware: what the run would have cost without interruptions."""
+    if list_price is None:
+        return None
+    return list_price * max(0.0, billed - (lost or 0.0)) / SECONDS_PER_HOUR

@@ -2,8 +2,10 @@
 
 A job moves PENDING -> SCHEDULED -> STARTING -> RUNNING -> SUCCEEDED | FAILED | CANCELLED.
 Each placement is an *attempt*; an attempt on a node that is lost (or that never acknowledged
-its start) becomes LOST and the job goes back to PENDING for a new attempt, up to its retry
-limit. The attempt number is the fencing token: only the current attempt may move the job.
+its start) becomes LOST, an attempt stopped by a preemption notice (a spot reclaim) becomes
+PREEMPTED, and the job goes back to PENDING for a new attempt, as its retry policy allows
+(``core.retry``). The attempt number is the fencing token: only the current attempt may move
+the job.
 """
 
 from __future__ import annotations
@@ -40,10 +42,16 @@ class AttemptState(StrEnum):
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
     LOST = "LOST"
+    PREEMPTED = "PREEMPTED"
 
     @property
     def terminal(self) -> bool:
         return self in _ATTEMPT_TERMINAL
+
+    @property
+    def interrupted(self) -> bool:
+        """Ended by its node going away, not by the job: the work resumes elsewhere."""
+        return self in (AttemptState.LOST, AttemptState.PREEMPTED)
 
     @property
     def active(self) -> bool:
@@ -52,7 +60,8 @@ class AttemptState(StrEnum):
 
 _JOB_TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 _ATTEMPT_TERMINAL = frozenset({AttemptState.SUCCEEDED, AttemptState.FAILED,
-                               AttemptState.CANCELLED, AttemptState.LOST})
+                               AttemptState.CANCELLED, AttemptState.LOST,
+                               AttemptState.PREEMPTED})
 
 _ENDINGS = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
 JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
@@ -67,7 +76,7 @@ JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
 }
 
 _ATTEMPT_ENDINGS = {AttemptState.SUCCEEDED, AttemptState.FAILED, AttemptState.CANCELLED,
-                    AttemptState.LOST}
+                    AttemptState.LOST, AttemptState.PREEMPTED}
 ATTEMPT_TRANSITIONS: dict[AttemptState, frozenset[AttemptState]] = {
     AttemptState.SCHEDULED: frozenset({AttemptState.STARTING, AttemptState.RUNNING,
                                        *_ATTEMPT_ENDINGS}),
@@ -77,6 +86,7 @@ ATTEMPT_TRANSITIONS: dict[AttemptState, frozenset[AttemptState]] = {
     AttemptState.FAILED: frozenset(),
     AttemptState.CANCELLED: frozenset(),
     AttemptState.LOST: frozenset(),
+    AttemptState.PREEMPTED: frozenset(),
 }
 
 
@@ -107,10 +117,13 @@ def exit_outcome(exit_code: int | None, cancel_requested: bool) -> AttemptState:
 
 
 def job_state_for(attempt: AttemptState) -> JobState:
-    """The job state that mirrors a (non-LOST) attempt state."""
+    """The job state that mirrors a (not interrupted) attempt state."""
     return JobState(attempt.value)
 
 
-def after_loss(attempts_lost: int, max_retries: int) -> JobState:
-    """A lost attempt sends the job back to PENDING while retries remain, else FAILED."""
-    return JobState.PENDING if attempts_lost <= max_retries else JobState.FAILED
+def under_notice(outcome: AttemptState) -> AttemptState:
+    """How an attempt ends once its node gave notice of a preemption: PREEMPTED, unless it
+    finished (successfully) or was cancelled meanwhile."""
+    if outcome in (AttemptState.SUCCEEDED, AttemptState.CANCELLED):
+        return outcome
+    return AttemptState.PREEMPTED

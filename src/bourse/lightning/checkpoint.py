@@ -1,9 +1,14 @@
 """``BourseCheckpoint``: a Lightning callback that saves to ``BOURSE_CHECKPOINT_URI``.
 
-Every ``every_n_epochs`` epochs (and at the end of training) the trainer's checkpoint is
-written locally, then uploaded as a complete checkpoint — files first, completion marker last
-— so a job stopped mid-upload never leaves a half-written "latest". ``resume_path()`` finds the
-newest complete checkpoint and downloads it, for ``trainer.fit(..., ckpt_path=...)``.
+It saves every ``every_n_epochs`` epochs, every ``every_n_train_steps`` steps and every
+``every_n_minutes`` minutes (whichever are set), at the end of training, and when the job is
+told to stop: Lightning's own SIGTERM handling finishes the current batch and raises
+``SIGTERMException``, which reaches ``on_exception`` here; the trainer's state is saved then,
+and the process exits with status 143 (128 + SIGTERM) so the exchange knows the work was
+interrupted, not done. Each save writes the trainer's checkpoint locally, then uploads it as a
+complete checkpoint — files first, completion marker last — so a job stopped mid-upload never
+leaves a half-written "latest". ``resume_path()`` finds the newest complete checkpoint and
+downloads it, for ``trainer.fit(..., ckpt_path=resume_path())``.
 """
 
 from __future__ import annotations
@@ -11,15 +16,19 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 import lightning as L
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from bourse.storage.checkpoint import latest_complete, save_checkpoint
 from bourse.storage.remote import Stores
 from bourse.storage.settings import StoreSettings
 
 CHECKPOINT_FILE = "last.ckpt"
+SIGTERM_EXIT = 143
 
 
 def _opener() -> Stores:
@@ -29,32 +38,62 @@ def _opener() -> Stores:
 class BourseCheckpoint(L.Callback):
     """Save the trainer's state to the job's checkpoint URI (or ``uri``)."""
 
-    def __init__(self, uri: str | None = None, every_n_epochs: int = 1) -> None:
+    def __init__(self, uri: str | None = None, every_n_epochs: int | None = 1,
+                 every_n_train_steps: int | None = None, every_n_minutes: float | None = None,
+                 save_on_sigterm: bool = True) -> None:
         super().__init__()
+        for name, value in (("every_n_epochs", every_n_epochs),
+                            ("every_n_train_steps", every_n_train_steps),
+                            ("every_n_minutes", every_n_minutes)):
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be positive (or None), got {value!r}")
         self.uri = uri or os.environ.get("BOURSE_CHECKPOINT_URI")
-        self.every_n_epochs = max(1, every_n_epochs)
+        self.every_n_epochs, self.every_n_train_steps = every_n_epochs, every_n_train_steps
+        self.every_n_minutes, self.save_on_sigterm = every_n_minutes, save_on_sigterm
         self.saved: list[str] = []
+        self._last_save = time.monotonic()
+        self._saved_step: int | None = None
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule,
+                           outputs: Any, batch: Any, batch_idx: int) -> None:
+        steps = self.every_n_train_steps
+        due_steps = steps is not None and trainer.global_step % steps == 0
+        minutes = self.every_n_minutes
+        due_time = minutes is not None and time.monotonic() - self._last_save >= minutes * 60
+        if due_steps or due_time:
+            self.save(trainer)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if self.uri and (trainer.current_epoch + 1) % self.every_n_epochs == 0:
+        n = self.every_n_epochs
+        if n is not None and (trainer.current_epoch + 1) % n == 0:
             self.save(trainer)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if self.uri and f"step-{trainer.global_step}" not in self.saved:
+        self.save(trainer)
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule,
+                     exception: BaseException) -> None:
+        if not isinstance(exception, SIGTERMException):
+            return
+        if self.save_on_sigterm:
             self.save(trainer)
+        raise SIGTERMException(SIGTERM_EXIT) from exception  # interrupted, not finished
 
     def save(self, trainer: L.Trainer) -> None:
-        assert self.uri is not None
+        """Upload the trainer's state now (once per step: a second save of a step is skipped)."""
+        if not self.uri or self._saved_step == trainer.global_step or not trainer.is_global_zero:
+            return
         with tempfile.TemporaryDirectory(prefix="bourse-ckpt-") as tmp:
             trainer.save_checkpoint(Path(tmp) / CHECKPOINT_FILE)
             saved = asyncio.run(save_checkpoint(_opener(), Path(tmp), self.uri,
                                                 step=trainer.global_step))
         self.saved.append(saved.name)
+        self._saved_step, self._last_save = trainer.global_step, time.monotonic()
 
 
 def resume_path(uri: str | None = None, into: Path | None = None) -> str | None:
     """The newest complete checkpoint under ``uri`` (default ``BOURSE_CHECKPOINT_URI``),
-    downloaded to a local file; None when there is none yet."""
+    downloaded to a local file; None when there is none yet (a first attempt)."""
     uri = uri or os.environ.get("BOURSE_CHECKPOINT_URI")
     if not uri:
         return None
@@ -71,5 +110,3 @@ async def _download_latest(uri: str, into: Path) -> str | None:
     store = opener(latest.uri)
     target.write_bytes(bytes(await store.get(key)))
     return str(target)
-
-

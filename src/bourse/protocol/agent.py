@@ -145,13 +145,21 @@ class CancelJob(Wire):
     stale: bool = False
 
 
+class Preempt(Wire):
+    """The node is being reclaimed: SIGTERM every attempt, SIGKILL what still runs after
+    ``notice_s`` (the time the provider gives, e.g. a cloud's spot-interruption notice)."""
+
+    notice_s: float = Field(ge=0, le=3600)
+    reason: str = Field(default="the node is being reclaimed", max_length=500)
+
+
 AGENT_TO_SERVER: dict[str, type[Wire]] = {
     "hello": Hello, "heartbeat": Heartbeat, "job_event": JobEvent, "log_chunk": LogChunk,
     "probe_report": ProbeReportMessage, "ack": Ack, "error": Error,
 }
 SERVER_TO_AGENT: dict[str, type[Wire]] = {
     "welcome": Welcome, "start_job": StartJob, "cancel_job": CancelJob, "ack": Ack,
-    "error": Error,
+    "error": Error, "preempt": Preempt,
 }
 
 

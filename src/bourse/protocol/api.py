@@ -19,8 +19,8 @@ from bourse.protocol.common import (
 JobState = Literal["PENDING", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED",
                    "CANCELLED"]
 AttemptState = Literal["SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED",
-                       "LOST"]
-NodeState = Literal["online", "offline", "lost"]
+                       "LOST", "PREEMPTED"]
+NodeState = Literal["online", "offline", "lost", "reclaimed"]
 
 
 class AttemptView(Wire):
@@ -36,6 +36,12 @@ class AttemptView(Wire):
     price_per_hour: float | None = None  # the offer it was placed on
     cost: float | None = None  # dollars for the time it ran (so far, while it runs)
     placement: str | None = None  # why this node was chosen
+    list_price_per_hour: float | None = None  # on-demand list price of the same hardware
+    spot: bool | None = None  # placed at a spot price
+    preempted_at: float | None = None  # when its node gave notice of a reclaim
+    checkpoint_at: float | None = None  # its last complete checkpoint
+    lost_work_s: float | None = None  # interrupted: the work no checkpoint kept
+    on_demand_cost: float | None = None  # its useful work at the on-demand list price
 
 
 class JobView(Wire):
@@ -54,6 +60,7 @@ class JobView(Wire):
     outputs: dict[str, str] | None = None  # output name -> URI, once uploaded (durable)
     progress: str | None = None  # what the node is doing: "inputs: 1.2 GB / 2.0 GB, 310 MB/s"
     cost: float | None = None  # dollars: ended attempts (and, in JobDetail, the running one)
+    resume: bool = False  # an attempt was interrupted: the next one resumes (BOURSE_RESUME=1)
 
 
 class JobBatch(Wire):
@@ -64,6 +71,37 @@ class JobBatch(Wire):
 
 class JobDetail(JobView):
     attempts: list[AttemptView] = Field(default_factory=list)
+    lost_work_s: float | None = None  # over all attempts
+    on_demand_cost: float | None = None  # the same run's useful work at on-demand prices
+
+
+class ReclaimRequest(Wire):
+    """Reclaim a node: its jobs get SIGTERM and ``notice_s`` seconds to checkpoint and exit."""
+
+    notice_s: float = Field(default=30.0, ge=0, le=3600, allow_inf_nan=False)
+    reason: str = Field(default="reclaimed by its provider", max_length=500)
+
+
+class ReclaimResult(Wire):
+    node_id: str
+    notice_s: float
+    attempts: list[str]  # "job/attempt" given notice
+
+
+class CostRow(Wire):
+    key: str  # the day (YYYY-MM-DD, UTC), node or job
+    attempts: int
+    cost: float
+    on_demand_cost: float | None = None
+    lost_work_s: float = 0.0
+    preempted: int = 0
+
+
+class CostSummary(Wire):
+    by: Literal["day", "node", "job"]
+    since: float | None = None
+    rows: list[CostRow]
+    total: CostRow
 
 
 class JobList(Wire):

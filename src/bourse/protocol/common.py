@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bourse.core.compute import Compute
+from bourse.core.retry import RetryPolicy
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 NO_NUL = r"^[^\x00]*$"  # a NUL byte cannot cross exec() or PostgreSQL: refuse it at the door
@@ -53,6 +54,7 @@ class JobSpec(Wire):
     inputs: dict[DataName, DataUri] = Field(default_factory=dict, max_length=64)
     outputs: dict[DataName, DataUri] = Field(default_factory=dict, max_length=64)
     checkpoint: DataUri | None = None
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
 
     @field_validator("inputs", "outputs")
     @classmethod
@@ -110,6 +112,9 @@ class GpuInfo(Wire):
     clock_event_reasons: list[str] = Field(default_factory=list)  # active ones, idle excluded
 
 
+Label = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+
+
 class Capabilities(Wire):
     """What a node has, as its agent measured it."""
 
@@ -125,8 +130,11 @@ class Capabilities(Wire):
     agent_version: str = ""
     cuda: str | None = None  # the newest CUDA the driver supports ("CUDA Version")
     fingerprint: str | None = None  # sha256 of the hardware identity, see agent.probe
-    region: str | None = Field(default=None, max_length=64,
-                               pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # where the node is
+    # spot: an interruptible node may be reclaimed (with notice) and is sold at its spot price
+    interruptible: bool = False
+    spot_price: float | None = Field(default=None, gt=0, le=10_000, allow_inf_nan=False)
+    provider: Label | None = None  # who sells it, for placement's blocklist
+    region: Label | None = None  # where the node is (a cloud region or a site name)
     engines: list[str] = Field(default_factory=list)  # docker, podman, nvidia-container-cli
 
 

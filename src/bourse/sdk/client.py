@@ -18,6 +18,7 @@ import httpx
 
 from bourse.core.compute import Compute
 from bourse.protocol.api import (
+    CostSummary,
     EnrollmentToken,
     EventView,
     JobDetail,
@@ -26,6 +27,7 @@ from bourse.protocol.api import (
     LogPage,
     NodeView,
     OfferList,
+    ReclaimResult,
 )
 from bourse.protocol.common import JobSpec
 from bourse.sdk import core
@@ -174,6 +176,14 @@ class Client(_Base):
     def node(self, node_id: str) -> NodeView:
         return self._send(core.node(node_id))
 
+    def reclaim(self, node_id: str, notice_s: float = 30.0,
+                reason: str | None = None) -> ReclaimResult:
+        """Give a node's jobs a preemption notice (admin): they are retried elsewhere."""
+        return self._send(core.reclaim(node_id, notice_s, reason))
+
+    def cost(self, by: str = "day", since: float | None = None) -> CostSummary:
+        return self._send(core.cost(by, since))
+
     def create_enrollment(self, name: str | None = None,
                           expires_in_s: float = DAY) -> EnrollmentToken:
         return self._send(core.create_enrollment(name, expires_in_s))
@@ -305,6 +315,13 @@ class AsyncClient(_Base):
 
     async def node(self, node_id: str) -> NodeView:
         return await self._send(core.node(node_id))
+
+    async def reclaim(self, node_id: str, notice_s: float = 30.0,
+                      reason: str | None = None) -> ReclaimResult:
+        return await self._send(core.reclaim(node_id, notice_s, reason))
+
+    async def cost(self, by: str = "day", since: float | None = None) -> CostSummary:
+        return await self._send(core.cost(by, since))
 
     async def create_enrollment(self, name: str | None = None,
                                 expires_in_s: float = DAY) -> EnrollmentToken:

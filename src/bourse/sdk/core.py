@@ -19,6 +19,7 @@ from bourse import __version__
 from bourse.core.compute import Compute
 from bourse.core.errors import InvalidInput
 from bourse.protocol.api import (
+    CostSummary,
     EnrollmentCreate,
     EnrollmentToken,
     EventList,
@@ -32,6 +33,8 @@ from bourse.protocol.api import (
     NodeView,
     OfferList,
     OfferQuery,
+    ReclaimRequest,
+    ReclaimResult,
 )
 from bourse.protocol.common import JobSpec, Wire
 from bourse.sdk.errors import ProtocolError, error_for
@@ -153,6 +156,19 @@ def nodes() -> Call[list[NodeView]]:
 
 def node(node_id: str) -> Call[NodeView]:
     return Call("GET", f"/nodes/{_path_id(node_id)}", model(NodeView))
+
+
+def reclaim(node_id: str, notice_s: float, reason: str | None = None) -> Call[ReclaimResult]:
+    body = ReclaimRequest(notice_s=notice_s, **({"reason": reason} if reason else {}))
+    return Call("POST", f"/nodes/{_path_id(node_id)}/reclaim", model(ReclaimResult),
+                json=body.model_dump(mode="json"))
+
+
+def cost(by: str = "day", since: float | None = None) -> Call[CostSummary]:
+    params: dict[str, str | int] = {"by": by}
+    if since is not None:
+        params["since"] = str(since)
+    return Call("GET", "/cost", model(CostSummary), params=params)
 
 
 def create_enrollment(name: str | None, expires_in_s: float) -> Call[EnrollmentToken]:

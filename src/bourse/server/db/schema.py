@@ -66,6 +66,7 @@ class Node(Base):
     verification: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     declared: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    reclaimed_at: Mapped[float | None] = mapped_column(Float)  # preemption notice; cleared by hello
 
 
 class Job(Base):
@@ -91,6 +92,10 @@ class Job(Base):
     progress: Mapped[str | None] = mapped_column(Text)  # the node's last progress line
     cost: Mapped[float | None] = mapped_column(Float)  # dollars billed for its ended attempts
     logs_archive: Mapped[str | None] = mapped_column(String(200))  # key in the store, if moved
+    blocklist: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)  # core.blocklist
+    retry_counts: Mapped[dict[str, int] | None] = mapped_column(JSON)  # cause -> retries used
+    not_before: Mapped[float | None] = mapped_column(Float)  # retry backoff
+    resume: Mapped[bool] = mapped_column(Boolean, default=False)  # an attempt was interrupted
     __table_args__ = (Index("ix_jobs_state_created", "state", "created_at"),)
 
 
@@ -110,6 +115,13 @@ class Attempt(Base):
     placement: Mapped[str | None] = mapped_column(Text)
     resources: Mapped[dict[str, Any]] = mapped_column(JSON)
     price: Mapped[float | None] = mapped_column(Float)  # $/h of the offer it was placed on
+    list_price: Mapped[float | None] = mapped_column(Float)  # on-demand $/h of that hardware
+    spot: Mapped[bool | None] = mapped_column(Boolean)  # placed at a spot price
+    provider: Mapped[str | None] = mapped_column(String(64))
+    region: Mapped[str | None] = mapped_column(String(64))
+    preempt_at: Mapped[float | None] = mapped_column(Float)  # when its node gave notice
+    checkpoint_at: Mapped[float | None] = mapped_column(Float)  # its last complete checkpoint
+    lost_work_s: Mapped[float | None] = mapped_column(Float)  # work no checkpoint kept
     __table_args__ = (Index("ix_attempts_node_state", "node_id", "state"),)
 
 

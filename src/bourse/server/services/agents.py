@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -45,6 +46,7 @@ async def node_hello(session: AsyncSession, node_id: str, hello: Hello, connecti
     node.capabilities = hello.capabilities.model_dump(mode="json")
     node.keep_alive_s, node.session = hello.keep_alive_s, connection
     node.state, node.last_seen, node.updated_at = "online", now, now
+    node.reclaimed_at = None  # a node that says hello again is a new instance, or is back
     commands = await _reconcile(session, node_id, hello.running, now)
     return commands + await _resend(session, node_id)
 
@@ -53,7 +55,7 @@ async def node_heartbeat(session: AsyncSession, node_id: str, beat: Heartbeat,
                          now: float) -> list[Command]:
     node = await _node(session, node_id)
     node.last_seen = now
-    if node.state != "online":
+    if node.state not in ("online", "reclaimed"):
         node.state, node.updated_at = "online", now
     return await _reconcile(session, node_id, beat.running, now)
 
@@ -120,6 +122,8 @@ async def _resend(session: AsyncSession, node_id: str) -> list[Command]:
 def start_command(job: Job, attempt: Attempt) -> Command:
     env = {"BOURSE_JOB_ID": job.id, "BOURSE_ATTEMPT": str(attempt.number),
            "BOURSE_NODE_ID": attempt.node_id}
+    if job.resume:
+        env["BOURSE_RESUME"] = "1"  # an earlier attempt was interrupted: resume its work
     return Command(attempt.node_id, StartJob(job_id=job.id, attempt=attempt.number,
                                              spec=JobSpec.model_validate(job.spec), env=env))
 
@@ -219,6 +223,7 @@ def _exited(session: AsyncSession, job: Job, attempt: Attempt, data: dict[str, A
             now: float) -> None:
     """The process ended and the node uploaded its outputs, or says why it could not: a job
     whose outputs are not durable has not succeeded, whatever its exit code."""
+    attempt.checkpoint_at = checkpoint_time(data.get("checkpoint")) or attempt.checkpoint_at
     code = _exit_code(data.get("exit_code"))
     outcome = exit_outcome(code, job.cancel_requested)
     reason = str(data.get("reason") or _exit_reason(code, data.get("signal")))
@@ -242,6 +247,16 @@ def _exit_reason(code: object, signal: object) -> str:
     if isinstance(signal, int) and signal:
         return f"killed by signal {signal}"
     return f"exited with code {code}"
+
+
+def checkpoint_time(value: Any) -> float | None:
+    """When the checkpoint an ``exited`` event names was completed (its marker's time)."""
+    if not isinstance(value, dict):
+        return None
+    created = value.get("created_at")
+    if isinstance(created, bool) or not isinstance(created, (int, float)):
+        return None
+    return float(created) if math.isfinite(created) else None
 
 
 def _decode(chunk: LogChunk) -> bytes | None:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bourse.core.cost import attempt_cost, total_cost
+from bourse.core.cost import attempt_cost, billed_seconds, on_demand_cost, total_cost
 from bourse.core.errors import InvalidInput, NotFound
 from bourse.core.states import AttemptState, JobState
 from bourse.protocol.agent import CancelJob
@@ -86,7 +86,8 @@ def job_view(job: Job) -> JobView:
                    updated_at=job.updated_at, attempt=job.attempt, node_id=job.node_id,
                    exit_code=job.exit_code, reason=job.reason,
                    pending_reason=job.pending_reason, cancel_requested=job.cancel_requested,
-                   outputs=job.outputs, progress=job.progress, cost=job.cost)
+                   outputs=job.outputs, progress=job.progress, cost=job.cost,
+                   resume=bool(job.resume))
 
 
 async def job_detail(session: AsyncSession, job: Job, now: float) -> JobDetail:
@@ -95,15 +96,26 @@ async def job_detail(session: AsyncSession, job: Job, now: float) -> JobDetail:
         select(Attempt).where(Attempt.job_id == job.id).order_by(Attempt.number))).all()
     names = {n.id: n.name for n in (await session.scalars(
         select(Node).where(Node.id.in_({a.node_id for a in attempts})))).all()}
-    views = [AttemptView(number=a.number, node_id=a.node_id, node_name=names.get(a.node_id),
-                         state=a.state, placed_at=a.placed_at,
-                         started_at=a.started_at, ended_at=a.ended_at, exit_code=a.exit_code,
-                         reason=a.reason, placement=a.placement, price_per_hour=a.price,
-                         cost=attempt_cost(a.price, a.started_at, a.ended_at, now))
-             for a in attempts]
+    views = [attempt_view(a, names.get(a.node_id), now) for a in attempts]
     view = job_view(job).model_dump()
     view["cost"] = total_cost([a.cost for a in views])
+    lost = [a.lost_work_s for a in views if a.lost_work_s is not None]
+    view["lost_work_s"] = sum(lost) if lost else None
+    view["on_demand_cost"] = total_cost([a.on_demand_cost for a in views])
     return JobDetail(**view, attempts=views)
+
+
+def attempt_view(a: Attempt, node_name: str | None, now: float) -> AttemptView:
+    """An attempt with what it cost, and what its useful work costs on demand."""
+    billed = billed_seconds(a.started_at, a.ended_at, now)
+    return AttemptView(
+        number=a.number, node_id=a.node_id, node_name=node_name, state=a.state,
+        placed_at=a.placed_at, started_at=a.started_at, ended_at=a.ended_at,
+        exit_code=a.exit_code, reason=a.reason, placement=a.placement, price_per_hour=a.price,
+        cost=attempt_cost(a.price, a.started_at, a.ended_at, now),
+        list_price_per_hour=a.list_price, spot=a.spot, preempted_at=a.preempt_at,
+        checkpoint_at=a.checkpoint_at, lost_work_s=a.lost_work_s,
+        on_demand_cost=on_demand_cost(a.list_price, billed, a.lost_work_s))
 
 
 async def list_events(session: AsyncSession, job_id: str, after: int,

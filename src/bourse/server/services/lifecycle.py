@@ -10,14 +10,16 @@ from typing import Any, cast
 from sqlalchemy import Table
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bourse.core.cost import attempt_cost, total_cost
+from bourse.core.blocklist import add_failure
+from bourse.core.cost import attempt_cost, lost_work, total_cost
+from bourse.core.retry import RetryPolicy, cause_of, decide
 from bourse.core.states import (
     AttemptState,
     JobState,
-    after_loss,
     check_attempt,
     check_job,
     job_state_for,
+    under_notice,
 )
 from bourse.server.db.database import defer_insert
 from bourse.server.db.schema import Attempt, Event, Job
@@ -54,39 +56,64 @@ def set_attempt_state(attempt: Attempt, target: AttemptState, now: float,
 
 def end_attempt(session: AsyncSession, job: Job, attempt: Attempt, outcome: AttemptState, *,
                 now: float, reason: str, exit_code: int | None = None) -> None:
-    """Close an attempt and move its job: to the outcome, or back to PENDING after a loss.
+    """Close an attempt and move its job: to the outcome, or back to PENDING for another
+    attempt when its retry policy allows (``core.retry``). An attempt whose node gave notice
+    of a reclaim ends PREEMPTED unless it finished meanwhile.
 
     The attempt is noted in ``session.info[ENDED_INFO]``: once the transaction commits, the
     data plane revokes its store credentials (a network call, so never inside it)."""
+    if attempt.preempt_at is not None:
+        outcome = under_notice(outcome)
     set_attempt_state(attempt, outcome, now, reason)
     attempt.exit_code = exit_code
+    if outcome.interrupted:
+        attempt.lost_work_s = lost_work(attempt.started_at, attempt.ended_at,
+                                        attempt.checkpoint_at)
     job.cost = total_cost([job.cost, attempt_cost(attempt.price, attempt.started_at,
                                                   attempt.ended_at, now)])
     session.info.setdefault(ENDED_INFO, []).append((job.id, attempt.number))
     if job.attempt != attempt.number or JobState(job.state).terminal:
         return  # a stale attempt ended: the job has moved on
     job.progress = None
-    if outcome is AttemptState.LOST:
-        _after_loss(session, job, attempt, now, reason)
+    if outcome.interrupted and job.cancel_requested:
+        job.reason = f"cancelled; its node was lost ({reason})"
+        set_job_state(session, job, JobState.CANCELLED, now, job.reason)
+        return
+    if _retried(session, job, attempt, outcome, now=now, reason=reason):
+        return
+    if outcome.interrupted:
+        job.reason = f"attempt {attempt.number} {_WORDS[outcome]} ({reason}); no retries left"
+        set_job_state(session, job, JobState.FAILED, now, job.reason)
         return
     job.exit_code, job.reason = exit_code, reason
     set_job_state(session, job, job_state_for(outcome), now, reason)
 
 
-def _after_loss(session: AsyncSession, job: Job, attempt: Attempt, now: float,
-                reason: str) -> None:
-    if job.cancel_requested:
-        job.reason = f"cancelled; its node was lost ({reason})"
-        set_job_state(session, job, JobState.CANCELLED, now, job.reason)
-        return
-    job.retries_used += 1
-    job.avoid_nodes = sorted({*job.avoid_nodes, attempt.node_id})
-    target = after_loss(job.retries_used, job.max_retries)
-    if target is JobState.PENDING:
-        job.node_id = None
-        set_job_state(session, job, target, now,
-                      f"attempt {attempt.number} lost ({reason}); retrying "
-                      f"({job.retries_used}/{job.max_retries})")
-    else:
-        job.reason = f"attempt {attempt.number} lost ({reason}); no retries left"
-        set_job_state(session, job, target, now, job.reason)
+_WORDS = {AttemptState.LOST: "lost", AttemptState.PREEMPTED: "preempted",
+          AttemptState.FAILED: "failed"}
+
+
+def _retried(session: AsyncSession, job: Job, attempt: Attempt, outcome: AttemptState, *,
+             now: float, reason: str) -> bool:
+    """Send the job back to PENDING if its policy allows another attempt; whether it did."""
+    cause = cause_of(outcome)
+    if cause is None:
+        return False
+    policy = RetryPolicy.model_validate(job.spec.get("retry") or {})
+    counts = dict(job.retry_counts or {})
+    decision = decide(policy, job.max_retries, counts, cause, now)
+    if not decision.retry:
+        return False
+    counts[cause] = decision.count
+    job.retry_counts, job.retries_used = counts, job.retries_used + 1
+    job.not_before, job.resume, job.node_id = decision.not_before, True, None
+    if outcome.interrupted:
+        job.avoid_nodes = sorted({*job.avoid_nodes, attempt.node_id})
+        job.blocklist = add_failure(job.blocklist or [], now, node=attempt.node_id,
+                                    provider=attempt.provider, region=attempt.region)
+    wait = (f", after {decision.not_before - now:.0f} s"
+            if decision.not_before is not None else "")
+    set_job_state(session, job, JobState.PENDING, now,
+                  f"attempt {attempt.number} {_WORDS[outcome]} ({reason}); retrying "
+                  f"({decision.count}/{decision.limit}{wait})")
+    return True

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import and_, or_, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bourse.core.blocklist import tiers
 from bourse.core.compute import Compute
 from bourse.core.constraints import container_engines, first_lack
 from bourse.core.match import Match, cross_region, explain, match
@@ -31,6 +32,7 @@ from bourse.server.services.lifecycle import add_event, end_attempt, set_job_sta
 from bourse.server.services.verification import PLACEABLE
 
 LOST_AFTER_KEEP_ALIVES = 3
+SPOT_SHARE = 0.35  # an interruptible node without a spot price: this share of its list price
 
 
 @dataclass(frozen=True)
@@ -83,16 +85,27 @@ def node_offer(free: Free) -> Offer | None:
     if free.cpus <= 0:
         return None
     gpu = next((g.model for g in caps.gpus if g.model), None)
-    price = node.price or list_price(caps.cpus, gpu, len(caps.gpus))
+    price: float | None = on_demand_price(free)
+    spot_price = None
+    if caps.interruptible:  # sold only as spot: it can be reclaimed at any time
+        spot_price = caps.spot_price or round(on_demand_price(free) * SPOT_SHARE, 4)
+        price = None
     memory = next((g.memory_mib for g in caps.gpus if g.memory_mib), None)
     verified = datetime.fromtimestamp(node.verified_at, UTC) if node.verified_at else None
-    return Offer(id=node.id, provider="node", instance_type=node.name,
+    return Offer(id=node.id, provider=caps.provider or "node", instance_type=node.name,
                  region=caps.region or LOCAL_REGION,
                  gpu=gpu if free.gpus > 0 else None, gpu_count=max(free.gpus, 0),
                  gpu_memory_mib=memory, cpus=free.cpus, memory_gib=free.memory_gib,
-                 disk_gib=caps.disk_free_gib, driver=caps.driver, price=price, node_id=node.id,
-                 available=1, divisible=True, source="node", verified_at=verified,
-                 engines=frozenset(caps.engines))
+                 disk_gib=caps.disk_free_gib, driver=caps.driver, price=price,
+                 spot_price=spot_price, node_id=node.id, available=1, divisible=True,
+                 source="node", verified_at=verified, engines=frozenset(caps.engines))
+
+
+def on_demand_price(free: Free) -> float:
+    """The node's on-demand price: the provider's, else the list price of its hardware."""
+    caps = free.caps
+    gpu = next((g.model for g in caps.gpus if g.model), None)
+    return free.node.price or list_price(caps.cpus, gpu, len(caps.gpus))
 
 
 async def live_capacity(session: AsyncSession, allow_unverified: bool = False) -> list[Free]:
@@ -164,13 +177,14 @@ async def place_pending(session: AsyncSession, now: float, lease_s: float, *,
     by_id = {f.node.id: f for f in frees}
     cursor: tuple[float, str] | None = None
     while offers and report.placed + report.unplaced < batch:
-        jobs = await _pending_page(session, cursor)
+        jobs = await _pending_page(session, cursor, now)
         if not jobs:
             break
         for job in jobs:
             compute = compute_of(job)
             near = data_region if job.spec.get("inputs") else None
-            chosen = _choose(compute, offers, set(job.avoid_nodes), near) if offers else None
+            chosen = (_choose(compute, offers, _blocklist(job), now, near)
+                      if offers else None)
             if chosen is None:
                 report.unplaced += 1
                 _explain_pending(job, compute, offers, frees)
@@ -193,8 +207,10 @@ def _offers(frees: list[Free]) -> list[Offer]:
     return [o for f in frees if (o := node_offer(f)) is not None]
 
 
-async def _pending_page(session: AsyncSession, cursor: tuple[float, str] | None) -> list[Job]:
-    query = select(Job).where(Job.state == JobState.PENDING.value)
+async def _pending_page(session: AsyncSession, cursor: tuple[float, str] | None,
+                        now: float) -> list[Job]:
+    query = select(Job).where(Job.state == JobState.PENDING.value,
+                              or_(Job.not_before.is_(None), Job.not_before <= now))
     if cursor is not None:
         query = query.where(tuple_(Job.created_at, Job.id) > cursor)
     page = await session.scalars(query.order_by(Job.created_at, Job.id).limit(PAGE)
@@ -227,18 +243,25 @@ def compute_of(job: Job) -> Compute:
     return compute
 
 
-def _choose(compute: Compute, offers: Sequence[Offer], avoid: set[str],
-            data_region: str | None = None) -> Match | None:
-    """The best offer with room for the reservation, avoiding nodes that lost this job unless
-    nothing else fits; near the data when prices tie."""
+def _blocklist(job: Job) -> list[dict[str, Any]]:
+    """The job's blocklist; nodes that lost it before blocklists existed never expire."""
+    legacy = [{"kind": "node", "value": node, "until": float("inf")}
+              for node in job.avoid_nodes if not job.blocklist]
+    return [*(job.blocklist or []), *legacy]
+
+
+def _choose(compute: Compute, offers: Sequence[Offer], blocklist: list[dict[str, Any]],
+            now: float, data_region: str | None = None) -> Match | None:
+    """The best offer with room for the reservation, clear of the job's blocklist — its node,
+    then its provider and region — unless nothing else fits (``core.blocklist``); near the
+    data when prices tie."""
     cpus = needs(compute)["cpus"]
     offers = [o for o in offers if (o.cpus or 0) >= cpus - 1e-9]
-    preferred = match(compute, [o for o in offers if o.id not in avoid], limit=1,
-                      data_region=data_region)
-    if preferred:
-        return preferred[0]
-    fallback = match(compute, offers, limit=1, data_region=data_region)
-    return fallback[0] if fallback else None
+    for tier in tiers(offers, blocklist, now):
+        found = match(compute, tier, limit=1, data_region=data_region)
+        if found:
+            return found[0]
+    return None
 
 
 _CAPACITY_REASONS = ("no verified node is connected", "every connected node is busy")
@@ -285,8 +308,9 @@ def _place(session: AsyncSession, job: Job, compute: Compute, chosen: Match, *,
     frees[node_id].take(need)
     job.attempt += 1
     job.node_id, job.pending_reason = node_id, None
+    kind = "spot" if chosen.spot else "on-demand"
     placement = (f"{frees[node_id].node.name}: cheapest fit at ${chosen.price:.4f}/h "
-                 f"for {compute.describe()}")
+                 f"({kind}) for {compute.describe()}")
     if cross_region(chosen.offer, data_region):
         placement += (f"; cross-region: the data is in {data_region}, the node in "
                       f"{chosen.offer.region}")
@@ -295,7 +319,9 @@ def _place(session: AsyncSession, job: Job, compute: Compute, chosen: Match, *,
     attempt = Attempt(job_id=job.id, number=job.attempt, node_id=node_id,
                       state=AttemptState.SCHEDULED.value, placed_at=now,
                       start_deadline=now + lease_s, placement=placement, resources=need,
-                      price=chosen.price)
+                      price=chosen.price, list_price=on_demand_price(frees[node_id]),
+                      spot=chosen.spot, provider=chosen.offer.provider,
+                      region=chosen.offer.region)
     session.add(attempt)
     set_job_state(session, job, JobState.SCHEDULED, now, f"placed on {placement}")
     return start_command(job, attempt)

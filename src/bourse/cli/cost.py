@@ -1,0 +1,43 @@
+"""``bourse cost``: what the exchange's attempts cost, by day, node or job."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from bourse.cli import jobs as seam
+from bourse.cli.errors import handles_errors
+from bourse.cli.jobs import dollars, seconds
+from bourse.cli.render import echo_json, table
+from bourse.core.units import parse_duration
+from bourse.protocol.api import CostRow
+
+HEADERS = ("{by}", "ATTEMPTS", "PREEMPTED", "COST", "ON DEMAND", "SAVED", "LOST WORK")
+
+
+@click.command()
+@click.option("--by", type=click.Choice(["day", "node", "job"]), default="day",
+              show_default=True, help="How to group attempts.")
+@click.option("--since", help="Only attempts started this long ago or later, e.g. 7d, 12h.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handles_errors
+def cost(by: str, since: str | None, as_json: bool) -> None:
+    """Cost of the attempts that ran, against the same work at on-demand list prices."""
+    start = time.time() - parse_duration(since, field="--since") if since else None
+    with seam.open_client() as client:
+        summary = client.cost(by, start)
+    if as_json:
+        echo_json(summary)
+        return
+    rows = [_row(r) for r in [*summary.rows, summary.total]]
+    headers = (by.upper(), *HEADERS[1:])
+    click.echo(table(headers, rows, right=(1, 2, 3, 4, 5, 6)))
+
+
+def _row(row: CostRow) -> list[str]:
+    saved = "-"
+    if row.on_demand_cost:
+        saved = f"{100 * (1 - row.cost / row.on_demand_cost):.0f} %"
+    return [row.key, str(row.attempts), str(row.preempted), dollars(row.cost),
+            dollars(row.on_demand_cost), saved, seconds(row.lost_work_s)]

@@ -1,0 +1,51 @@
+"""What attempts cost, summed by day, node or job (``bourse cost``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Literal
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bourse.core.states import AttemptState
+from bourse.protocol.api import AttemptView, CostRow, CostSummary
+from bourse.server.db.schema import Attempt, Node
+from bourse.server.services.jobs import attempt_view
+
+MAX_ATTEMPTS = 200_000
+By = Literal["day", "node", "job"]
+
+
+async def summarise(session: AsyncSession, by: By, since: float | None,
+                    now: float) -> CostSummary:
+    """Every attempt that started (since ``since``), priced, grouped by ``by``."""
+    query = select(Attempt, Node.name).outerjoin(Node, Node.id == Attempt.node_id).where(
+        Attempt.started_at.is_not(None))
+    if since is not None:
+        query = query.where(Attempt.started_at >= since)
+    rows = (await session.execute(query.order_by(Attempt.started_at).limit(MAX_ATTEMPTS))).all()
+    groups: dict[str, list[AttemptView]] = {}
+    for attempt, node_name in rows:
+        view = attempt_view(attempt, node_name, now)
+        groups.setdefault(_key(by, attempt, node_name), []).append(view)
+    return CostSummary(by=by, since=since, rows=[_row(k, v) for k, v in groups.items()],
+                       total=_row("total", [v for vs in groups.values() for v in vs]))
+
+
+def _key(by: str, attempt: Attempt, node_name: str | None) -> str:
+    if by == "node":
+        return node_name or attempt.node_id
+    if by == "job":
+        return attempt.job_id
+    assert attempt.started_at is not None
+    return datetime.fromtimestamp(attempt.started_at, UTC).strftime("%Y-%m-%d")
+
+
+def _row(key: str, views: Sequence[AttemptView]) -> CostRow:
+    on_demand = [v.on_demand_cost for v in views if v.on_demand_cost is not None]
+    return CostRow(key=key, attempts=len(views), cost=sum(v.cost or 0.0 for v in views),
+                   on_demand_cost=sum(on_demand) if on_demand else None,
+                   lost_work_s=sum(v.lost_work_s or 0.0 for v in views),
+                   preempted=sum(v.state == AttemptState.PREEMPTED.value for v in views))

@@ -1,0 +1,46 @@
+"""Reclaiming a node: the preemption notice a provider (or a cloud's spot interruption) gives.
+
+The node leaves placement at once (state ``reclaimed``, until its agent says hello again: a
+new instance, or the same machine given back); each of its active attempts is marked with the
+notice time, so however it ends — the job exits on SIGTERM, is SIGKILLed at the end of the
+notice, or the node goes silent — the attempt ends PREEMPTED and the job is retried
+(``services.lifecycle``). The agent is sent a ``preempt`` message after the commit.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bourse.core.errors import InvalidInput, NotFound
+from bourse.protocol.agent import Preempt
+from bourse.protocol.api import ReclaimRequest, ReclaimResult
+from bourse.server.commands import Command
+from bourse.server.db.schema import Attempt, Node
+from bourse.server.services.jobs import active_attempt_states
+from bourse.server.services.lifecycle import add_event
+
+
+async def reclaim_node(session: AsyncSession, node_id: str, request: ReclaimRequest,
+                       now: float) -> tuple[ReclaimResult, list[Command]]:
+    node = await session.get(Node, node_id, with_for_update=True)
+    if node is None:
+        raise NotFound(f"no node {node_id!r}", hint="`bourse nodes` lists nodes")
+    if not (node.capabilities or {}).get("interruptible"):
+        raise InvalidInput(f"node {node.name} is not interruptible: only spot capacity can be "
+                           "reclaimed", field="node",
+                           hint="start its agent with --interruptible, or stop its jobs")
+    if node.state == "lost":
+        raise InvalidInput(f"node {node.name} is lost already; its jobs were retried",
+                           field="node")
+    node.state, node.reclaimed_at, node.updated_at = "reclaimed", now, now
+    attempts = (await session.scalars(select(Attempt).where(
+        Attempt.node_id == node.id, Attempt.state.in_(active_attempt_states())))).all()
+    for attempt in attempts:
+        attempt.preempt_at = attempt.preempt_at or now
+        add_event(session, attempt.job_id, attempt.number, "preemption", now,
+                  message=f"node {node.name} reclaimed: {request.notice_s:g} s notice "
+                          f"({request.reason})", data={"notice_s": request.notice_s})
+    result = ReclaimResult(node_id=node.id, notice_s=request.notice_s,
+                           attempts=[f"{a.job_id}/{a.number}" for a in attempts])
+    return result, [Command(node.id, Preempt(notice_s=request.notice_s, reason=request.reason))]
