@@ -78,10 +78,6 @@ def test_without_a_checkpoint_uri_nothing_is_saved(tmp_path: Path,
     assert resume_path() is None
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "BUG: BourseCheckpoint.on_train_end looks for f'step-{global_step}' in self.saved, but "
-    "saved names are zero-padded ('step-000000000006'), so the last epoch's checkpoint is "
-    "always uploaded a second time when training ends"))
 def test_the_last_checkpoint_is_uploaded_once(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     callback = fit((tmp_path / "ck").as_uri() + "/", tmp_path, monkeypatch)

@@ -96,7 +96,7 @@ def test_show(exchange: FakeExchange) -> None:
     assert "submitted  PENDING" in out and "placed  SCHEDULED  on old-box" in out
     attempts = out.split("attempts\n")[1].splitlines()
     assert attempts[0].split() == ["#", "NODE", "STATE", "PLACED", "STARTED", "ENDED", "EXIT",
-                                   "$/H", "COST", "REASON"]
+                                   "$/H", "COST", "LOST", "REASON"]
     assert attempts[1].split()[:3] == ["1", "old-box", "LOST"]
     assert "$1.8000" in attempts[1] and "$0.0400" in attempts[1]
     assert "node stopped answering" in attempts[1]

@@ -23,7 +23,7 @@ async def test_submit_answers_the_pending_job_and_show_finds_it(exchange: Exchan
         ["python", "train.py"], {"SEED": "1"}, 1)
     assert spec["compute"]["cpus"]["min"] == 2 and spec["compute"]["memory"]["min"] == 4
     shown = await exchange.job(job["id"])
-    assert shown == {**job, "attempts": []}
+    assert shown == {**job, "attempts": [], "lost_work_s": None, "on_demand_cost": None}
 
 
 async def test_list_is_newest_first_and_filters_by_state(exchange: Exchange) -> None:

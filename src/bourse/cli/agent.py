@@ -128,7 +128,7 @@ def spot_of(interruptible: bool, price: float | None) -> Spot | None:
 def label(value: str | None, flag: str) -> str | None:
     if value is not None and not LABEL.match(value):
         raise click.BadParameter("use 1-64 letters, digits, '.', '_' and '-', starting with "
-                                 "a letter or digit", param_hint=flag)
+                                 "a letter or digit, e.g. us-east-1", param_hint=flag)
     return value
 
 
