@@ -123,7 +123,7 @@ def test_sign_in_with_the_token(browser: Browser, exchange: UiExchange) -> None:
     page.click("button[type=submit]")
     page.wait_for_url("**/ui/nodes")
     cookie = next(c for c in context.cookies() if c["name"] == "bourse_session")
-    assert (cookie["httpOnly"], cookie["sameSite"], cookie["path"]) == (True, "Strict", "/ui")
+    assert (cookie["httpOnly"], cookie["sameSite"], cookie["path"]) == (True, "Strict", "/")
     assert exchange.token not in page.content()
     assert page.evaluate("document.cookie") == ""  # HttpOnly: scripts cannot read it
     context.close()

@@ -68,7 +68,7 @@ async def test_sign_in_sets_a_strict_http_only_cookie_and_redirects(site: Site) 
     assert (response.status_code, response.headers["location"]) == (303, "/ui/nodes")
     cookie = _cookie_header(response).lower()
     assert cookie.startswith(f"{COOKIE}=")
-    for flag in ("httponly", "samesite=strict", "path=/ui", "max-age=43200"):
+    for flag in ("httponly", "samesite=strict", "path=/;", "max-age=43200"):
         assert flag in cookie
     assert "secure" not in cookie  # plain http: a Secure cookie would never come back
     page = await site.client.get("/ui/nodes")

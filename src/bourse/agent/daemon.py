@@ -41,6 +41,7 @@ from bourse.agent.probe import probe
 from bourse.agent.probe.report import ProbeOptions, run_probe
 from bourse.agent.runtime import Runtime, base_env
 from bourse.agent.spool import Spool
+from bourse.agent.tunnel import NodeTunnel
 from bourse.core.backoff import backoff_delay
 from bourse.core.cuda import PYTORCH_INDEX
 from bourse.protocol.agent import (
@@ -59,6 +60,7 @@ from bourse.protocol.agent import (
     envelope,
 )
 from bourse.protocol.common import Capabilities, Declared, ProbeReport, Wire
+from bourse.protocol.stream import STREAM_MESSAGES, STREAMS_FEATURE
 from bourse.storage.remote import Stores
 from bourse.storage.store import ObjectStore
 from bourse.storage.uri import parse_uri
@@ -110,6 +112,8 @@ class Session:
         self.in_flight: dict[int, int] = {}  # row id -> frame size
         self.acked = asyncio.Event()
         self._ids = itertools.count()
+        self.stream_out: asyncio.Queue[Wire] = asyncio.Queue()  # bounded by flow control
+        self.tunnel = NodeTunnel(self.stream_out.put_nowait, agent.spool.get_attempt)
 
     async def send(self, body: Wire | Callable[[], Wire], msg_id: str | None = None) -> None:
         async with self.lock:
@@ -119,7 +123,8 @@ class Session:
 
     async def run(self) -> None:
         tasks = [asyncio.create_task(self._sender()), asyncio.create_task(self._receiver()),
-                 asyncio.create_task(self._heartbeat()), asyncio.create_task(self._reporter())]
+                 asyncio.create_task(self._heartbeat()), asyncio.create_task(self._reporter()),
+                 asyncio.create_task(self._streams())]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
@@ -128,6 +133,12 @@ class Session:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await self.tunnel.close()
+
+    async def _streams(self) -> None:
+        """Stream frames for the coordinator (not spooled: streams end with the connection)."""
+        while True:
+            await self.send(await self.stream_out.get())
 
     async def _sender(self) -> None:
         spool, after = self.agent.spool, 0
@@ -168,7 +179,9 @@ class Session:
             await self._handle(frame, body)
 
     async def _handle(self, frame: Envelope, body: Wire) -> None:
-        if isinstance(body, Ack):
+        if isinstance(body, STREAM_MESSAGES):
+            self.tunnel.handle(body)
+        elif isinstance(body, Ack):
             rows = [int(i[1:]) for i in body.ids if i.startswith("o") and i[1:].isdigit()]
             self.agent.spool.ack(rows)
             for row in rows:
@@ -283,7 +296,8 @@ class Agent:
             await session.send(lambda: Hello(name=self.config.name, capabilities=caps,
                                              running=self.runtime.running(),
                                              keep_alive_s=keep_alive,
-                                             declared=self.config.declared))
+                                             declared=self.config.declared,
+                                             features=[STREAMS_FEATURE]))
             welcome = Envelope.model_validate(json.loads(await asyncio.wait_for(ws.recv(), 15)))
             if welcome.type != "welcome":
                 raise websockets.WebSocketException(f"expected welcome, got {welcome.type}")

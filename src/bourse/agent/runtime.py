@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from bourse.agent import shim
+from bourse.agent.execs import save_beside
 from bourse.agent.hooks import AttemptHooks, Emit
 from bourse.agent.shim import AttemptDir
 from bourse.agent.spool import AttemptRecord, AttemptStatus, Spool
@@ -300,6 +301,7 @@ class Runtime:
         env = job_env(self._base_env, adir.tmp, msg, data)
         try:
             argv, env = self._hooks.command(msg, adir, cwd, env)
+            save_beside(adir, cwd, env, msg.spec.compute.image)  # what `bourse exec` runs in
             pid = shim.spawn(adir, cwd, argv, env)
         except StartError as e:
             self._fail_start(key, e.message + (f" ({e.hint})" if e.hint else ""))

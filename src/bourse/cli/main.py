@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "jobs": ("bourse.cli.jobs", "jobs", "List jobs (and `jobs show ID`)."),
     "logs": ("bourse.cli.logs", "logs", "Print a job's output; -f follows it."),
     "stop": ("bourse.cli.jobs", "stop", "Cancel jobs."),
+    "exec": ("bourse.cli.exec", "exec_", "Run a command (or a shell) beside a running job."),
     "nodes": ("bourse.cli.nodes", "nodes", "List nodes (and `nodes show`, `enroll`, `reclaim`)."),
     "cost": ("bourse.cli.cost", "cost", "What attempts cost, by day, node or job."),
     "offers": ("bourse.cli.offers", "offers", "What the market sells for a requirement."),

@@ -20,6 +20,7 @@ from bourse.cli.logs import LogPrinter, finish, follow_job
 from bourse.cli.offers import compute_from_flags, compute_options
 from bourse.core.errors import InvalidInput
 from bourse.protocol.api import JobView
+from bourse.protocol.common import Port, parse_port
 from bourse.sdk.bundle import human_size, pack
 from bourse.sdk.client import Client
 from bourse.sdk.core import job_spec
@@ -40,6 +41,14 @@ def parse_env(pairs: tuple[str, ...], environ: dict[str, str] | None = None) -> 
             value = local[name]
         env[name] = value
     return env
+
+
+def parse_ports(values: tuple[str, ...]) -> list[Port]:
+    try:
+        return [parse_port(value) for value in values]
+    except ValueError as exc:
+        raise InvalidInput(str(exc), field="port",
+                           hint="write --port 6006 or --port 6006:keep") from None
 
 
 def upload_code(client: Client, root: Path) -> str:
@@ -96,6 +105,10 @@ class StatusLine:
 @click.option("--name", help="A name to recognise the job by.")
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V",
               help="Environment variable for the job (repeatable); a bare K copies it from here.")
+@click.option("--port", "ports", multiple=True, metavar="N[:keep]",
+              help="A port the job serves on 127.0.0.1, proxied at /jobs/ID/ports/N/ "
+                   "(repeatable); N:keep forwards the whole path, for servers given that "
+                   "prefix as their base URL.")
 @click.option("--max-retries", type=click.IntRange(0, 100),
               help="Attempts after a lost node (default 3).")
 @click.option("--detach", "-d", is_flag=True, help="Print the job id and return at once.")
@@ -105,7 +118,7 @@ class StatusLine:
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @handles_errors
 def run(command: tuple[str, ...], *, name: str | None, env_pairs: tuple[str, ...],
-        max_retries: int | None, detach: bool, no_code: bool, local: bool,
+        ports: tuple[str, ...], max_retries: int | None, detach: bool, no_code: bool, local: bool,
         **flags: Any) -> None:
     """Run COMMAND on the exchange with the current directory as its code, or run an app:
     `bourse run app.py [ARGS]` runs the app (`app = App(...)`) in app.py, each stage a job.
@@ -122,7 +135,8 @@ def run(command: tuple[str, ...], *, name: str | None, env_pairs: tuple[str, ...
         raise click.UsageError("--local runs apps (bourse run app.py); for a command, run it "
                                "directly")
     spec_fields = {"name": name, "env": parse_env(env_pairs),
-                   "compute": compute_from_flags(flags), "max_retries": max_retries}
+                   "compute": compute_from_flags(flags), "max_retries": max_retries,
+                   "ports": parse_ports(ports)}
     spec_fields |= data_fields(flags)  # --input, --output, --checkpoint
     with seam.open_client() as client:
         bundle = None if no_code else upload_code(client, Path.cwd())

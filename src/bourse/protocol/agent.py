@@ -23,6 +23,14 @@ from bourse.protocol.common import (
     ProbeReport,
     Wire,
 )
+from bourse.protocol.stream import (
+    StreamClose,
+    StreamData,
+    StreamOpen,
+    StreamOpened,
+    StreamResize,
+    StreamWindow,
+)
 from bourse.protocol.version import PROTOCOL_VERSION
 
 MAX_FRAME_BYTES = 8 * 1024 * 1024
@@ -47,6 +55,7 @@ class Hello(Wire):
     keep_alive_s: float = Field(gt=0, le=86400)
     protocol: int = PROTOCOL_VERSION
     declared: Declared | None = None  # what the provider claims the node has
+    features: list[str] = Field(default_factory=list, max_length=64)  # e.g. "streams"
 
 
 class ProbeReportMessage(Wire):
@@ -156,10 +165,15 @@ class Preempt(Wire):
 AGENT_TO_SERVER: dict[str, type[Wire]] = {
     "hello": Hello, "heartbeat": Heartbeat, "job_event": JobEvent, "log_chunk": LogChunk,
     "probe_report": ProbeReportMessage, "ack": Ack, "error": Error,
+    # streams (bourse.protocol.stream): not acknowledged, not spooled
+    "stream_opened": StreamOpened, "stream_data": StreamData, "stream_window": StreamWindow,
+    "stream_close": StreamClose,
 }
 SERVER_TO_AGENT: dict[str, type[Wire]] = {
     "welcome": Welcome, "start_job": StartJob, "cancel_job": CancelJob, "ack": Ack,
     "error": Error, "preempt": Preempt,
+    "stream_open": StreamOpen, "stream_data": StreamData, "stream_window": StreamWindow,
+    "stream_resize": StreamResize, "stream_close": StreamClose,
 }
 
 

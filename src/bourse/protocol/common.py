@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bourse.core.compute import Compute
 from bourse.core.retry import RetryPolicy
@@ -33,6 +33,34 @@ def _check_uri(value: str) -> str:
     return value
 
 
+MAX_PORTS = 8
+
+
+class Port(Wire):
+    """A port the job serves on 127.0.0.1, proxied by the coordinator at
+    ``/jobs/{id}/ports/{number}/``. ``path``: ``strip`` forwards the path below that prefix
+    (``/index.html``), ``keep`` forwards it whole, for servers told their base URL
+    (``tensorboard --path_prefix /jobs/{id}/ports/6006``)."""
+
+    number: int = Field(ge=1024, le=65535)
+    path: Literal["strip", "keep"] = "strip"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_number(cls, value: object) -> object:
+        return {"number": value} if isinstance(value, int) else value
+
+
+def parse_port(text: str) -> Port:
+    """``6006`` or ``6006:keep`` (the CLI's and the app API's spelling)."""
+    number, _, path = text.strip().partition(":")
+    if not number.isdigit() or not 1024 <= int(number) <= 65535 or path not in (
+            "", "strip", "keep"):
+        raise ValueError(f"port {text!r}: write a number from 1024 to 65535, optionally "
+                         "followed by :keep or :strip")
+    return Port(number=int(number), path="keep" if path == "keep" else "strip")
+
+
 class JobSpec(Wire):
     """What to run: a command in a code bundle's directory, with an environment and a Compute.
 
@@ -55,6 +83,18 @@ class JobSpec(Wire):
     outputs: dict[DataName, DataUri] = Field(default_factory=dict, max_length=64)
     checkpoint: DataUri | None = None
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    ports: list[Port] = Field(default_factory=list, max_length=MAX_PORTS)
+
+    @field_validator("ports")
+    @classmethod
+    def _distinct_ports(cls, value: list[Port]) -> list[Port]:
+        numbers = [p.number for p in value]
+        if len(set(numbers)) != len(numbers):
+            raise ValueError(f"ports {numbers} declare a port twice; declare each once")
+        return value
+
+    def port(self, number: int) -> Port | None:
+        return next((p for p in self.ports if p.number == number), None)
 
     @field_validator("inputs", "outputs")
     @classmethod

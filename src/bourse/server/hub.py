@@ -36,6 +36,7 @@ from bourse.protocol.agent import (
     envelope,
 )
 from bourse.protocol.common import ProbeReport, Wire
+from bourse.protocol.stream import STREAM_MESSAGES
 from bourse.protocol.version import PROTOCOL_VERSION
 from bourse.server.commands import Command
 from bourse.server.dataplane import DataPlane, Failure
@@ -51,6 +52,7 @@ from bourse.server.services.agents import (
 )
 from bourse.server.services.lifecycle import add_event
 from bourse.server.services.verification import record_report
+from bourse.server.tunnels import Tunnels
 
 log = logging.getLogger(__name__)
 HELLO_TIMEOUT_S = 15.0
@@ -72,6 +74,7 @@ class Connection:
     session: str
     ws: WebSocket
     outbox: asyncio.Queue[str] = field(default_factory=asyncio.Queue)
+    features: frozenset[str] = frozenset()  # what the agent said it speaks (Hello.features)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
 
     def send(self, message: Wire) -> None:
@@ -135,6 +138,7 @@ class Hub:
         self._dispatch: asyncio.Queue[list[Command]] = asyncio.Queue()
         self._queued = 0  # batches in the dispatch queue or being dispatched
         self._dispatcher: asyncio.Task[None] | None = None
+        self.tunnels = Tunnels()  # streams to jobs' ports and exec sessions
 
     def connected(self, node_id: str) -> bool:
         return node_id in self.connections
@@ -222,7 +226,7 @@ class Hub:
 
     async def _register(self, ws: WebSocket, node_id: str, hello: Hello) -> Connection:
         previous = self.connections.get(node_id)
-        connection = Connection(node_id, new_id("s"), ws)
+        connection = Connection(node_id, new_id("s"), ws, features=frozenset(hello.features))
         self.connections[node_id] = connection
         if previous is not None:
             await _close(previous.ws, CLOSE_REPLACED, "replaced by a newer connection")
@@ -240,6 +244,7 @@ class Hub:
     async def _unregister(self, connection: Connection) -> None:
         if self.connections.get(connection.node_id) is connection:
             del self.connections[connection.node_id]
+        self.tunnels.drop(connection)
         async with self.db.write() as session:
             await node_disconnected(session, connection.node_id, connection.session,
                                     self.clock())
@@ -271,6 +276,9 @@ class Hub:
             if body is None:
                 connection.send(Error(message=f"unknown message type {frame.type!r}",
                                       ref=frame.id))
+                continue
+            if isinstance(body, STREAM_MESSAGES):  # not stored, not acknowledged
+                self.tunnels.deliver(connection, body)
                 continue
             await self.inbox.put((connection, frame, body))
 

@@ -1,7 +1,8 @@
 """The browser's session: a user token in an HttpOnly cookie, checked like a bearer token.
 
 Browsers cannot send ``Authorization`` headers on navigation, so ``/ui/login`` puts the user's
-token in a cookie (``HttpOnly``, ``SameSite=Strict``, ``Secure`` over https, path ``/ui``) and
+token in a cookie (``HttpOnly``, ``SameSite=Strict``, ``Secure`` over https, path ``/``: the UI
+under ``/ui`` and the jobs' proxied ports under ``/jobs`` read it; the API ignores it) and
 every UI request is authenticated from it by ``services.tokens.authenticate`` through the same
 cache as the API: a revoked or expired token stops working in the UI when it stops working in
 the API. The cookie is the token itself rather than a signed reference to it, so there is no
@@ -29,7 +30,7 @@ from bourse.server.services.tokens import Principal, authenticate
 from bourse.server.state import ServerState
 
 COOKIE = "bourse_session"
-COOKIE_PATH = "/ui"
+COOKIE_PATH = "/"
 MAX_FORM_BYTES = 16 * 1024  # the UI's forms hold a token, a CSRF token and a path
 MAX_AGE_S = 12 * 3600  # a browser session outlives no token, and no working day
 CSRF_HEADER = "x-csrf-token"
@@ -85,7 +86,7 @@ def clear_cookie(response: Response, request: Request) -> None:
                            secure=request.url.scheme == "https")
 
 
-def same_origin(request: Request) -> bool:
+def same_origin(request: HTTPConnection) -> bool:
     """Whether a state-changing request comes from this site's own pages.
 
     ``Origin`` (sent by browsers on every POST) must name this host; without it,
