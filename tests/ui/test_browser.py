@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,11 @@ from typing import Any
 import httpx
 import pytest
 from ui_exchange import HUNDRED_K, TICKER, UiExchange
+from ui_exchange import _free_port as free_port
+
+from bourse.app import tensorboard
+from bourse.core.compute import Compute
+from bourse.protocol.common import JobSpec, Port
 
 pytestmark = pytest.mark.slow
 
@@ -296,3 +302,59 @@ def test_the_runs_page_shows_stages_in_order(page: Page, exchange: UiExchange) -
     expect(run.locator(".stage-name")).to_have_text(["prepare", "train", "evaluate"])
     expect(run.locator("h2 .state")).to_have_text("SUCCEEDED")
     shot(page, "runs")
+
+
+PORT_SERVER = """\
+import http.server, pathlib, sys
+pathlib.Path("index.html").write_text("<!doctype html><title>job port</title>"
+                                      "<h1 id=served>served by the job</h1>")
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])),
+                                http.server.SimpleHTTPRequestHandler).serve_forever()
+"""
+
+
+def _port_job(exchange: UiExchange, name: str, command: list[str], port: Port) -> str:
+    spec = JobSpec(command=command, name=name, compute=Compute(cpus=0.5), max_retries=0,
+                   ports=[port])
+    job = exchange.client.submit(spec)
+    exchange.wait_state(job.id, "RUNNING")
+    return job.id
+
+
+def _open_port(page: Page, job_id: str, number: int) -> Page:
+    """Click the job page's link to its port; the page it opens, once it loaded."""
+    page.goto(f"/ui/jobs/{job_id}")
+    link = page.locator(f"a.port:has-text('{number}')")
+    expect(link).to_have_attribute("href", f"/jobs/{job_id}/ports/{number}/")
+    with page.context.expect_page() as opened:
+        link.click()
+    return opened.value
+
+
+def test_a_jobs_port_opens_from_its_page(page: Page, exchange: UiExchange) -> None:
+    number = free_port()
+    job_id = _port_job(exchange, "ui-port", [sys.executable, "-c", PORT_SERVER, str(number)],
+                       Port(number=number))
+    served = _open_port(page, job_id, number)
+    served.reload()  # the server may still have been starting on the first load
+    expect(served.locator("#served")).to_have_text("served by the job")
+    shot(served, "job-port")
+    served.close()
+    exchange.client.cancel(job_id)
+
+
+def test_tensorboard_opens_from_the_job_page(page: Page, exchange: UiExchange) -> None:
+    number = free_port()
+    command = tensorboard.launcher("tb-logs", [sys.executable, "-c", "import time; "
+                                               "time.sleep(600)"], number, sys.executable)
+    job_id = _port_job(exchange, "ui-tensorboard", command, Port(number=number, path="keep"))
+    board = _open_port(page, job_id, number)
+    deadline = time.monotonic() + 60  # TensorBoard takes seconds to start on a busy machine
+    while "TensorBoard" not in board.title() and time.monotonic() < deadline:
+        time.sleep(1)
+        board.reload()
+    expect(board).to_have_title("TensorBoard")
+    expect(board.locator("body")).to_contain_text("TensorBoard")
+    shot(board, "tensorboard")
+    board.close()
+    exchange.client.cancel(job_id)

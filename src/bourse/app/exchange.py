@@ -123,11 +123,11 @@ class ExchangeBackend(Backend):
 
     def _spec(self, work: Work, call: Call, compute: Any) -> JobSpec:
         base = f"{self.store_root}runs/{self.run_id}/{work.name}/"
-        return JobSpec(command=call.command, name=f"{self.run_id}/{work.name}",
+        return JobSpec(command=work.launch(call.command), name=f"{self.run_id}/{work.name}",
                        env={**work.env, **call.env}, compute=compute, bundle=self.bundle(),
                        inputs=call.inputs,
                        outputs={name: f"{base}{name}/" for name in call.outputs},
-                       checkpoint=f"{base}checkpoints/")
+                       checkpoint=f"{base}checkpoints/", ports=work.port_specs())
 
 
 def new_run_id() -> str:

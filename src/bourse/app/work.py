@@ -14,8 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from bourse.app.tensorboard import PORT as TB_PORT
+from bourse.app.tensorboard import launcher
+from bourse.app.tensorboard import port as tensorboard_port
 from bourse.core.compute import Compute
 from bourse.core.errors import InvalidInput
+from bourse.protocol.common import Port, parse_port
 
 if TYPE_CHECKING:
     from bourse.app.handle import Handle
@@ -29,6 +33,10 @@ class Work:
     directories the stage writes (uploaded when it ends; the next stage gets them as inputs),
     ``retries`` how often a failed run is tried again, ``cache`` whether an identical call
     (same code, arguments and inputs) reuses the previous result instead of running.
+    ``ports`` are ports the stage serves on 127.0.0.1, opened through the exchange at
+    ``/jobs/{id}/ports/{port}/`` (``6006`` or ``"6006:keep"``); ``tensorboard="logs"`` starts
+    TensorBoard on that log directory beside the stage and declares its port, 6006
+    (:mod:`bourse.app.tensorboard`).
     """
 
     outputs: Any = ()
@@ -36,12 +44,16 @@ class Work:
     retries: int = 0
     cache: bool = False
     env: Mapping[str, str] = {}
+    ports: Sequence[int | str | Port] = ()
+    tensorboard: str | None = None
     _body: ClassVar[Callable[..., Any] | None] = None
 
     def __init__(self, compute: Compute | str | None = None, *,
                  outputs: Sequence[str] | None = None, retries: int | None = None,
                  cache: bool | None = None, name: str | None = None,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None,
+                 ports: Sequence[int | str | Port] | None = None,
+                 tensorboard: str | None = None) -> None:
         if compute is not None:
             self.compute = Compute(compute) if isinstance(compute, str) else compute
         if outputs is not None:
@@ -52,6 +64,10 @@ class Work:
             self.cache = cache
         if env is not None:
             self.env = dict(env)
+        if ports is not None:
+            self.ports = tuple(ports)
+        if tensorboard is not None:
+            self.tensorboard = tensorboard
         self.name = name or type(self).__name__
         self.inputs: dict[str, Path] = {}
         self.checkpoint: str | None = None
@@ -79,6 +95,20 @@ class Work:
                 raise InvalidInput(f"output name {name!r} of {self.name} is not an identifier",
                                    field="outputs")
         return names
+
+    def port_specs(self) -> list[Port]:
+        """The declared ports, TensorBoard's included."""
+        try:
+            declared = [p if isinstance(p, Port) else parse_port(str(p)) for p in self.ports]
+        except ValueError as exc:
+            raise InvalidInput(f"stage {self.name!r}: {exc}", field="ports") from None
+        if self.tensorboard is not None and all(p.number != TB_PORT for p in declared):
+            declared.append(tensorboard_port())
+        return declared
+
+    def launch(self, command: list[str]) -> list[str]:
+        """The job's command: under TensorBoard's launcher when the stage asks for it."""
+        return command if self.tensorboard is None else launcher(self.tensorboard, command)
 
     def check(self) -> Compute:
         """The stage's Compute; a stage without one is refused before anything is submitted."""
@@ -118,9 +148,12 @@ class PythonScript(Work):
     def __init__(self, script_path: str | Path, compute: Compute | str | None = None, *,
                  requirements: Sequence[str] = (), env: Mapping[str, str] | None = None,
                  outputs: Sequence[str] | None = None, retries: int | None = None,
-                 cache: bool | None = None, name: str | None = None) -> None:
+                 cache: bool | None = None, name: str | None = None,
+                 ports: Sequence[int | str | Port] | None = None,
+                 tensorboard: str | None = None) -> None:
         super().__init__(compute, outputs=outputs, retries=retries, cache=cache,
-                         name=name or Path(script_path).stem, env=env)
+                         name=name or Path(script_path).stem, env=env, ports=ports,
+                         tensorboard=tensorboard)
         self.script_path = str(script_path)
         self.requirements = tuple(requirements)
 
