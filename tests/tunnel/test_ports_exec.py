@@ -65,6 +65,8 @@ def test_http_reaches_the_jobs_server_through_the_coordinator(served: Served) ->
     echo = httpx.post(served.url(served.http_port, "/echo?x=1"), headers={
         **served.auth, "Cookie": "bourse_session=secret; theme=dark"}, content=b"z" * 300_000)
     answer = echo.json()
+    escaped = httpx.get(served.url(served.http_port, "/echo/a%20b%2Fc"), headers=served.auth)
+    assert escaped.json()["path"] == "/echo/a%20b%2Fc"  # forwarded as sent
     assert (answer["path"], answer["body"]) == ("/echo?x=1", 300_000)
     seen = {k.lower(): v for k, v in answer["headers"].items()}
     assert "authorization" not in seen  # the exchange's credentials never reach the job
@@ -155,6 +157,8 @@ def test_exec_runs_beside_the_job_in_its_work_dir(served: Served) -> None:
     assert (piped.returncode, piped.stdout, piped.stderr) == (3, b"from stdin\n", b"oops\n")
     ls = _bourse(served, "exec", served.job_id, "--", "ls")
     assert "hello.txt" in ls.stdout.decode()
+    script = _bourse(served, "exec", served.job_id, stdin=b"echo $BOURSE_JOB_ID; exit 7\n")
+    assert (script.returncode, script.stdout) == (7, f"{served.job_id}\n".encode())
 
 
 def test_exec_refuses_a_job_that_is_not_running_and_a_bad_token(served: Served) -> None:
@@ -226,3 +230,18 @@ def test_a_shell_on_a_terminal_by_default(served: Served) -> None:
     term.type(b"echo $((40 + 2)); exit 4\r")
     term.expect(b"42")
     assert term.close() == 4
+
+
+def test_an_exec_ends_with_its_job(served: Served) -> None:
+    job = served.exchange.submit("import time; time.sleep(600)", "sleeper")
+    served.exchange.wait_state(job.id, "RUNNING")
+    env = {**os.environ, "BOURSE_URL": served.exchange.url, "BOURSE_TOKEN": served.exchange.token}
+    execing = subprocess.Popen([sys.executable, "-m", "bourse", "exec", job.id, "--", "sh", "-c",
+                                "echo started; sleep 600"], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    assert execing.stdout is not None
+    assert execing.stdout.readline() == b"started\n"
+    served.exchange.client.cancel(job.id)
+    _, err = execing.communicate(timeout=30)
+    assert execing.returncode == 1
+    assert f"job {job.id} ended".encode() in err

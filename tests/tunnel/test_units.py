@@ -12,8 +12,20 @@ from pydantic import ValidationError
 from bourse.app.work import Work
 from bourse.core.errors import InvalidInput
 from bourse.protocol.common import JobSpec, Port, parse_port
-from bourse.protocol.stream import CHUNK, WINDOW, StreamClose, StreamData, StreamWindow
+from bourse.protocol.stream import (
+    CHUNK,
+    WINDOW,
+    ExecTarget,
+    PortTarget,
+    StreamClose,
+    StreamData,
+    StreamOpen,
+    StreamOpened,
+    StreamWindow,
+)
+from bourse.server.errors import Conflict
 from bourse.server.proxy import request_headers, response_headers
+from bourse.server.tunnels import Tunnels, Unreachable
 from bourse.tunnel.stream import Stream, StreamClosed
 
 
@@ -101,3 +113,53 @@ def test_work_declares_its_ports_and_tensorboard() -> None:
     assert Work("cpu").launch(["python"]) == ["python"]
     with pytest.raises(InvalidInput, match="1024 to 65535"):
         Work("cpu", ports=[80]).port_specs()
+
+
+class Carrier:
+    def __init__(self, node_id: str, features: frozenset[str] = frozenset({"streams"})) -> None:
+        self.node_id, self.features = node_id, features
+        self.sent: list[object] = []
+
+    def send(self, message: object) -> None:
+        self.sent.append(message)
+
+
+def test_streams_open_on_their_node_and_only_it_can_write_into_them() -> None:
+    async def scenario() -> None:
+        tunnels, node, other = Tunnels(), Carrier("n1"), Carrier("n2")
+        opening = asyncio.create_task(tunnels.open(node, "j1", 1, PortTarget(port=8000)))
+        await asyncio.sleep(0)
+        request = node.sent[0]
+        assert isinstance(request, StreamOpen) and request.target == PortTarget(port=8000)
+        tunnels.deliver(other, StreamOpened(stream=request.stream))  # not its stream
+        await asyncio.sleep(0.01)
+        assert not opening.done()
+        tunnels.deliver(node, StreamOpened(stream=request.stream))
+        stream = await opening
+        tunnels.deliver(other, _data(stream.id, 5))
+        tunnels.deliver(node, _data(stream.id, 3))
+        assert await stream.read() == (1, b"xxx")
+        tunnels.drop(node)
+        assert await stream.read() == (1, b"")
+        assert stream.closed is not None and "n1" in (stream.closed.error or "")
+        assert tunnels.count(node) == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_refused_stream_says_why_and_old_agents_are_not_asked() -> None:
+    async def scenario() -> None:
+        tunnels, node = Tunnels(), Carrier("n1")
+        opening = asyncio.create_task(tunnels.open(node, "j1", 1, ExecTarget(argv=["pwd"])))
+        await asyncio.sleep(0)
+        stream_id = node.sent[0].stream  # type: ignore[attr-defined]
+        tunnels.deliver(node, StreamClose(stream=stream_id, error="port 1 is not declared"))
+        with pytest.raises(Unreachable, match="not declared"):
+            await opening
+        with pytest.raises(Conflict, match="upgrade"):
+            await tunnels.open(Carrier("old", frozenset()), "j1", 1, PortTarget(port=8000))
+        with pytest.raises(Unreachable, match="did not open"):
+            await tunnels.open(node, "j1", 1, PortTarget(port=8000), timeout=0.01)
+        assert tunnels.count(node) == 0
+
+    asyncio.run(scenario())

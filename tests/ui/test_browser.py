@@ -313,6 +313,16 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])),
 """
 
 
+SCALARS = """\
+import time
+from torch.utils.tensorboard import SummaryWriter
+with SummaryWriter("tb-logs") as writer:
+    for step in range(20):
+        writer.add_scalar("train_loss", 1.0 / (step + 1), step)
+time.sleep(600)
+"""
+
+
 def _port_job(exchange: UiExchange, name: str, command: list[str], port: Port) -> str:
     spec = JobSpec(command=command, name=name, compute=Compute(cpus=0.5), max_retries=0,
                    ports=[port])
@@ -345,8 +355,8 @@ def test_a_jobs_port_opens_from_its_page(page: Page, exchange: UiExchange) -> No
 
 def test_tensorboard_opens_from_the_job_page(page: Page, exchange: UiExchange) -> None:
     number = free_port()
-    command = tensorboard.launcher("tb-logs", [sys.executable, "-c", "import time; "
-                                               "time.sleep(600)"], number, sys.executable)
+    command = tensorboard.launcher("tb-logs", [sys.executable, "-c", SCALARS], number,
+                                   sys.executable)
     job_id = _port_job(exchange, "ui-tensorboard", command, Port(number=number, path="keep"))
     board = _open_port(page, job_id, number)
     deadline = time.monotonic() + 60  # TensorBoard takes seconds to start on a busy machine
@@ -354,7 +364,7 @@ def test_tensorboard_opens_from_the_job_page(page: Page, exchange: UiExchange) -
         time.sleep(1)
         board.reload()
     expect(board).to_have_title("TensorBoard")
-    expect(board.locator("body")).to_contain_text("TensorBoard")
+    expect(board.locator("body")).to_contain_text("train_loss")  # read through its own API
     shot(board, "tensorboard")
     board.close()
     exchange.client.cancel(job_id)

@@ -63,16 +63,17 @@ def load_beside(adir: AttemptDir) -> Beside | None:
         return None
 
 
-def shell_argv(env: dict[str, str]) -> list[str]:
-    """The interactive shell: bash when the node has it, else sh."""
-    bash = shutil.which("bash", path=env.get("PATH"))
-    return [bash or "/bin/sh", "-i"] if bash else ["/bin/sh", "-i"]
+def shell_argv(env: dict[str, str], tty: bool) -> list[str]:
+    """The shell: bash when the node has it, else sh; interactive on a terminal (without
+    one it reads commands from stdin: ``echo pwd | bourse exec JOB``)."""
+    shell = shutil.which("bash", path=env.get("PATH")) or "/bin/sh"
+    return [shell, "-i"] if tty else [shell]
 
 
 async def run_exec(stream: Stream, target: ExecTarget, beside: Beside,
                    opened: Callable[[], None]) -> None:
     """Run the command, pump its streams; close ``stream`` with its exit code."""
-    argv = target.argv or shell_argv(beside.env)
+    argv = target.argv or shell_argv(beside.env, target.tty)
     try:
         if target.tty:
             code = await _run_tty(stream, argv, target, beside, opened)

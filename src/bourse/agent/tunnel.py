@@ -32,6 +32,7 @@ from bourse.tunnel.stream import Stream, StreamClosed
 
 log = logging.getLogger("bourse.agent.tunnel")
 CONNECT_TIMEOUT_S = 10.0
+JOB_POLL_S = 1.0  # how soon an exec notices that its job has ended
 LOOPBACK = "127.0.0.1"
 Lookup = Callable[[str, int], AttemptRecord | None]
 
@@ -129,8 +130,22 @@ class NodeTunnel:
             stream.close(error=f"job {message.job_id} runs in a container ({beside.image}); "
                                "bourse exec does not enter containers yet")
             return
-        await run_exec(stream, target, beside,
-                       lambda: self._send(StreamOpened(stream=stream.id)))
+        runner = asyncio.create_task(run_exec(
+            stream, target, beside, lambda: self._send(StreamOpened(stream=stream.id))))
+        watcher = asyncio.create_task(self._until_ended(message.job_id, message.attempt))
+        try:
+            done, _ = await asyncio.wait([runner, watcher], return_when=asyncio.FIRST_COMPLETED)
+            if watcher in done:  # the command goes with the job (run_exec hangs it up)
+                stream.close(error=f"job {message.job_id} ended")
+            await runner
+        finally:
+            watcher.cancel()
+            runner.cancel()
+
+    async def _until_ended(self, job_id: str, attempt: int) -> None:
+        while (record := self._lookup(job_id, attempt)) is not None and \
+                record.state is AttemptStatus.RUNNING:
+            await asyncio.sleep(JOB_POLL_S)
 
     async def close(self) -> None:
         """The connection ended: every stream ends (execs are killed)."""

@@ -76,9 +76,10 @@ def upstream(connection: HTTPConnection, port: Port) -> Upstream:
     job_id, number = _target(connection)
     prefix = PREFIX.format(job_id=job_id, port=number)
     raw = connection.scope.get("raw_path") or connection.url.path.encode()
-    path = raw.decode("latin-1")
-    if port.path == "strip":
-        path = path[len(prefix):] or "/"
+    path = raw.decode("latin-1")  # as the client sent it: percent-escapes kept
+    if port.path == "strip":  # "", "jobs", id, "ports", port, rest
+        parts = path.split("/", 5)
+        path = "/" + (parts[5] if len(parts) > 5 else "")
     query = connection.scope.get("query_string", b"").decode("latin-1")
     return Upstream(f"{path}?{query}" if query else path, prefix)
 
