@@ -72,7 +72,8 @@ def test_unknown_state_is_bad_input(exchange: FakeExchange) -> None:
 def test_show(exchange: FakeExchange) -> None:
     seed(exchange)
     exchange.jobs["j2"]["spec"] = {"command": ["python", "t.py"], "env": {"API_KEY": "s3cret"},
-                                   "compute": {"gpu": "a100:2", "cpus": "8+"}}
+                                   "compute": {"gpu": "a100:2", "cpus": "8+"},
+                                   "ports": [6006]}
     exchange.attempts["j2"] = [
         {"number": 1, "node_id": "n1", "node_name": "old-box", "state": "LOST",
          "placed_at": NOW - 290, "started_at": NOW - 280, "ended_at": NOW - 200,
@@ -93,6 +94,7 @@ def test_show(exchange: FakeExchange) -> None:
     assert "state      RUNNING" in out
     assert "compute    a100:2, cpus 8+" in out
     assert "env        API_KEY" in out and "s3cret" not in out
+    assert "ports      6006 (/jobs/j2/ports/6006/)" in out
     assert "submitted  PENDING" in out and "placed  SCHEDULED  on old-box" in out
     attempts = out.split("attempts\n")[1].splitlines()
     assert attempts[0].split() == ["#", "NODE", "STATE", "PLACED", "STARTED", "ENDED", "EXIT",

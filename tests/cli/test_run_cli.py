@@ -213,3 +213,21 @@ def test_the_prefetch_progress_shows_while_starting(exchange: FakeExchange) -> N
 
 def run_status(exchange: FakeExchange) -> StatusLine:
     return StatusLine(Client(transport=httpx.MockTransport(exchange)))
+
+
+def test_port_flags_become_the_spec(exchange: FakeExchange) -> None:
+    result = run("--no-code", "-d", "--port", "8000", "--port", "6006:keep", "python", "app.py")
+    assert result.exit_code == 0, result.output
+    assert exchange.submitted()[0]["ports"] == [{"number": 8000, "path": "strip"},
+                                                {"number": 6006, "path": "keep"}]
+
+
+@pytest.mark.parametrize(("ports", "words"), [
+    (("80",), "1024 to 65535"), (("6006:absolute",), "1024 to 65535"),
+    (("7000", "7000"), "declare a port twice")])
+def test_bad_port_flags(exchange: FakeExchange, ports: tuple[str, ...], words: str) -> None:
+    flags = [flag for port in ports for flag in ("--port", port)]
+    result = run("--no-code", "-d", *flags, "python", "app.py")
+    assert result.exit_code == 2, result.output
+    assert words in result.stderr
+    assert exchange.submitted() == []

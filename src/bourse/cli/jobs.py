@@ -113,6 +113,8 @@ def _facts(job: JobDetail) -> dict[str, str | None]:
         "workdir": spec.workdir or None,
         "env": ", ".join(sorted(spec.env)) or None,  # names only: values may be secrets
         **data_facts(job),
+        "ports": ", ".join(f"{p.number} (/jobs/{job.id}/ports/{p.number}/)" for p in spec.ports)
+        or None,
         "retries": f"up to {spec.max_retries}",
         "attempt": str(job.attempt) if job.attempt else None,
         "node": job.node_id, "created": clock(job.created_at), "updated": clock(job.updated_at),
