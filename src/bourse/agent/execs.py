@@ -2,8 +2,9 @@
 its output streamed back and its exit code reported; on a pseudo-terminal when asked.
 
 The runtime saves each attempt's cwd and environment next to it when it starts the process
-(``beside.json``, mode 0600: the environment may hold the attempt's store keys), so an exec
-sees what the job sees even after an agent restart. An exec runs in a session of its own and
+(``beside.json``, mode 0600: the environment may hold the attempt's store keys) and deletes it
+when the process has ended, so an exec sees what the job sees, even after an agent restart,
+and the keys do not outlive the attempt on disk. An exec runs in a session of its own and
 is killed (its whole process group) when its stream ends.
 """
 
@@ -51,6 +52,13 @@ def save_beside(adir: AttemptDir, cwd: Path, env: dict[str, str],
     with os.fdopen(fd, "w") as out:
         json.dump({"cwd": str(cwd), "env": env, "image": image}, out)
     os.replace(path.with_suffix(".tmp"), path)
+
+
+def drop_beside(adir: AttemptDir) -> None:
+    """Once the job's process has ended: nothing runs beside it any more, and the environment
+    (the attempt's store keys) must not outlive the attempt on disk."""
+    for path in (adir.root / BESIDE, (adir.root / BESIDE).with_suffix(".tmp")):
+        path.unlink(missing_ok=True)
 
 
 def load_beside(adir: AttemptDir) -> Beside | None:

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from bourse.agent import shim
-from bourse.agent.execs import save_beside
+from bourse.agent.execs import drop_beside, save_beside
 from bourse.agent.hooks import AttemptHooks, Emit
 from bourse.agent.shim import AttemptDir
 from bourse.agent.spool import AttemptRecord, AttemptStatus, Spool
@@ -307,6 +307,7 @@ class Runtime:
             self._fail_start(key, e.message + (f" ({e.hint})" if e.hint else ""))
             return
         except (OSError, ValueError) as e:
+            drop_beside(adir)
             self._fail_start(key, f"cannot start the job's process: {e}")
             return
         self._watch(self._record_started(key, pid, shim.start_time(pid)))
@@ -411,6 +412,7 @@ class Runtime:
     async def _monitor(self, watch: _Watch) -> None:
         try:
             ended = await self._wait_exit(watch)
+            drop_beside(watch.adir)  # exec needs a running job; its store keys go with it
             if watch.seen_alive:  # leftovers of the job in its group (never a reused pgid)
                 shim.signal_group(watch.pid, signal.SIGKILL)
             while not (watch.stale or watch.tailer.step(time.time(), final=True)):

@@ -4,13 +4,15 @@ Every frame is an :class:`Envelope`: protocol version, a message id, a type and 
 is at-least-once in both directions: the receiver acknowledges ids once it has durably handled
 them (``ack``), the sender re-sends what was not acknowledged after a reconnect, and every
 handler is idempotent — job events and log chunks carry (job, attempt, seq), which the
-coordinator de-duplicates. Unknown fields are ignored; an unknown type is answered with an
+coordinator de-duplicates. Stream frames (``bourse.protocol.stream``: jobs' ports and exec) are
+the exception: neither acknowledged nor replayed, they live and die with the connection.
+Unknown fields are ignored; an unknown type is answered with an
 ``error``; a frame that is not valid JSON of this shape closes the connection.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -55,7 +57,8 @@ class Hello(Wire):
     keep_alive_s: float = Field(gt=0, le=86400)
     protocol: int = PROTOCOL_VERSION
     declared: Declared | None = None  # what the provider claims the node has
-    features: list[str] = Field(default_factory=list, max_length=64)  # e.g. "streams"
+    features: list[Annotated[str, Field(max_length=64)]] = Field(  # e.g. "streams"
+        default_factory=list, max_length=64)
 
 
 class ProbeReportMessage(Wire):
