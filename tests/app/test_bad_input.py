@@ -131,10 +131,6 @@ def test_an_argument_that_cannot_be_sent_is_refused_before_its_stage_starts(
     assert_nothing_ran(project, capsys.readouterr().out)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "BUG: App.run() - `app.run(local=True)` under `python app.py` - does not call "
-    "preflight() (only cli/run_app.py does), so a stage without compute is refused only "
-    "when it is called, after the stages before it have run"))
 def test_app_run_checks_every_stage_before_running_any(project: Project) -> None:
     project.write("app.py", flow("self.stage = Stage()", "self.stage.run()") +
                   "\n\n    if __name__ == '__main__':\n        app.run(local=True)\n")
@@ -231,10 +227,6 @@ def test_a_stage_defined_outside_the_project_is_refused(project: Project) -> Non
     assert project.stage_dirs() == []
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "BUG: preflight() checks each stage's compute and output names but not where its class "
-    "is defined, so a flow whose second stage lives outside the project runs its first "
-    "stage before encode_work_call refuses the second"))
 def test_a_later_stage_outside_the_project_is_refused_before_anything_runs(
         project: Project, capsys: pytest.CaptureFixture[str]) -> None:
     lib = project.root.parent / "lib"
@@ -252,10 +244,6 @@ def test_a_later_stage_outside_the_project_is_refused_before_anything_runs(
     assert_nothing_ran(project, capsys.readouterr().out)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "BUG: preflight() finds stages only among the Flow's direct attributes, so a stage "
-    "without compute held in a list, a dict or a nested Flow is refused only when it is "
-    "called - after the stages before it have run"))
 @pytest.mark.parametrize("setup", [
     "self.stages = [Stage()]",
     "self.stages = {'only': Stage()}",

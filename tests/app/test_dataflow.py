@@ -122,10 +122,6 @@ def test_what_a_stage_sees_of_its_data(project: Project) -> None:
     assert out["report_uri"] == (stage / "outputs/report").as_uri() + "/"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "BUG: local mode does not set BOURSE_OUTPUT_<NAME>_URI, which storage.jobenv.job_env "
-    "gives every exchange job (LocalBackend._start sets only the output paths), so a script "
-    "that reads it works on the exchange but not with --local"))
 def test_a_stage_sees_its_output_uris_as_on_an_exchange(project: Project) -> None:
     out = project.write("app.py", ENV).run()
 
@@ -215,9 +211,6 @@ def test_the_cli_prints_the_flow_s_value_as_json(project: Project) -> None:
     assert final_value(done.stdout) == {"args": ["7", "x"], "nine": 9}
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "BUG: `bourse run app.py -- ARGS` (the issue's syntax) hands the literal '--' to "
-    "Flow.run: cli/run.py passes command[1:] on unchanged"))
 def test_arguments_after_a_double_dash_reach_the_flow(project: Project) -> None:
     project.write("app.py", """
         from bourse import App, Compute, Flow, Work
@@ -279,21 +272,11 @@ TWICE = """
 """
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "BUG: outputs are keyed by stage name only (<run>/<stage>/outputs/<name>, and "
-    "runs/<run>/<stage>/<name>/ on an exchange), so a second call of the same stage - or of "
-    "another instance of the same class, both named after it - overwrites the first call's "
-    "outputs, and the first Result's Data now names the second call's data"))
 @pytest.mark.parametrize("how", ["same stage", "same class"])
 def test_each_call_keeps_its_own_outputs(project: Project, how: str) -> None:
     assert project.write("app.py", TWICE).run(how) == ["first", "second"]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "BUG: the stage runner puts only the project root on sys.path, not the app's folder "
-    "(the loader does, in the driver), so a stage of an app in a sub-folder cannot import "
-    "its sibling modules: `bourse run --local examples/digits_app.py` from the repository "
-    "root fails in Train with ModuleNotFoundError: digits_model"))
 def test_an_app_in_a_sub_folder_imports_its_siblings_in_its_stages(project: Project) -> None:
     project.write("pipelines/helpers.py", "GREETING = 'hello from a sibling'\n")
     project.write("pipelines/app.py", """
@@ -337,11 +320,6 @@ def test_a_lone_work_is_an_app(project: Project) -> None:
     assert "hello bourse" in done.stdout
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "BUG: for a lone Work or PythonScript app, `bourse run` prints "
-    "json.dumps(Result, default=str) - the Result's Python repr inside a JSON string, local "
-    "paths and all - where a flow's value is printed as JSON; it should print the stage's "
-    "value (Result.value)"))
 def test_a_lone_work_app_prints_its_value(project: Project) -> None:
     done = project.write("app.py", LONE).cli("--local", "app.py", "bourse")
 

@@ -148,10 +148,6 @@ def test_a_stage_without_retries_runs_once(project: Project) -> None:
     assert project.lines("attempts.log") == ["attempt"]
 
 
-@pytest.mark.xfail(strict=True, raises=StageFailed, reason=(
-    "BUG: local mode ignores Work.retries: LocalHandle._wait runs the process once and "
-    "only ExchangeHandle._wait resubmits, so a stage with retries=1 that fails once fails "
-    "the flow under --local (and `same code, same results` does not hold)"))
 def test_retries_runs_a_failed_stage_again_locally(project: Project) -> None:
     result = project.write("app.py", FLAKY).run()
 

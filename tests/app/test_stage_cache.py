@@ -90,10 +90,6 @@ def test_a_stage_without_cache_always_runs(project: Project) -> None:
     assert project.lines("calls.log") == ["1", "1"]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "BUG: local mode keys the cache with code='local' (LocalBackend.submit) instead of a "
-    "hash of the project's code, so after the stage's body is edited the old result is "
-    "reused and the new code never runs"))
 def test_a_code_change_runs_the_stage_again(project: Project) -> None:
     project.write("app.py", APP)
     assert project.run("1") == [[2, False]]
@@ -110,10 +106,6 @@ SCRIPT_APP = """
 """
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "BUG: a PythonScript's env is not in its cache key (cache_key hashes call.env, which "
-    "is empty for a script; work.env is merged in only when the process starts), so a "
-    "script re-run with a different env reuses the result computed with the old one"))
 def test_a_script_with_a_different_env_runs_again(project: Project) -> None:
     project.write("show.py", """
         import os
@@ -134,10 +126,6 @@ class _BundleOnly:
         return True
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "BUG: exchange mode keys the cache with the hash of the project's bundle, and the "
-    "bundle includes .bourse/ (sdk.ignore skips only .git, .venv, __pycache__), so writing "
-    "a cache entry - or any --local run - changes the key: a later run never hits"))
 def test_the_exchange_cache_key_survives_its_own_cache_entries(project: Project) -> None:
     project.write("app.py", APP)
     before = ExchangeBackend(_BundleOnly(), project.root, "r-1").bundle()  # type: ignore[arg-type]
@@ -173,10 +161,6 @@ MINE = """
 """
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "BUG: the cache key names inputs by URI only (cache.py), not by their content - the "
-    "issue asks for input ETags - so when the data behind a Data URI of the user's own "
-    "changes, the stale result is reused"))
 def test_changed_input_data_runs_the_stage_again(project: Project) -> None:
     project.write("app.py", MINE).write("mine/words.txt", "one two three")
     assert project.run() == 3

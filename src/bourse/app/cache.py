@@ -1,9 +1,12 @@
 """``cache=True``: an identical stage call reuses the previous result instead of running.
 
-Identical means the same project code (the hash of its bundle), the same stage (class and
-settings), the same arguments and the same inputs — inputs are named by URI, and every
-output of a bourse stage gets a URI of its own, so a changed upstream stage changes the key.
-Results are remembered per project in ``.bourse/cache/``.
+Identical means the same project code (a hash of what its bundle holds), the same stage
+(class, settings and environment), the same arguments and the same inputs. Inputs are named
+by URI, and ``file://`` inputs also by what lies behind them (each file's path, size and
+modification time), so editing one's own data runs the stage again; every output of a bourse
+stage gets a URI of its own, so a changed upstream stage changes the key. Object-store inputs
+of one's own are keyed by URI only: write new data under a new URI. Results are remembered per
+project in ``.bourse/cache/``.
 """
 
 from __future__ import annotations
@@ -11,18 +14,47 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
 from bourse.app.call import Call
 from bourse.app.data import Data
 from bourse.app.result import Result
+from bourse.sdk.bundle import scan_dir
+from bourse.storage.uri import parse_uri
 
 
-def cache_key(call: Call, code: str) -> str:
-    blob = json.dumps({"code": code, "command": call.command, "env": call.env,
-                       "inputs": call.inputs, "outputs": list(call.outputs)}, sort_keys=True)
+def cache_key(call: Call, code: str, env: Mapping[str, str]) -> str:
+    blob = json.dumps({"code": code, "command": call.command, "env": {**env, **call.env},
+                       "inputs": {n: [u, data_digest(u)] for n, u in call.inputs.items()},
+                       "outputs": list(call.outputs)}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def code_digest(root: Path) -> str:
+    """A hash of the files a bundle of ``root`` would hold (their paths and contents)."""
+    digest = hashlib.sha256()
+    for entry in scan_dir(root).entries:
+        digest.update(f"{entry.kind}\0{entry.path}\0{entry.target}\0".encode())
+        if entry.kind == "file":
+            digest.update(hashlib.sha256((root / entry.path).read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def data_digest(uri: str) -> str | None:
+    """What lies behind a ``file://`` URI (paths, sizes, modification times); None for an
+    object-store URI."""
+    parsed = parse_uri(uri, field="input")
+    if parsed.scheme != "file":
+        return None
+    top = Path("/" + parsed.key)
+    files = [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file())
+    digest = hashlib.sha256()
+    for path in files:
+        info = path.stat()
+        digest.update(f"{path.relative_to(top)}\0{info.st_size}\0{info.st_mtime_ns}\0".encode())
+    return digest.hexdigest()
 
 
 class ResultCache:

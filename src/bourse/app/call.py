@@ -9,9 +9,11 @@ receives local paths for them).
 from __future__ import annotations
 
 import base64
+import contextlib
 import inspect
 import json
 import pickle
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from bourse.core.errors import InvalidInput
 RESULT_MARKER = "::bourse-result::"
 INPUT_MARKER = "__bourse_input__"
 CALL_VAR = "BOURSE_CALL"
+APP_MODULE = "__bourse_app__"  # the name the loader and the runner import the app under
 _RUNTIME_ATTRS = ("inputs", "checkpoint")
 MAX_STATE = 100_000  # characters of the pickled stage carried in the job's environment
 
@@ -43,8 +46,9 @@ def encode_work_call(work: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
     inputs: dict[str, str] = {}
     encoded_args = [_encode(a, f"arg{i}", inputs, work.name) for i, a in enumerate(args)]
     encoded_kwargs = {k: _encode(v, k, inputs, work.name) for k, v in kwargs.items()}
+    file = class_file(type(work), root)
     payload = {
-        "file": class_file(type(work), root), "class": type(work).__qualname__,
+        "file": file, "class": type(work).__qualname__, "path": import_dirs(file, root),
         "state": _state(work), "args": encoded_args, "kwargs": encoded_kwargs,
         "outputs": list(work.output_names()),
     }
@@ -112,6 +116,18 @@ def class_file(cls: type, root: Path) -> str:
     except ValueError:
         raise InvalidInput(f"{cls.__name__} is defined in {path}, outside the project {root}",
                            field="work", hint="run bourse from the project's directory") from None
+
+
+def import_dirs(file: str, root: Path) -> list[str]:
+    """The folders, relative to the project, that the stage's job puts first on sys.path as
+    the driver had them: the app's own folder (the loader put it there) and the stage's."""
+    found = [str(Path(file).parent)]
+    app = sys.modules.get(APP_MODULE) or sys.modules.get("__main__")
+    app_file = getattr(app, "__file__", None)
+    if app_file:
+        with contextlib.suppress(ValueError):
+            found.insert(0, str(Path(app_file).resolve().parent.relative_to(root.resolve())))
+    return list(dict.fromkeys(found))
 
 
 def _state(work: Any) -> str:

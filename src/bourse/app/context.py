@@ -4,27 +4,14 @@ from __future__ import annotations
 
 import contextvars
 import os
-from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bourse.app.handle import Handle
-    from bourse.app.work import Work
+    from bourse.app.backend import Backend
 
 _IN_JOB = "BOURSE_IN_STAGE"
-
-
-class Backend(ABC):
-    """Runs stages: ``submit`` returns a handle whose ``result()`` blocks."""
-
-    run_id: str
-
-    @abstractmethod
-    def submit(self, work: Work, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Handle:
-        """Validate the call (before anything runs), then start it."""
-
 
 _current: contextvars.ContextVar[Backend | None] = contextvars.ContextVar("backend",
                                                                          default=None)

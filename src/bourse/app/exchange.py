@@ -9,23 +9,15 @@ from __future__ import annotations
 import threading
 import uuid
 from pathlib import Path
-from typing import Any
 
 import click
 
-from bourse.app.cache import ResultCache, cache_key
-from bourse.app.call import (
-    Call,
-    StagePrinter,
-    encode_script_call,
-    encode_work_call,
-    find_result,
-)
-from bourse.app.context import Backend
+from bourse.app.backend import Backend
+from bourse.app.call import Call, StagePrinter, find_result
 from bourse.app.data import Data
-from bourse.app.handle import Done, Handle
+from bourse.app.handle import Handle
 from bourse.app.result import Result
-from bourse.app.work import PythonScript, Work
+from bourse.app.work import Work
 from bourse.protocol.api import JobDetail, JobView, LogChunkView
 from bourse.protocol.common import JobSpec
 from bourse.sdk.bundle import pack
@@ -44,13 +36,7 @@ class ExchangeHandle(Handle):
         click.echo(f"[{work.name}] submitted as job {self.job.id}")
 
     def _wait(self) -> tuple[Result, str]:
-        for attempt in range(self.work.retries + 1):
-            lines, final = self._follow()
-            if final.state == "SUCCEEDED" or attempt == self.work.retries:
-                break
-            click.echo(f"[{self.work_name}] {final.state}; retrying "
-                       f"({attempt + 1}/{self.work.retries})")
-            self.job = self.backend.client.submit(self.spec)
+        lines, _ = self._follow()
         detail = self.backend.client.job(self.job.id)
         return self._build(detail, lines), "\n".join(lines[-TAIL_LINES:])
 
@@ -84,15 +70,18 @@ class ExchangeHandle(Handle):
 class ExchangeBackend(Backend):
     def __init__(self, client: Client, root: Path, run_id: str,
                  store_root: str = DEFAULT_STORE_ROOT) -> None:
-        self.client, self.root, self.run_id = client, root.resolve(), run_id
+        super().__init__(root, run_id)
+        self.client = client
         self.store_root = store_root if store_root.endswith("/") else store_root + "/"
-        self.cache = ResultCache(self.root)
         self.lock = threading.Lock()
         self._bundle: str | None = None
 
     @classmethod
     def default(cls) -> ExchangeBackend:
         return cls(Client(), Path.cwd(), new_run_id())
+
+    def code(self) -> str:
+        return self.bundle()
 
     def bundle(self) -> str:
         """The project's code, packed and uploaded once per run."""
@@ -105,27 +94,14 @@ class ExchangeBackend(Backend):
             self._bundle = packed.sha256
         return self._bundle
 
-    def submit(self, work: Work, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Handle:
-        compute = work.check()
-        call = (encode_script_call(work, args, kwargs) if isinstance(work, PythonScript)
-                else encode_work_call(work, args, kwargs, self.root))
-        spec = self._spec(work, call, compute)
-        key = cache_key(call, code=self.bundle()) if work.cache else None
-        if key is not None and (hit := self.cache.get(key)) is not None:
-            click.echo(f"[{work.name}] cached: reusing the result of job {hit.job_id}")
-            return Done(hit)
-        handle = ExchangeHandle(self, work, spec)
-        if key is None:
-            return handle
-        from bourse.app.local import _Caching
+    def start(self, work: Work, call: Call, slot: str) -> ExchangeHandle:
+        return ExchangeHandle(self, work, self.spec(work, call, slot))
 
-        return _Caching(handle, self.cache, key)
-
-    def _spec(self, work: Work, call: Call, compute: Any) -> JobSpec:
-        base = f"{self.store_root}runs/{self.run_id}/{work.name}/"
-        return JobSpec(command=work.launch(call.command), name=f"{self.run_id}/{work.name}",
-                       env={**work.env, **call.env}, compute=compute, bundle=self.bundle(),
-                       inputs=call.inputs,
+    def spec(self, work: Work, call: Call, slot: str) -> JobSpec:
+        base = f"{self.store_root}runs/{self.run_id}/{slot}/"
+        return JobSpec(command=work.launch(call.command), name=f"{self.run_id}/{slot}",
+                       env={**work.env, **call.env}, compute=work.check(),
+                       bundle=self.bundle(), inputs=call.inputs,
                        outputs={name: f"{base}{name}/" for name in call.outputs},
                        checkpoint=f"{base}checkpoints/", ports=work.port_specs())
 

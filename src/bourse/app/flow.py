@@ -8,10 +8,13 @@ control flow reads top to bottom (unlike Lightning's loop-until-done ``run``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bourse.app.context import Backend, using
+from bourse.app.context import using
 from bourse.app.work import Work
+
+if TYPE_CHECKING:
+    from bourse.app.backend import Backend
 
 
 class Flow:
@@ -34,9 +37,11 @@ class App:
         """Run the app: every stage as a local process (``local``) or as a job on the
         configured exchange."""
         from bourse.app.exchange import ExchangeBackend, new_run_id
+        from bourse.app.loader import preflight
         from bourse.app.local import LocalBackend
 
         root = (project or Path.cwd()).resolve()
+        preflight(self, root)
         if backend is None:
             run_id = new_run_id()
             backend = LocalBackend(root, run_id) if local else ExchangeBackend(

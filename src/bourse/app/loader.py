@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+from bourse.app.call import APP_MODULE, class_file
 from bourse.app.flow import App, Flow
-from bourse.app.work import Work
+from bourse.app.work import PythonScript, Work
 from bourse.core.errors import InvalidInput
-
-MODULE = "__bourse_app__"  # the runner imports stages under the same name
 
 
 def load_app(path: Path) -> App:
@@ -18,11 +18,11 @@ def load_app(path: Path) -> App:
     if not path.is_file():
         raise InvalidInput(f"{path} is not a file", field="app")
     sys.path.insert(0, str(path.parent.resolve()))
-    spec = importlib.util.spec_from_file_location(MODULE, path)
+    spec = importlib.util.spec_from_file_location(APP_MODULE, path)
     if spec is None or spec.loader is None:
         raise InvalidInput(f"{path} is not a Python module", field="app")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[MODULE] = module
+    sys.modules[APP_MODULE] = module
     spec.loader.exec_module(module)
     return find_app(vars(module), path)
 
@@ -42,12 +42,33 @@ def find_app(namespace: dict[str, object], path: Path) -> App:
             f" (it has {len(stages)} stages and none is the app)" if stages else ""))
 
 
-def preflight(app: App) -> list[Work]:
-    """Every stage the app holds, checked before anything runs (each needs a Compute)."""
-    root = app.root
-    stages = [root] if isinstance(root, Work) else [
-        v for v in vars(root).values() if isinstance(v, Work)]
+def preflight(app: App, project: Path | None = None) -> list[Work]:
+    """Every stage the app holds, checked before anything runs: each needs a Compute, output
+    names that are identifiers and (a Work's body) a class defined in the project."""
+    root = (project or Path.cwd()).resolve()
+    stages = list(_stages(app.root, set()))
     for stage in stages:
         stage.check()
         stage.output_names()
+        if not isinstance(stage, PythonScript):
+            class_file(type(stage), root)
     return stages
+
+
+def _stages(value: object, seen: set[int]) -> Iterator[Work]:
+    """The stages in ``value``: itself, or held by a flow at any depth (attributes, lists,
+    tuples, sets, dict values, nested flows)."""
+    if id(value) in seen:
+        return
+    seen.add(id(value))
+    if isinstance(value, Work):
+        yield value
+    elif isinstance(value, Flow):
+        for held in vars(value).values():
+            yield from _stages(held, seen)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for item in value:
+            yield from _stages(item, seen)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _stages(item, seen)

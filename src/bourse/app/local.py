@@ -12,23 +12,16 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import click
 
-from bourse.app.cache import ResultCache, cache_key
-from bourse.app.call import (
-    Call,
-    StagePrinter,
-    encode_script_call,
-    encode_work_call,
-    find_result,
-)
-from bourse.app.context import Backend
+from bourse.app.backend import Backend
+from bourse.app.cache import code_digest
+from bourse.app.call import Call, StagePrinter, find_result
 from bourse.app.data import Data
-from bourse.app.handle import Done, Handle
+from bourse.app.handle import Handle
 from bourse.app.result import Result
-from bourse.app.work import PythonScript, Work
+from bourse.app.work import Work
 from bourse.core.errors import InvalidInput
 from bourse.storage.jobenv import CHECKPOINT_VAR, input_var, output_var
 from bourse.storage.uri import parse_uri
@@ -67,53 +60,35 @@ class LocalHandle(Handle):
 
 class LocalBackend(Backend):
     def __init__(self, root: Path, run_id: str) -> None:
-        self.root, self.run_id = root.resolve(), run_id
+        super().__init__(root, run_id)
         self.run_dir = self.root / ".bourse" / "runs" / run_id
-        self.cache = ResultCache(self.root)
+        self.python = sys.executable
+        self._code: str | None = None
 
-    def submit(self, work: Work, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Handle:
-        work.check()
-        python = sys.executable
-        call = (encode_script_call(work, args, kwargs, python) if isinstance(work, PythonScript)
-                else encode_work_call(work, args, kwargs, self.root, python))
-        key = cache_key(call, code="local") if work.cache else None
-        if key is not None and (hit := self.cache.get(key)) is not None:
-            click.echo(f"[{work.name}] cached: reusing the result of an identical call")
-            return Done(hit)
-        handle = self._start(work, call)
-        return _Caching(handle, self.cache, key) if key else handle
+    def code(self) -> str:
+        if self._code is None:  # once per run, as the exchange packs the bundle once
+            self._code = code_digest(self.root)
+        return self._code
 
-    def _start(self, work: Work, call: Call) -> LocalHandle:
-        stage_dir = self.run_dir / work.name
+    def start(self, work: Work, call: Call, slot: str) -> LocalHandle:
+        stage_dir = self.run_dir / slot
         outputs = {name: stage_dir / "outputs" / name for name in call.outputs}
         checkpoint = stage_dir / "checkpoints"
+        inputs = {n: _local_path(u) for n, u in call.inputs.items()}
         for path in (*outputs.values(), checkpoint):
             path.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **work.env, **call.env,
-               CHECKPOINT_VAR: checkpoint.as_uri() + "/"}
+        output_uris = {n: p.as_uri() + "/" for n, p in outputs.items()}
+        env = {**os.environ, **work.env, **call.env, CHECKPOINT_VAR: checkpoint.as_uri() + "/"}
         env.update({output_var(n): str(p) for n, p in outputs.items()})
-        env.update({input_var(n): str(_local_path(u)) for n, u in call.inputs.items()})
+        env.update({output_var(n) + "_URI": u for n, u in output_uris.items()})
+        env.update({input_var(n): str(p) for n, p in inputs.items()})
         env.update({input_var(n) + "_URI": u for n, u in call.inputs.items()})
         proc = subprocess.Popen(call.command, cwd=self.root, env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=1)
         click.echo(f"[{work.name}] started locally (pid {proc.pid})")
         return LocalHandle(work, call, proc,
-                           outputs={n: Data(p.as_uri() + "/") for n, p in outputs.items()},
+                           outputs={n: Data(u) for n, u in output_uris.items()},
                            checkpoint=checkpoint.as_uri() + "/", started=time.monotonic())
-
-
-class _Caching(Handle):
-    """Remembers a successful result under its cache key."""
-
-    def __init__(self, inner: Handle, cache: ResultCache, key: str) -> None:
-        super().__init__(inner.work_name)
-        self.inner, self.cache, self.key = inner, cache, key
-
-    def _wait(self) -> tuple[Result, str]:
-        result, tail = self.inner._wait()
-        if result.ok:
-            self.cache.put(self.key, result)
-        return result, tail
 
 
 def _local_path(uri: str) -> Path:

@@ -16,21 +16,26 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bourse.app.call import CALL_VAR, INPUT_MARKER, decode_state, result_line
+from bourse.app.call import (
+    APP_MODULE,
+    CALL_VAR,
+    INPUT_MARKER,
+    decode_state,
+    result_line,
+)
 from bourse.app.context import enter_job
 from bourse.app.work import Work
 from bourse.storage.jobenv import CHECKPOINT_VAR, input_var, output_var
 
-MODULE = "__bourse_app__"
 
-
-def load_class(file: str, qualname: str) -> type[Work]:
-    sys.path.insert(0, os.getcwd())
-    spec = importlib.util.spec_from_file_location(MODULE, Path(file))
+def load_class(file: str, qualname: str, path: list[str]) -> type[Work]:
+    # the folders the driver had first on sys.path (the app's, the stage's), then the project
+    sys.path[:0] = [str(Path(folder).resolve()) for folder in path] + [os.getcwd()]
+    spec = importlib.util.spec_from_file_location(APP_MODULE, Path(file))
     if spec is None or spec.loader is None:
         raise SystemExit(f"bourse: cannot load {file}")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[MODULE] = module
+    sys.modules[APP_MODULE] = module
     spec.loader.exec_module(module)
     target: Any = module
     for part in qualname.split("."):
@@ -47,7 +52,7 @@ def _arg(value: Any) -> Any:
 
 def main() -> int:
     call = json.loads(os.environ[CALL_VAR])
-    cls = load_class(call["file"], call["class"])
+    cls = load_class(call["file"], call["class"], call.get("path", []))
     work = cls.__new__(cls)
     vars(work).update(decode_state(call["state"]))
     names = [k for k in os.environ if k.startswith("BOURSE_INPUT_") and not k.endswith("_URI")]

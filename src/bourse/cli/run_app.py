@@ -40,9 +40,11 @@ def connect() -> Client:
 
 
 def run_app(path: Path, args: tuple[str, ...], local: bool) -> Any:
+    if args[:1] == ("--",):  # bourse run app.py -- ARGS
+        args = args[1:]
     app = load_app(path)
-    stages = preflight(app)
     root, run_id = Path.cwd(), new_run_id()
+    stages = preflight(app, root)
     mode = "local processes" if local else "the exchange"
     click.echo(f"run {run_id}: {len(stages)} stage(s) of {path.name} on {mode}", err=True)
     backend = LocalBackend(root, run_id) if local else ExchangeBackend(connect(), root, run_id)
@@ -52,6 +54,8 @@ def run_app(path: Path, args: tuple[str, ...], local: bool) -> Any:
             value = app.root.run(*args)
         finally:
             click.echo(summary(run_id, recorded, time.monotonic() - started), err=True)
+    if isinstance(value, Result):  # a lone stage: what its body returned
+        value = value.value
     if value is not None:
         click.echo(json.dumps(value, indent=2, default=str))
     return value

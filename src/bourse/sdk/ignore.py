@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathspec import GitIgnoreSpec
 
 IGNORE_FILES = (".gitignore", ".bourseignore")
-ALWAYS_SKIPPED_DIRS = frozenset({".git", ".venv", "__pycache__"})
+# .bourse/: local app runs and the app cache, which would change the bundle under the cache
+ALWAYS_SKIPPED_DIRS = frozenset({".git", ".venv", "__pycache__", ".bourse"})
 ALWAYS_SKIPPED_SUFFIXES = (".pyc",)
 
 
