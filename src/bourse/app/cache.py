@@ -1,12 +1,12 @@
 """``cache=True``: an identical stage call reuses the previous result instead of running.
 
-Identical means the same project code (a hash of what its bundle holds), the same stage
-(class, settings and environment), the same arguments and the same inputs. Inputs are named
-by URI, and ``file://`` inputs also by what lies behind them (each file's path, size and
-modification time), so editing one's own data runs the stage again; every output of a bourse
-stage gets a URI of its own, so a changed upstream stage changes the key. Object-store inputs
-of one's own are keyed by URI only: write new data under a new URI. Results are remembered per
-project in ``.bourse/cache/``.
+Identical means the same backend (local mode, or one exchange), the same project code (its
+Python files: ``code_digest``), the same stage (class, settings and environment), the same
+arguments and the same inputs. Inputs are named by URI, and ``file://`` inputs also by what
+lies behind them (each file's path, size and modification time), so editing one's own data
+runs the stage again; every output of a bourse stage gets a URI of its own, so a changed
+upstream stage changes the key. Object-store inputs of one's own are keyed by URI only: write
+new data under a new URI. Results are remembered per project in ``.bourse/cache/``.
 """
 
 from __future__ import annotations
@@ -33,11 +33,14 @@ def cache_key(call: Call, code: str, env: Mapping[str, str]) -> str:
 
 
 def code_digest(root: Path) -> str:
-    """A hash of the files a bundle of ``root`` would hold (their paths and contents)."""
+    """A hash of the project's Python code: the path and content of every ``.py`` file a
+    bundle of ``root`` would hold. Other files are left out, because stages run in local mode
+    write into the project (a log, a plot) and would change the key they are cached under;
+    data a stage reads belongs in its inputs, which are keyed by what they hold."""
     digest = hashlib.sha256()
     for entry in scan_dir(root).entries:
-        digest.update(f"{entry.kind}\0{entry.path}\0{entry.target}\0".encode())
-        if entry.kind == "file":
+        if entry.kind == "file" and entry.path.endswith(".py"):
+            digest.update(f"{entry.path}\0".encode())
             digest.update(hashlib.sha256((root / entry.path).read_bytes()).digest())
     return digest.hexdigest()
 

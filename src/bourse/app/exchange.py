@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from bourse.app.backend import Backend
+from bourse.app.cache import code_digest
 from bourse.app.call import Call, StagePrinter, find_result
 from bourse.app.data import Data
 from bourse.app.handle import Handle
@@ -75,13 +76,16 @@ class ExchangeBackend(Backend):
         self.store_root = store_root if store_root.endswith("/") else store_root + "/"
         self.lock = threading.Lock()
         self._bundle: str | None = None
+        self._code: str | None = None
 
     @classmethod
     def default(cls) -> ExchangeBackend:
         return cls(Client(), Path.cwd(), new_run_id())
 
     def code(self) -> str:
-        return self.bundle()
+        if self._code is None:  # results are reused on the exchange that computed them
+            self._code = f"{self.client.url}:{code_digest(self.root)}"
+        return self._code
 
     def bundle(self) -> str:
         """The project's code, packed and uploaded once per run."""

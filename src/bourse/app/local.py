@@ -67,7 +67,7 @@ class LocalBackend(Backend):
 
     def code(self) -> str:
         if self._code is None:  # once per run, as the exchange packs the bundle once
-            self._code = code_digest(self.root)
+            self._code = "local:" + code_digest(self.root)
         return self._code
 
     def start(self, work: Work, call: Call, slot: str) -> LocalHandle:

@@ -54,10 +54,9 @@ def run_app(path: Path, args: tuple[str, ...], local: bool) -> Any:
             value = app.root.run(*args)
         finally:
             click.echo(summary(run_id, recorded, time.monotonic() - started), err=True)
-    if isinstance(value, Result):  # a lone stage: what its body returned
-        value = value.value
-    if value is not None:
-        click.echo(json.dumps(value, indent=2, default=str))
+    shown = value.value if isinstance(value, Result) else value  # a lone stage: its body's
+    if shown is not None:
+        click.echo(json.dumps(shown, indent=2, default=str))
     return value
 
 
