@@ -23,7 +23,9 @@ class Prepare(Work):
 
     outputs = ("shards",)
 
-    def run(self, seed: int = 0) -> dict[str, int]:
+    def run(self, seed: int = 0) -> dict[str, Any]:
+        import hashlib
+
         import numpy as np
         from sklearn.datasets import load_digits
 
@@ -32,12 +34,13 @@ class Prepare(Work):
         y = digits.target.astype("int64")
         order = np.random.default_rng(seed).permutation(len(y))
         cut = [int(len(y) * 0.6), int(len(y) * 0.8)]
-        sizes = {}
+        sizes, digest = {}, hashlib.sha256()
         for name, part in zip(("train", "val", "test"), np.split(order, cut), strict=True):
             np.savez(self.outputs["shards"] / f"{name}.npz", x=x[part], y=y[part])
             sizes[name] = len(part)
-        print(f"wrote shards: {sizes}")
-        return sizes
+            digest.update(x[part].tobytes() + y[part].tobytes())
+        print(f"wrote shards: {sizes}, sha256 {digest.hexdigest()[:16]}")
+        return {"sizes": sizes, "sha256": digest.hexdigest()}
 
 
 class Train(Work):
@@ -91,11 +94,12 @@ class DigitsFlow(Flow):
         self.train = Train(compute=Compute("cpu", cpus=1))  # on a GPU exchange: Compute("t4")
         self.evaluate = Evaluate(compute=Compute("cpu"))
 
-    def run(self, epochs: int = 8) -> dict[str, Any]:
-        shards = self.prepare.run(seed=0).outputs["shards"]
-        trained = self.train.run(shards=shards, epochs=epochs)
-        report = self.evaluate.run(shards=shards, model=trained.outputs["model"])
-        return report.value  # type: ignore[no-any-return]
+    def run(self, epochs: int | str = 8) -> dict[str, Any]:  # bourse run digits_app.py -- 3
+        prepared = self.prepare.run(seed=0)
+        trained = self.train.run(shards=prepared.outputs["shards"], epochs=int(epochs))
+        report = self.evaluate.run(shards=prepared.outputs["shards"],
+                                   model=trained.outputs["model"])
+        return {**report.value, "shards_sha256": prepared.value["sha256"]}
 
 
 app = App(DigitsFlow())

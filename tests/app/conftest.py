@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from app_harness import Project
+from exchange_harness import ExchangeUnderTest, local_exchange
 
 
 @pytest.fixture
@@ -22,3 +23,10 @@ def project(tmp_path: Path) -> Iterator[Project]:
         if name == "__bourse_app__" or str(tmp_path) in str(getattr(sys.modules[name],
                                                                      "__file__", "")):
             del sys.modules[name]
+
+
+@pytest.fixture(scope="session")
+def exchange(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExchangeUnderTest]:
+    """One real local exchange per test worker, shared by the tests that need one."""
+    with local_exchange(tmp_path_factory.mktemp("exchange")) as running:
+        yield running

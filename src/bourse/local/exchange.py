@@ -11,6 +11,8 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,21 @@ def agent_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     return env
+
+
+@contextmanager
+def bourse_home_at(home: Path) -> Iterator[dict[str, str]]:
+    """Use ``home`` as ``BOURSE_HOME`` (its credentials file) for a while; yields the
+    environment a ``bourse`` subprocess needs to see the same exchange."""
+    previous = os.environ.get("BOURSE_HOME")
+    os.environ["BOURSE_HOME"] = str(home)
+    try:
+        yield {**os.environ, "BOURSE_HOME": str(home)}
+    finally:
+        if previous is None:
+            os.environ.pop("BOURSE_HOME", None)
+        else:
+            os.environ["BOURSE_HOME"] = previous
 
 
 class LocalExchangeError(BourseError):

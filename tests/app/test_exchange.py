@@ -1,0 +1,168 @@
+"""Apps on a real local exchange (`bourse run app.py`, not --local): every stage a job placed
+on an agent, its data in the exchange's SeaweedFS store. Same outputs as local mode, a failing
+stage's job id and log tail, independent stages side by side, the stage cache, and bad input
+refused before anything reaches the exchange."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from app_harness import Project, final_value, summary_rows
+from exchange_harness import ExchangeUnderTest
+from test_failures import THREE
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+STAGES = ["Prepare", "Train", "Evaluate"]
+
+
+def submitted(stdout: str) -> dict[str, str]:
+    """stage -> job id, from the `[stage] submitted as job ID` lines."""
+    return dict(re.findall(r"^\[(\S+)\] submitted as job (\S+)$", stdout, flags=re.MULTILINE))
+
+
+def test_the_digits_app_gives_the_same_results_locally_and_on_the_exchange(
+        project: Project, exchange: ExchangeUnderTest) -> None:
+    for name in ("digits_app.py", "digits_model.py"):
+        shutil.copy(EXAMPLES / name, project.root / name)
+
+    local = exchange.cli("run", "--local", "digits_app.py", "--", "2", cwd=project.root)
+    remote = exchange.cli("run", "digits_app.py", "--", "2", cwd=project.root)
+
+    assert local.returncode == 0, local.stdout + local.stderr
+    assert remote.returncode == 0, remote.stdout + remote.stderr
+    assert summary_rows(remote.stderr) == [(stage, "SUCCEEDED") for stage in STAGES]
+    jobs = submitted(remote.stdout)
+    assert list(jobs) == STAGES
+    for job_id in jobs.values():
+        detail = exchange.client.job(job_id)
+        assert detail.state == "SUCCEEDED" and detail.attempts[-1].node_name
+    here, there = final_value(local.stdout), final_value(remote.stdout)
+    assert here["shards_sha256"] == there["shards_sha256"]  # the same shards
+    assert here["samples"] == there["samples"] == 360
+    assert there["test_accuracy"] > 0.8
+    assert abs(here["test_accuracy"] - there["test_accuracy"]) < 0.02  # seeds are fixed
+
+
+def test_a_failing_middle_stage_stops_the_flow_with_its_job_and_log(
+        project: Project, exchange: ExchangeUnderTest) -> None:
+    done = exchange.cli("run", project.write("app.py", THREE).root / "app.py",
+                        cwd=project.root)
+
+    assert done.returncode == 1
+    jobs = submitted(done.stdout)
+    assert list(jobs) == ["First", "Middle"]  # Last never submitted
+    assert f"error: stage 'Middle' failed (job {jobs['Middle']}, exit code 1)" in done.stderr
+    assert "line 29" in done.stderr and "ValueError: boom in the middle" in done.stderr
+    assert exchange.client.job(jobs["Middle"]).state == "FAILED"
+    assert summary_rows(done.stderr) == [("First", "SUCCEEDED"), ("Middle", "FAILED")]
+
+
+SIDE_BY_SIDE = """
+    import time
+
+    import bourse
+    from bourse import App, Compute, Flow, Work
+
+
+    class Nap(Work):
+        def run(self) -> float:
+            time.sleep(4)
+            return time.time()
+
+
+    class Both(Flow):
+        def __init__(self):
+            self.left = Nap(compute=Compute("cpu"), name="left")
+            self.right = Nap(compute=Compute("cpu"), name="right")
+
+        def run(self):
+            return [r.value for r in bourse.wait(self.left.submit(), self.right.submit())]
+
+
+    app = App(Both())
+"""
+
+
+def test_two_independent_stages_run_at_the_same_time(
+        project: Project, exchange: ExchangeUnderTest) -> None:
+    done = exchange.cli("run", "app.py", cwd=project.write("app.py", SIDE_BY_SIDE).root)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    spans = []
+    for job_id in submitted(done.stdout).values():
+        [attempt] = exchange.client.job(job_id).attempts
+        assert attempt.started_at is not None and attempt.ended_at is not None
+        spans.append((attempt.started_at, attempt.ended_at))
+    (start_a, end_a), (start_b, end_b) = spans
+    assert max(start_a, start_b) < min(end_a, end_b)  # the timelines overlap
+
+
+CACHED = """
+    from bourse import App, Compute, Flow, Work
+
+
+    class Square(Work):
+        outputs = ("result",)
+
+        def run(self, n: int) -> int:
+            (self.outputs["result"] / "n.txt").write_text(str(n * n))
+            return n * n
+
+
+    class Twice(Flow):
+        def __init__(self):
+            self.square = Square(compute=Compute("cpu"), cache=True)
+
+        def run(self):
+            first, second = self.square.run(n=7), self.square.run(n=7)
+            return [first.value, second.value, second.cached, first.job_id == second.job_id,
+                    first.outputs["result"].uri == second.outputs["result"].uri]
+
+
+    app = App(Twice())
+"""
+
+
+def test_an_identical_cached_call_is_not_submitted_again(
+        project: Project, exchange: ExchangeUnderTest) -> None:
+    done = exchange.cli("run", "app.py", cwd=project.write("app.py", CACHED).root)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert final_value(done.stdout) == [49, 49, True, True, True]
+    assert len(submitted(done.stdout)) == 1
+    assert "[Square] cached: reusing the result of job" in done.stdout
+
+
+BAD = {
+    "no app": ("x = 1\n", "error: app: app.py defines no app"),
+    "no compute": ("from bourse import App, Work\n\n\nclass S(Work):\n    def run(self):\n"
+                   "        pass\n\n\napp = App(S())\n", "error: compute: stage 'S' has no compute"),
+    "unknown GPU": ("from bourse import App, Compute, Work\n\n\nclass S(Work):\n"
+                    "    def run(self):\n        pass\n\n\napp = App(S(compute='a100-99gb'))\n",
+                    "error: gpu: unknown GPU 'a100-99gb'"),
+    "unserialisable argument": (
+        "from bourse import App, Compute, Flow, Work\n\n\nclass S(Work):\n"
+        "    def run(self, tags):\n        pass\n\n\nclass F(Flow):\n    def __init__(self):\n"
+        "        self.s = S(compute=Compute('cpu'))\n\n    def run(self):\n"
+        "        self.s.run(tags={1, 2})\n\n\napp = App(F())\n",
+        "error: tags: argument 'tags' of stage 'S' cannot be sent to a job (set is not JSON)"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_is_refused_before_anything_is_submitted(
+        project: Project, exchange: ExchangeUnderTest, case: str) -> None:
+    text, says = BAD[case]
+    before = len(exchange.jobs())
+
+    done = exchange.cli("run", "app.py", cwd=project.write("app.py", text).root)
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.splitlines()[-1].startswith(says) or says in done.stderr
+    assert "submitted as job" not in done.stdout
+    assert len(exchange.jobs()) == before
