@@ -5,14 +5,19 @@ refused before anything reaches the exchange."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 from app_harness import Project, final_value, summary_rows
 from exchange_harness import ExchangeUnderTest
 from test_failures import THREE
+
+from bourse.protocol.api import RunDetail
+from bourse.protocol.common import REDACTED
 
 pytestmark = pytest.mark.slow
 
@@ -141,7 +146,8 @@ def test_an_identical_cached_call_is_not_submitted_again(
 BAD = {
     "no app": ("x = 1\n", "error: app: app.py defines no app"),
     "no compute": ("from bourse import App, Work\n\n\nclass S(Work):\n    def run(self):\n"
-                   "        pass\n\n\napp = App(S())\n", "error: compute: stage 'S' has no compute"),
+                   "        pass\n\n\napp = App(S())\n",
+                   "error: compute: stage 'S' has no compute"),
     "unknown GPU": ("from bourse import App, Compute, Work\n\n\nclass S(Work):\n"
                     "    def run(self):\n        pass\n\n\napp = App(S(compute='a100-99gb'))\n",
                     "error: gpu: unknown GPU 'a100-99gb'"),
@@ -166,3 +172,39 @@ def test_bad_input_is_refused_before_anything_is_submitted(
     assert done.stderr.splitlines()[-1].startswith(says) or says in done.stderr
     assert "submitted as job" not in done.stdout
     assert len(exchange.jobs()) == before
+
+
+def wait_for_run(exchange: ExchangeUnderTest, run_id: str, timeout: float = 150.0) -> RunDetail:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = exchange.client.run(run_id)
+        if run.ended_at is not None:
+            return run
+        time.sleep(0.5)
+    raise AssertionError(f"run {run_id} did not end in {timeout:.0f} s")
+
+
+def test_a_detached_run_drives_its_stages_from_a_job_of_its_own(
+        project: Project, exchange: ExchangeUnderTest) -> None:
+    project.write("app.py", THREE.replace('raise ValueError("boom in the middle")', "pass"))
+
+    started = time.monotonic()
+    done = exchange.cli("run", "--detach", "app.py", cwd=project.root)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_id = done.stdout.strip()
+    assert time.monotonic() - started < 60  # it returns once the driver is submitted
+    run = wait_for_run(exchange, run_id)
+    assert (run.state, run.app, run.stages) == ("SUCCEEDED", "app.py", 3), [
+        (j.spec.stage, j.state, j.reason) for j in run.jobs]
+    driver, *stages = run.jobs
+    assert driver.id == run.driver and driver.spec.stage is None
+    assert driver.spec.env["BOURSE_TOKEN"] == REDACTED  # the API never shows the token
+    assert [j.spec.stage for j in stages] == ["First", "Middle", "Last"]
+    assert all(j.spec.run == run_id and j.state == "SUCCEEDED" for j in stages)
+    listed = json.loads(exchange.cli("runs", "--json", cwd=project.root).stdout)
+    assert run_id in [r["id"] for r in listed]
+    shown = exchange.cli("runs", "show", run_id, cwd=project.root)
+    assert shown.returncode == 0, shown.stderr
+    assert "(driver)" in shown.stdout and "Middle" in shown.stdout
+    assert "bse_u_" not in shown.stdout + json.dumps(listed)  # nor the CLI

@@ -44,10 +44,10 @@ def _request(method: str, path: str, ids: dict[str, str]) -> dict[str, Any]:
 async def _fixtures(exchange: Exchange) -> dict[str, str]:
     put = await exchange.client.put(f"/api/v1/bundles/{SHA}", content=BUNDLE)
     assert put.status_code == 201, put.text
-    job = await exchange.submit()
+    job = await exchange.submit(run="r-auth")
     await exchange.client.post(f"/api/v1/jobs/{job['id']}/cancel")  # so that follow ends
     node_id, _ = await exchange.enroll("n0")
-    return {"job_id": job["id"], "node_id": node_id, "sha256": SHA}
+    return {"job_id": job["id"], "node_id": node_id, "sha256": SHA, "run_id": "r-auth"}
 
 
 async def _revoked(exchange: Exchange) -> str:

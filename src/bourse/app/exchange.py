@@ -1,7 +1,9 @@
 """Exchange mode: every stage is a job on a bourse exchange, with the project's code bundle.
 
 Outputs go to ``<store root>runs/<run>/<stage>/<name>/`` and checkpoints to
-``.../<stage>/checkpoints/`` in the exchange's store (``s3://bourse/`` on the embedded one).
+``.../<stage>/checkpoints/`` in the exchange's store (``s3://bourse/`` on the embedded one);
+a second call of a stage of the same name in the run writes under ``<stage>-2/``. Each job
+carries its run id, app and stage (``JobSpec.run``, ``app``, ``stage``).
 """
 
 from __future__ import annotations
@@ -70,9 +72,9 @@ class ExchangeHandle(Handle):
 
 class ExchangeBackend(Backend):
     def __init__(self, client: Client, root: Path, run_id: str,
-                 store_root: str = DEFAULT_STORE_ROOT) -> None:
+                 store_root: str = DEFAULT_STORE_ROOT, app: str | None = None) -> None:
         super().__init__(root, run_id)
-        self.client = client
+        self.client, self.app = client, app
         self.store_root = store_root if store_root.endswith("/") else store_root + "/"
         self.lock = threading.Lock()
         self._bundle: str | None = None
@@ -107,7 +109,8 @@ class ExchangeBackend(Backend):
                        env={**work.env, **call.env}, compute=work.check(),
                        bundle=self.bundle(), inputs=call.inputs,
                        outputs={name: f"{base}{name}/" for name in call.outputs},
-                       checkpoint=f"{base}checkpoints/", ports=work.port_specs())
+                       checkpoint=f"{base}checkpoints/", ports=work.port_specs(),
+                       run=self.run_id, app=self.app, stage=slot)
 
 
 def new_run_id() -> str:

@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "down": ("bourse.cli.up", "down", "Stop the local exchange and everything it started."),
     "run": ("bourse.cli.run", "run", "Run a command on the exchange and stream its output."),
     "jobs": ("bourse.cli.jobs", "jobs", "List jobs (and `jobs show ID`)."),
+    "runs": ("bourse.cli.runs", "runs", "List app runs (and `runs show RUN`)."),
     "logs": ("bourse.cli.logs", "logs", "Print a job's output; -f follows it."),
     "stop": ("bourse.cli.jobs", "stop", "Cancel jobs."),
     "exec": ("bourse.cli.exec", "exec_", "Run a command (or a shell) beside a running job."),

@@ -115,21 +115,22 @@ class StatusLine:
 @click.option("--no-code", is_flag=True, help="Do not pack and upload the current directory.")
 @click.option("--local", is_flag=True,
               help="For an app (bourse run app.py): run every stage as a local process.")
+@click.option("--run-id", hidden=True, help="For an app: the run id (a detached driver's).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @handles_errors
 def run(command: tuple[str, ...], *, name: str | None, env_pairs: tuple[str, ...],
         ports: tuple[str, ...], max_retries: int | None, detach: bool, no_code: bool, local: bool,
-        **flags: Any) -> None:
+        run_id: str | None, **flags: Any) -> None:
     """Run COMMAND on the exchange with the current directory as its code, or run an app:
     `bourse run app.py [ARGS]` runs the app (`app = App(...)`) in app.py, each stage a job.
 
     Exits with the job's exit code (130 if it was cancelled). Ctrl-C detaches; the job keeps
-    running.
+    running. An app with --detach runs its flow driver as a job too: `bourse runs` follows it.
     """
-    from bourse.cli.run_app import is_app, run_app
+    from bourse.cli.run_app import is_app
 
     if is_app(command):
-        run_app(Path(command[0]), command[1:], local=local)
+        _run_app(command, local=local, detach=detach, run_id=run_id)
         return
     if local:
         raise click.UsageError("--local runs apps (bourse run app.py); for a command, run it "
@@ -147,6 +148,24 @@ def run(command: tuple[str, ...], *, name: str | None, env_pairs: tuple[str, ...
         click.echo(f"bourse: submitted {job.id}", err=True)
         final = _attach(client, job)
     finish(final)
+
+
+def _run_app(command: tuple[str, ...], *, local: bool, detach: bool,
+             run_id: str | None) -> None:
+    from bourse.cli.run_app import detach_app, run_app
+
+    if not detach:
+        run_app(Path(command[0]), command[1:], local=local, run_id=run_id)
+        return
+    if local:
+        raise click.UsageError("--detach submits the flow driver to the exchange; --local "
+                               "runs it here: choose one")
+    driver = detach_app(Path(command[0]), command[1:], upload_code)
+    assert driver.spec.run is not None
+    click.echo(driver.spec.run)
+    click.echo(f"bourse: run {driver.spec.run} detached: its flow driver is job {driver.id}\n"
+               f"  follow it: bourse logs -f {driver.id}\n"
+               f"  its stages: bourse runs show {driver.spec.run}", err=True)
 
 
 def _attach(client: Client, job: JobView) -> JobView:

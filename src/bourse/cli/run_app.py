@@ -1,4 +1,5 @@
-"""``bourse run app.py``: run a multi-stage app on the exchange (or ``--local``)."""
+"""``bourse run app.py``: run a multi-stage app on the exchange (or ``--local``), or submit its
+flow driver as a job of its own (``--detach``)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,15 @@ from bourse.app.loader import load_app, preflight
 from bourse.app.local import LocalBackend
 from bourse.app.result import Result
 from bourse.cli.render import table
+from bourse.core.compute import Compute
+from bourse.core.errors import InvalidInput
+from bourse.protocol.api import JobView
+from bourse.protocol.common import JobSpec
 from bourse.sdk.client import Client
+from bourse.sdk.config import load_credentials
 from bourse.sdk.errors import NotConfigured, Unreachable
+
+DRIVER_COMPUTE = "cpu"  # the flow driver only submits and waits
 
 
 def is_app(command: tuple[str, ...]) -> bool:
@@ -39,15 +47,16 @@ def connect() -> Client:
         return Client()
 
 
-def run_app(path: Path, args: tuple[str, ...], local: bool) -> Any:
+def run_app(path: Path, args: tuple[str, ...], local: bool, run_id: str | None = None) -> Any:
     if args[:1] == ("--",):  # bourse run app.py -- ARGS
         args = args[1:]
     app = load_app(path)
-    root, run_id = Path.cwd(), new_run_id()
+    root, run_id = Path.cwd(), run_id or new_run_id()
     stages = preflight(app, root)
     mode = "local processes" if local else "the exchange"
     click.echo(f"run {run_id}: {len(stages)} stage(s) of {path.name} on {mode}", err=True)
-    backend = LocalBackend(root, run_id) if local else ExchangeBackend(connect(), root, run_id)
+    backend = (LocalBackend(root, run_id) if local
+               else ExchangeBackend(connect(), root, run_id, app=path.name))
     started = time.monotonic()
     with using(backend) as recorded:
         try:
@@ -58,6 +67,31 @@ def run_app(path: Path, args: tuple[str, ...], local: bool) -> Any:
     if shown is not None:
         click.echo(json.dumps(shown, indent=2, default=str))
     return value
+
+
+def detach_app(path: Path, args: tuple[str, ...], upload: Any) -> JobView:
+    """Submit the flow driver itself as a small CPU job: it runs ``bourse run app.py`` there,
+    with the user's exchange credentials as secret env variables (see docs/app.md)."""
+    if args[:1] == ("--",):
+        args = args[1:]
+    root = Path.cwd().resolve()
+    try:
+        relative = path.resolve().relative_to(root)
+    except ValueError:
+        raise InvalidInput(f"{path} is outside the project {root}", field="app",
+                           hint="run bourse from the project's directory") from None
+    preflight(load_app(path), root)  # bad input fails here, before anything is submitted
+    client = connect()
+    creds = load_credentials()
+    run_id = new_run_id()
+    spec = JobSpec(
+        command=["python", "-m", "bourse", "run", "--run-id", run_id, str(relative), "--",
+                 *args],
+        name=f"{run_id}/driver", compute=Compute(DRIVER_COMPUTE), bundle=upload(client, root),
+        env={"BOURSE_URL": creds.url, "BOURSE_TOKEN": creds.token, "PYTHONUNBUFFERED": "1"},
+        secrets=["BOURSE_TOKEN"], max_retries=0, run=run_id, app=path.name)
+    with client:
+        return client.submit(spec)
 
 
 def summary(run_id: str, results: list[Result], seconds: float) -> str:

@@ -108,6 +108,28 @@ class JobList(Wire):
     jobs: list[JobView]
 
 
+class RunView(Wire):
+    """One run of an app: its flow driver (when detached) and its stage jobs, summed up."""
+
+    id: str
+    app: str | None = None  # the app's file, as its jobs name it (JobSpec.app)
+    state: JobState  # the driver's, when there is one; else RUNNING while a job is not
+    # ended, then the state of the last job (a flow stops at its first failed stage)
+    stages: int  # stage jobs submitted (retries included)
+    started_at: float
+    ended_at: float | None = None
+    cost: float | None = None  # dollars, summed over its jobs
+    driver: str | None = None  # the driver's job id, for a detached run
+
+
+class RunList(Wire):
+    runs: list[RunView]
+
+
+class RunDetail(RunView):
+    jobs: list[JobView] = Field(default_factory=list)  # oldest first
+
+
 class EventView(Wire):
     id: int
     job_id: str

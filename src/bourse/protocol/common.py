@@ -11,6 +11,7 @@ from bourse.core.retry import RetryPolicy
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 NO_NUL = r"^[^\x00]*$"  # a NUL byte cannot cross exec() or PostgreSQL: refuse it at the door
+REDACTED = "[redacted]"
 ID_PATTERN = r"^[A-Za-z0-9_.:-]+$"
 JobId = Annotated[str, Field(min_length=1, max_length=64, pattern=ID_PATTERN)]
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)]
@@ -83,6 +84,14 @@ class JobSpec(Wire):
     outputs: dict[DataName, DataUri] = Field(default_factory=dict, max_length=64)
     checkpoint: DataUri | None = None
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    # an app's jobs: the run they belong to, the app (its file) and the stage (None: the
+    # run's flow driver, for a detached run)
+    run: JobId | None = None
+    app: Annotated[str, Field(max_length=200, pattern=NO_NUL)] | None = None
+    stage: Annotated[str, Field(max_length=200, pattern=NO_NUL)] | None = None
+    # names of ``env`` variables whose values are secrets: given to the job, never shown by
+    # the API (JobView.spec carries them redacted)
+    secrets: list[EnvName] = Field(default_factory=list, max_length=64)
     ports: list[Port] = Field(default_factory=list, max_length=MAX_PORTS)
 
     @field_validator("ports")
@@ -107,6 +116,20 @@ class JobSpec(Wire):
     @classmethod
     def _checkpoint(cls, value: str | None) -> str | None:
         return None if value is None else _check_uri(value)
+
+    @model_validator(mode="after")
+    def _secrets_in_env(self) -> JobSpec:
+        missing = [name for name in self.secrets if name not in self.env]
+        if missing:
+            raise ValueError(f"secrets {missing} are not in env: a secret names an env variable")
+        return self
+
+    def redacted(self) -> JobSpec:
+        """The spec as the API shows it: secret env values replaced."""
+        if not self.secrets:
+            return self
+        return self.model_copy(update={"env": {
+            k: REDACTED if k in self.secrets else v for k, v in self.env.items()}})
 
 
 class MigInstance(Wire):

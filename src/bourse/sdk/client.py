@@ -28,6 +28,8 @@ from bourse.protocol.api import (
     NodeView,
     OfferList,
     ReclaimResult,
+    RunDetail,
+    RunView,
 )
 from bourse.protocol.common import JobSpec
 from bourse.sdk import core
@@ -103,8 +105,17 @@ class Client(_Base):
         """Up to 1,000 jobs in one request, all accepted or none."""
         return self._send(core.submit_many(specs))
 
-    def jobs(self, state: str | None = None, limit: int = 100) -> list[JobView]:
-        return self._send(core.jobs(state, limit))
+    def jobs(self, state: str | None = None, limit: int = 100,
+             run: str | None = None) -> list[JobView]:
+        return self._send(core.jobs(state, limit, run))
+
+    def runs(self, limit: int = 50) -> list[RunView]:
+        """App runs, newest first."""
+        return self._send(core.runs(limit))
+
+    def run(self, run_id: str) -> RunDetail:
+        """One app run and its jobs."""
+        return self._send(core.run(run_id))
 
     def job(self, job_id: str) -> JobDetail:
         return self._send(core.job(job_id))
@@ -245,8 +256,15 @@ class AsyncClient(_Base):
         """Up to 1,000 jobs in one request, all accepted or none."""
         return await self._send(core.submit_many(specs))
 
-    async def jobs(self, state: str | None = None, limit: int = 100) -> list[JobView]:
-        return await self._send(core.jobs(state, limit))
+    async def jobs(self, state: str | None = None, limit: int = 100,
+                   run: str | None = None) -> list[JobView]:
+        return await self._send(core.jobs(state, limit, run))
+
+    async def runs(self, limit: int = 50) -> list[RunView]:
+        return await self._send(core.runs(limit))
+
+    async def run(self, run_id: str) -> RunDetail:
+        return await self._send(core.run(run_id))
 
     async def job(self, job_id: str) -> JobDetail:
         return await self._send(core.job(job_id))

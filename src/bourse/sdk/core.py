@@ -35,6 +35,9 @@ from bourse.protocol.api import (
     OfferQuery,
     ReclaimRequest,
     ReclaimResult,
+    RunDetail,
+    RunList,
+    RunView,
 )
 from bourse.protocol.common import JobSpec, Wire
 from bourse.sdk.errors import ProtocolError, error_for
@@ -120,11 +123,22 @@ def submit_many(specs: Sequence[JobSpec]) -> Call[list[JobView]]:
     return Call("POST", "/jobs/batch", lambda r: model(JobList)(r).jobs, json=body)
 
 
-def jobs(state: str | None = None, limit: int = 100) -> Call[list[JobView]]:
+def jobs(state: str | None = None, limit: int = 100,
+         run: str | None = None) -> Call[list[JobView]]:
     params: dict[str, str | int] = {"limit": limit}
     if state:
         params["state"] = state.upper()
+    if run:
+        params["run"] = run
     return Call("GET", "/jobs", lambda r: model(JobList)(r).jobs, params=params)
+
+
+def runs(limit: int = 50) -> Call[list[RunView]]:
+    return Call("GET", "/runs", lambda r: model(RunList)(r).runs, params={"limit": limit})
+
+
+def run(run_id: str) -> Call[RunDetail]:
+    return Call("GET", f"/runs/{_path_id(run_id)}", model(RunDetail))
 
 
 def job(job_id: str) -> Call[JobDetail]:

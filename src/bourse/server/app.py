@@ -15,7 +15,7 @@ from bourse import __version__
 from bourse.server import errors, ui
 from bourse.server.config import ServerConfig, StoreConfig
 from bourse.server.dataplane import DataPlane, open_dataplane
-from bourse.server.routes import agent, bundles, cost, execs, jobs, nodes, offers, ports
+from bourse.server.routes import agent, bundles, cost, execs, jobs, nodes, offers, ports, runs
 from bourse.server.services import tokens
 from bourse.server.services.jobs import active_attempts
 from bourse.server.services.placement import grace_after_start
@@ -86,7 +86,7 @@ def create_app(config: ServerConfig, clock: Callable[[], float] = time.time,
                   description="An open, self-hostable exchange for GPU compute.")
     app.state.bourse = state
     errors.install(app)
-    for module in (jobs, nodes, agent, bundles, offers, cost, execs, ports):
+    for module in (jobs, nodes, agent, bundles, offers, cost, execs, ports, runs):
         app.include_router(module.router)
     app.include_router(ui.router)
 

@@ -96,7 +96,9 @@ class Job(Base):
     retry_counts: Mapped[dict[str, int] | None] = mapped_column(JSON)  # cause -> retries used
     not_before: Mapped[float | None] = mapped_column(Float)  # retry backoff
     resume: Mapped[bool] = mapped_column(Boolean, default=False)  # an attempt was interrupted
-    __table_args__ = (Index("ix_jobs_state_created", "state", "created_at"),)
+    run: Mapped[str | None] = mapped_column(String(64))  # the app run it belongs to
+    __table_args__ = (Index("ix_jobs_state_created", "state", "created_at"),
+                      Index("ix_jobs_run", "run"))
 
 
 class Attempt(Base):

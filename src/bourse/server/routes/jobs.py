@@ -44,9 +44,11 @@ async def submit_batch(batch: JobBatch, state: State, _user: User) -> JobList:
 @router.get("")
 async def list_jobs(state: State, _user: User, job_state: Annotated[
         JobState | None, Query(alias="state")] = None,
-        limit: Annotated[int, Query(ge=1, le=10000)] = 100) -> JobList:
+        limit: Annotated[int, Query(ge=1, le=10000)] = 100,
+        run: Annotated[str | None, Query(pattern=ID_PATTERN, max_length=64)] = None) -> JobList:
     async with state.db.read() as session:
-        found = await jobs.list_jobs(session, job_state.value if job_state else None, limit)
+        found = await jobs.list_jobs(session, job_state.value if job_state else None, limit,
+                                     run)
         return JobList(jobs=[jobs.job_view(j) for j in found])
 
 

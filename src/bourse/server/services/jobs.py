@@ -41,7 +41,7 @@ async def submit_job(session: AsyncSession, spec: JobSpec, now: float,
     job = Job(id=job_id, name=spec.name, state=JobState.PENDING.value,
               spec=spec.model_dump(mode="json"), created_at=now, updated_at=now, attempt=0,
               cancel_requested=False, retries_used=0, max_retries=spec.max_retries,
-              avoid_nodes=[])
+              avoid_nodes=[], run=spec.run)
     session.add(job)
     add_event(session, job.id, 0, "state", now, state=JobState.PENDING.value,
               message="submitted")
@@ -55,10 +55,13 @@ async def get_job(session: AsyncSession, job_id: str) -> Job:
     return job
 
 
-async def list_jobs(session: AsyncSession, state: str | None, limit: int) -> Sequence[Job]:
+async def list_jobs(session: AsyncSession, state: str | None, limit: int,
+                    run: str | None = None) -> Sequence[Job]:
     query = select(Job).order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)
     if state is not None:
         query = query.where(Job.state == state)
+    if run is not None:
+        query = query.where(Job.run == run)
     return (await session.scalars(query)).all()
 
 
@@ -82,7 +85,7 @@ async def cancel_job(session: AsyncSession, job_id: str, now: float) -> tuple[Jo
 
 def job_view(job: Job) -> JobView:
     return JobView(id=job.id, name=job.name, state=job.state,
-                   spec=JobSpec.model_validate(job.spec), created_at=job.created_at,
+                   spec=JobSpec.model_validate(job.spec).redacted(), created_at=job.created_at,
                    updated_at=job.updated_at, attempt=job.attempt, node_id=job.node_id,
                    exit_code=job.exit_code, reason=job.reason,
                    pending_reason=job.pending_reason, cancel_requested=job.cancel_requested,

@@ -1,0 +1,70 @@
+"""``bourse runs`` and ``bourse runs show RUN``: app runs on the exchange and their jobs."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from bourse.cli.errors import handles_errors
+from bourse.cli.jobs import age, clock, dollars, open_client
+from bourse.cli.render import echo_json, table
+from bourse.protocol.api import JobView, RunDetail, RunView
+
+HEADERS = ("RUN", "APP", "STATE", "STAGES", "STARTED", "DURATION", "COST")
+JOB_HEADERS = ("STAGE", "JOB", "STATE", "NODE", "DURATION", "COST")
+ENDED = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+
+def run_row(run: RunView, now: float) -> list[str]:
+    return [run.id, run.app or "-", run.state, str(run.stages), clock(run.started_at),
+            age((run.ended_at or now) - run.started_at), dollars(run.cost)]
+
+
+def job_row(job: JobView, now: float) -> list[str]:
+    ended = job.updated_at if job.state in ENDED else now
+    return [job.spec.stage or "(driver)", job.id, job.state, job.node_id or "-",
+            age(ended - job.created_at), dollars(job.cost)]
+
+
+@click.group(invoke_without_command=True)
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@handles_errors
+def runs(ctx: click.Context, limit: int, as_json: bool) -> None:
+    """List app runs (`bourse run app.py`), newest first; `bourse runs show RUN` for one."""
+    if ctx.invoked_subcommand is not None:
+        return
+    with open_client() as client:
+        listing = client.runs(limit)
+    if as_json:
+        echo_json(listing)
+    elif listing:
+        now = time.time()
+        click.echo(table(HEADERS, [run_row(r, now) for r in listing], right=(3, 6)))
+    else:
+        click.echo("no runs", err=True)
+
+
+@runs.command("show")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handles_errors
+def show(run_id: str, as_json: bool) -> None:
+    """A run and its jobs: the flow driver (when detached) and each stage."""
+    with open_client() as client:
+        detail = client.run(run_id)
+    if as_json:
+        echo_json(detail)
+    else:
+        click.echo("\n".join(describe_run(detail, time.time())))
+
+
+def describe_run(run: RunDetail, now: float) -> list[str]:
+    facts = {"run": run.id, "app": run.app, "state": run.state, "started": clock(run.started_at),
+             "ended": clock(run.ended_at) if run.ended_at else None,
+             "cost": dollars(run.cost) if run.cost is not None else None, "driver": run.driver}
+    lines = [f"{k:<8} {v}" for k, v in facts.items() if v is not None]
+    rows = [job_row(j, now) for j in run.jobs]
+    return [*lines, "", table(JOB_HEADERS, rows, right=(5,))]

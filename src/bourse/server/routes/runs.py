@@ -1,0 +1,28 @@
+"""``/api/v1/runs``: app runs (the jobs that carry one ``JobSpec.run``), listed and shown."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+
+from bourse.protocol.api import RunDetail, RunList
+from bourse.protocol.common import ID_PATTERN
+from bourse.server.routes.deps import State, User
+from bourse.server.services import runs
+
+router = APIRouter(prefix="/api/v1/runs", tags=["runs"])
+RunIdPath = Annotated[str, Path(pattern=ID_PATTERN, max_length=64)]
+
+
+@router.get("")
+async def list_runs(state: State, _user: User,
+                    limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> RunList:
+    async with state.db.read() as session:
+        return RunList(runs=await runs.list_runs(session, limit))
+
+
+@router.get("/{run_id}")
+async def show(run_id: RunIdPath, state: State, _user: User) -> RunDetail:
+    async with state.db.read() as session:
+        return await runs.run_detail(session, run_id)

@@ -1,0 +1,57 @@
+"""App runs: the jobs that carry one run id (``JobSpec.run``), summed up as a run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bourse.core.errors import NotFound
+from bourse.core.states import JobState
+from bourse.protocol.api import JobView, RunDetail, RunView
+from bourse.server.db.schema import Job
+from bourse.server.services.jobs import job_view
+
+
+def summarise(run_id: str, jobs: Sequence[JobView]) -> RunView:
+    """A run from its jobs, oldest first (pure)."""
+    driver = next((j for j in jobs if j.spec.stage is None), None)
+    stages = [j for j in jobs if j.spec.stage is not None]
+    ended = all(JobState(j.state).terminal for j in jobs)
+    if driver is not None:
+        state = driver.state
+    elif not ended:
+        state = "RUNNING"
+    else:
+        state = jobs[-1].state  # a flow stops at its first failed stage
+    costs = [j.cost for j in jobs if j.cost is not None]
+    return RunView(id=run_id, app=(driver or jobs[0]).spec.app, state=state,
+                   stages=len(stages), started_at=jobs[0].created_at,
+                   ended_at=max(j.updated_at for j in jobs) if ended else None,
+                   cost=sum(costs) if costs else None,
+                   driver=driver.id if driver else None)
+
+
+async def list_runs(session: AsyncSession, limit: int) -> list[RunView]:
+    """The newest ``limit`` runs, newest first."""
+    started = func.min(Job.created_at)
+    newest = (select(Job.run).where(Job.run.is_not(None)).group_by(Job.run)
+              .order_by(started.desc()).limit(limit))
+    ids = [r for r in (await session.scalars(newest)).all() if r is not None]
+    rows = (await session.scalars(select(Job).where(Job.run.in_(ids))
+                                  .order_by(Job.created_at, Job.id))).all()
+    by_run: dict[str, list[JobView]] = {run: [] for run in ids}
+    for row in rows:
+        assert row.run is not None
+        by_run[row.run].append(job_view(row))
+    return [summarise(run, by_run[run]) for run in ids]
+
+
+async def run_detail(session: AsyncSession, run_id: str) -> RunDetail:
+    rows = (await session.scalars(select(Job).where(Job.run == run_id)
+                                  .order_by(Job.created_at, Job.id))).all()
+    if not rows:
+        raise NotFound(f"no run {run_id!r}", hint="`bourse runs` lists runs")
+    jobs = [job_view(row) for row in rows]
+    return RunDetail(**summarise(run_id, jobs).model_dump(), jobs=jobs)

@@ -1,0 +1,72 @@
+"""App runs over the API: jobs carry ``run``/``app``/``stage``; ``/api/v1/jobs?run=`` filters
+on it, ``/api/v1/runs`` sums runs up; secret env values never leave the coordinator."""
+
+from __future__ import annotations
+
+import pytest
+from server_harness import Exchange
+
+from bourse.protocol.api import JobView
+from bourse.protocol.common import REDACTED, JobSpec
+from bourse.server.services.runs import summarise
+
+pytestmark = pytest.mark.anyio
+
+
+async def submit_run(exchange: Exchange, run: str, stages: list[str | None]) -> list[str]:
+    ids = []
+    for stage in stages:
+        job = await exchange.submit(name=f"{run}/{stage or 'driver'}", run=run, app="app.py",
+                                    stage=stage)
+        ids.append(job["id"])
+        exchange.clock.advance(1)
+    return ids
+
+
+async def test_jobs_filter_by_run_and_runs_list_newest_first(exchange: Exchange) -> None:
+    first = await submit_run(exchange, "r-1", ["Prepare", "Train"])
+    await exchange.submit()  # not part of any run
+    second = await submit_run(exchange, "r-2", [None, "Prepare"])
+
+    listed = (await exchange.client.get("/api/v1/jobs", params={"run": "r-1"})).json()
+    assert [j["id"] for j in listed["jobs"]] == first[::-1]
+    runs = (await exchange.client.get("/api/v1/runs")).json()["runs"]
+    assert [(r["id"], r["app"], r["stages"], r["driver"], r["state"]) for r in runs] == [
+        ("r-2", "app.py", 1, second[0], "PENDING"), ("r-1", "app.py", 2, None, "RUNNING")]
+    shown = (await exchange.client.get("/api/v1/runs/r-1")).json()
+    assert [(j["id"], j["spec"]["stage"]) for j in shown["jobs"]] == [
+        (first[0], "Prepare"), (first[1], "Train")]
+    missing = await exchange.client.get("/api/v1/runs/r-none")
+    assert missing.status_code == 404 and "bourse runs" in missing.text
+    bad = await exchange.client.get("/api/v1/jobs", params={"run": "no spaces"})
+    assert bad.status_code == 422
+
+
+async def test_secret_env_values_are_redacted_in_every_view(exchange: Exchange) -> None:
+    job = await exchange.submit(env={"BOURSE_TOKEN": "u-secret", "SEED": "1"},
+                                secrets=["BOURSE_TOKEN"])
+
+    for view in (job, await exchange.job(job["id"]),
+                 (await exchange.client.get("/api/v1/jobs")).json()["jobs"][0]):
+        assert view["spec"]["env"] == {"BOURSE_TOKEN": REDACTED, "SEED": "1"}
+    refused = await exchange.client.post("/api/v1/jobs", json={
+        "command": ["true"], "env": {}, "secrets": ["BOURSE_TOKEN"]})
+    assert refused.status_code == 422 and "not in env" in refused.text
+
+
+def view(stage: str | None, state: str, at: float, cost: float | None = None) -> JobView:
+    return JobView(id=f"j-{at:g}", state=state, created_at=at, updated_at=at + 5, attempt=1,
+                   cost=cost, spec=JobSpec(command=["x"], run="r", app="a.py", stage=stage))
+
+
+@pytest.mark.parametrize(("jobs", "state", "ended", "cost"), [
+    ([view("A", "SUCCEEDED", 0, 0.5), view("B", "RUNNING", 1)], "RUNNING", None, 0.5),
+    ([view("A", "SUCCEEDED", 0, 0.5), view("B", "FAILED", 1, 0.25)], "FAILED", 6, 0.75),
+    ([view("A", "FAILED", 0), view("A", "SUCCEEDED", 1)], "SUCCEEDED", 6, None),  # a retry
+    ([view(None, "FAILED", 0), view("A", "SUCCEEDED", 1)], "FAILED", 6, None),  # the driver's
+])
+def test_a_run_sums_up_its_jobs(jobs: list[JobView], state: str, ended: float | None,
+                                cost: float | None) -> None:
+    run = summarise("r", jobs)
+
+    assert (run.state, run.ended_at, run.cost, run.started_at) == (state, ended, cost, 0)
