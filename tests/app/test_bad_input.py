@@ -197,6 +197,16 @@ def test_local_is_only_for_apps(project: Project, command: list[str]) -> None:
     assert not (project.root / "ran").exists()
 
 
+def test_detach_and_local_do_not_go_together(project: Project) -> None:
+    project.write("app.py", flow("", "pass"))
+
+    done = project.cli("--local", "--detach", "app.py")
+
+    assert done.returncode == 2
+    assert "--detach submits the flow driver to the exchange; --local runs it here" in done.stderr
+    assert_nothing_ran(project, done.stdout)
+
+
 OUTSIDE = """
     from pathlib import Path
 

@@ -1,99 +1,123 @@
-"""The exchange half of ``bourse demo``: a job survives the loss of its machine."""
+"""The exchange half of ``bourse demo``: the three-stage digits app (``bourse.examples``) run
+through a throwaway local exchange, each stage a job placed on an agent, its data in the
+exchange's store. ``bourse run`` prints where each stage ran, why there, how long it took and
+what it cost; the demo adds the model's test accuracy. The exchange lives in a temp dir (the
+user's ~/.bourse is untouched) and is stopped at the end, or kept for browsing (``--keep``)."""
 
 from __future__ import annotations
 
-import base64
-import os
+import json
 import shutil
-import signal
+import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import click
 
-from bourse.local.exchange import LocalExchange, Status
-from bourse.protocol.api import JobDetail
-from bourse.protocol.common import JobSpec
-from bourse.sdk.client import Client
-from bourse.sdk.config import load_credentials
+from bourse.app.exchange import new_run_id
+from bourse.core.errors import BourseError
+from bourse.local.exchange import LocalExchange, Status, bourse_home_at
+from bourse.sdk.config import credentials_path
 
-JOB = """
-import time
-import numpy as np
-# power iteration: the largest eigenvalue of a random symmetric matrix, one step per half second
-rng = np.random.default_rng(0)
-m = rng.standard_normal((400, 400))
-m = (m + m.T) / 2
-v = rng.standard_normal(400)
-for step in range(1, 13):
-    v = m @ v
-    v /= np.linalg.norm(v)
-    print(f"step {step:2d}/12  eigenvalue estimate {v @ m @ v:9.4f}", flush=True)
-    time.sleep(0.5)
-print(f"largest |eigenvalue| by numpy: {max(abs(np.linalg.eigvalsh(m))):9.4f}")
-"""
+APP_FILES = ("digits_app.py", "digits_model.py")
+APP_TIMEOUT_S = 600.0
+
+
+class DemoFailed(BourseError):
+    exit_code = 1
+
+
+@dataclass
+class Demo:
+    root: Path  # the temp dir: home/ (BOURSE_HOME), local/ (the exchange), project/
+    status: Status
+    env: dict[str, str]  # for `bourse` subprocesses: BOURSE_HOME points at this exchange
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
 
 @contextmanager
-def throwaway_exchange() -> Iterator[tuple[Client, Status]]:
-    """Two agents with a 1 s keep-alive, in a temp dir; the user's ~/.bourse is untouched."""
+def throwaway_exchange(keep: bool = False) -> Iterator[Demo]:
+    """A coordinator (with its store) and two agents in a temp dir; stopped and removed at
+    the end unless ``keep``."""
     root = Path(tempfile.mkdtemp(prefix="bourse-demo-"))
-    previous = os.environ.get("BOURSE_HOME")
-    os.environ["BOURSE_HOME"] = str(root / "home")
-    exchange = LocalExchange(root / "local", keep_alive_s=1.0)
+    exchange = LocalExchange(root / "local", keep_alive_s=2.0)
+    kept = False
     try:
-        status = exchange.up(agents=2, port=None)
-        creds = load_credentials()
-        with Client(creds.url, creds.token) as client:
-            yield client, status
+        with bourse_home_at(root / "home") as env:
+            status = exchange.up(agents=2)
+        yield Demo(root, status, env)
+        kept = keep
     finally:
-        exchange.down()
-        if previous is None:
-            os.environ.pop("BOURSE_HOME", None)
-        else:
-            os.environ["BOURSE_HOME"] = previous
-        shutil.rmtree(root, ignore_errors=True)
+        if not kept:
+            with bourse_home_at(root / "home"):
+                exchange.down()
+            shutil.rmtree(root, ignore_errors=True)
 
 
-def _wait(client: Client, job_id: str, predicate: str, timeout: float = 60.0) -> JobDetail:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = client.job(job_id)
-        if predicate == "running" and job.state == "RUNNING":
-            return job
-        if predicate == "ended" and job.state in ("SUCCEEDED", "FAILED", "CANCELLED"):
-            return job
-        time.sleep(0.1)
-    raise click.ClickException(f"the demo job did not become {predicate} in {timeout:.0f} s")
+def app_tour(keep: bool) -> None:
+    click.echo(click.style("\n== an app on a local exchange: prepare -> train -> evaluate",
+                           bold=True))
+    with throwaway_exchange(keep) as demo:
+        url = demo.status.url
+        click.echo(f"coordinator at {url}, agents {', '.join(map(str, demo.status.agent_pids))}")
+        click.echo(f"web UI: {url}/ui/ (sign in with the admin token in "
+                   f"{credentials_path(demo.env)})")
+        project = copy_app(demo.root / "project")
+        run_id = new_run_id()
+        click.echo(f"$ bourse run {APP_FILES[0]}   (run {run_id}, from {project})\n")
+        report = run_app(demo, project, run_id)  # its summary: each stage's placement...
+        click.echo(click.style(f"\ntest accuracy: {report['test_accuracy']:.4f} on "
+                               f"{report['samples']} held-out digits (chance: 0.10)", bold=True))
+        if keep:
+            click.echo(f"\nthe exchange stays up for browsing: {url}/ui/runs\n"
+                       f"  export BOURSE_HOME={demo.home}   # then: bourse runs, bourse jobs, "
+                       f"bourse nodes\n  stop it: BOURSE_HOME={demo.home} bourse down")
 
 
-def _print_logs(client: Client) -> None:
-    for job in client.jobs(limit=1):
-        for chunk in client.iter_logs(job.id):
-            text = base64.b64decode(chunk.data).decode(errors="replace")
-            for line in text.splitlines():
-                click.echo(f"  [attempt {chunk.attempt}] {line}")
+def copy_app(project: Path) -> Path:
+    """The demo app from the installed package (``bourse.examples``) into a fresh project."""
+    project.mkdir(parents=True)
+    shipped = resources.files("bourse.examples")
+    for name in APP_FILES:
+        (project / name).write_text(shipped.joinpath(name).read_text())
+    return project
 
 
-def exchange_tour() -> None:
-    click.echo(click.style("\n== a local exchange: a job survives losing its machine", bold=True))
-    with throwaway_exchange() as (client, status):
-        click.echo(f"coordinator at {status.url}, agents {', '.join(map(str, status.agent_pids))}")
-        job = client.submit(JobSpec(command=[sys.executable, "-c", JOB], name="demo-steps"))
-        first = _wait(client, job.id, "running")
-        node = first.attempts[-1].node_name
-        click.echo(f"job {job.id} running on {node}: {first.attempts[-1].placement}")
-        time.sleep(2.0)
-        victim = status.agent_pids[int(str(node).rsplit("-", 1)[-1])]
-        os.killpg(victim, signal.SIGKILL)
-        click.echo(f"killed agent {node} (pid {victim}) with SIGKILL; waiting for the exchange "
-                   "to notice (3 keep-alives) and retry elsewhere ...")
-        final = _wait(client, job.id, "ended")
-        for attempt in final.attempts:
-            click.echo(f"  attempt {attempt.number} on {attempt.node_name}: {attempt.state} "
-                       f"({attempt.reason})")
-        _print_logs(client)
-        click.echo(f"job {final.state}, exit code {final.exit_code}")
+def run_app(demo: Demo, project: Path, run_id: str) -> dict[str, Any]:
+    """``bourse run digits_app.py`` against the demo exchange, its output shown as it comes;
+    the app's report (the JSON value it prints last)."""
+    command = [sys.executable, "-m", "bourse", "run", "--run-id", run_id, APP_FILES[0]]
+    lines: list[str] = []
+    with subprocess.Popen(command, cwd=project, env=demo.env, text=True, bufsize=1,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            click.echo(f"  {lines[-1]}")
+        code = proc.wait(timeout=APP_TIMEOUT_S)
+    if code != 0:
+        raise DemoFailed(f"the demo app failed (exit code {code})",
+                         hint=f"its jobs: BOURSE_HOME={demo.home} bourse runs show {run_id}")
+    return last_json(lines)
+
+
+def last_json(lines: list[str]) -> dict[str, Any]:
+    """The JSON document that ends the output (the flow's return value)."""
+    for start in range(len(lines) - 1, -1, -1):
+        if lines[start].startswith("{"):
+            try:
+                value = json.loads("\n".join(lines[start:]))
+            except json.JSONDecodeError:
+                continue
+            if isinstance(value, dict):
+                return value
+    raise DemoFailed("the demo app printed no report")

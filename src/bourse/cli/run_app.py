@@ -4,6 +4,7 @@ flow driver as a job of its own (``--detach``)."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,8 @@ def connect() -> Client:
         client.health()
         return client
     except (NotConfigured, Unreachable):
+        if os.environ.get("BOURSE_JOB_ID"):  # a detached driver: never an exchange of its own
+            raise
         from bourse.local.exchange import LocalExchange
         from bourse.sdk.config import bourse_home
 
