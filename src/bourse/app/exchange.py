@@ -39,13 +39,14 @@ class ExchangeHandle(Handle):
         click.echo(f"[{work.name}] submitted as job {self.job.id}")
 
     def _wait(self) -> tuple[Result, str]:
-        lines, _ = self._follow()
+        lines = self._follow()
         detail = self.backend.client.job(self.job.id)
         return self._build(detail, lines), "\n".join(lines[-TAIL_LINES:])
 
-    def _follow(self) -> tuple[list[str], JobView]:
-        """Print the job's output as it comes, prefixed by the stage; its lines and end."""
-        decoder, lines, final = LogDecoder(), [], self.job
+    def _follow(self) -> list[str]:
+        """Print the job's output as it comes, prefixed by the stage, until it ends; its
+        lines."""
+        decoder, lines = LogDecoder(), []
         printer = StagePrinter(self.work_name, click.echo)
         with self.backend.lock:  # one stage streams at a time; the others wait their turn
             for item in self.backend.client.follow(self.job.id):
@@ -53,9 +54,7 @@ class ExchangeHandle(Handle):
                     for line in decoder.decode(item).splitlines():
                         lines.append(line)
                         printer.line(line)
-                else:
-                    final = item
-        return lines, final
+        return lines
 
     def _build(self, detail: JobDetail, lines: list[str]) -> Result:
         last = detail.attempts[-1] if detail.attempts else None

@@ -111,7 +111,9 @@ class StatusLine:
                    "prefix as their base URL.")
 @click.option("--max-retries", type=click.IntRange(0, 100),
               help="Attempts after a lost node (default 3).")
-@click.option("--detach", "-d", is_flag=True, help="Print the job id and return at once.")
+@click.option("--detach", "-d", is_flag=True,
+              help="Print the job id and return at once (an app: submit its flow driver as "
+                   "a job and print the run id).")
 @click.option("--no-code", is_flag=True, help="Do not pack and upload the current directory.")
 @click.option("--local", is_flag=True,
               help="For an app (bourse run app.py): run every stage as a local process.")
