@@ -96,6 +96,15 @@ class Exchange:
             return await tokens.create_token(session, "user", self.clock(), name="someone",
                                              role=role, expires_at=expires_at)
 
+    async def project_token(self, project: str, role: str = "member") -> str:
+        """A token of ``project`` (created with the API if it is new)."""
+        made = await self.client.post("/api/v1/projects", json={"name": project})
+        assert made.status_code in (201, 409), made.text
+        token = await self.client.post("/api/v1/tokens", json={"project": project, "role": role})
+        assert token.status_code == 201, token.text
+        secret: str = token.json()["token"]
+        return secret
+
     async def submit(self, **spec: Any) -> dict[str, Any]:
         response = await self.client.post("/api/v1/jobs", json=job_spec(**spec))
         assert response.status_code == 201, response.text

@@ -10,6 +10,7 @@ from server_harness import Exchange, capabilities
 
 from bourse.protocol.agent import CancelJob, Heartbeat, Hello, JobEvent, LogChunk, StartJob
 from bourse.protocol.common import AttemptRef
+from bourse.server.access import ALL
 from bourse.server.commands import Command
 from bourse.server.errors import Unauthorized
 from bourse.server.services import agents, jobs, placement, tokens
@@ -63,7 +64,7 @@ async def test_hello_resends_unacknowledged_starts_and_pending_cancels(
     node_id = await _online(exchange, "n", "s-1")
     first, second = await _placed(exchange, 2)
     async with exchange.state.db.write() as session:
-        _, commands = await jobs.cancel_job(session, second, exchange.clock())
+        _, commands = await jobs.cancel_job(session, second, ALL, exchange.clock())
     assert _kinds(commands) == [("CancelJob", second, False)]
     async with exchange.state.db.write() as session:
         commands = await agents.node_hello(session, node_id, _hello(), "s-2", exchange.clock())

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from server_harness import Exchange, api_routes, job_spec
+from route_requests import BUNDLE, SHA
+from route_requests import request_for as _request
+from route_requests import routes as _routes
+from server_harness import Exchange, Live, place_job
 from sqlalchemy import update
 
 from bourse.server.db.schema import Token
@@ -14,31 +17,7 @@ from bourse.server.ids import digest
 
 pytestmark = pytest.mark.anyio
 
-BUNDLE = b"bundle bytes"
-SHA = hashlib.sha256(BUNDLE).hexdigest()
-PUBLIC = {"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
 NODE_ALLOWED = {("HEAD", "/api/v1/bundles/{sha256}"), ("GET", "/api/v1/bundles/{sha256}")}
-
-
-def _routes(exchange: Exchange) -> list[tuple[str, str]]:
-    found = [(method, path) for method, path in api_routes(exchange.app) if path not in PUBLIC]
-    assert len(found) >= 15  # every route of the API, not a vacuous loop
-    return found
-
-
-def _request(method: str, path: str, ids: dict[str, str]) -> dict[str, Any]:
-    """A well-formed request for the route, so that only the token can be wrong."""
-    url = path.format(**ids)
-    body: dict[str, Any] = {}
-    if method == "PUT":
-        body = {"content": BUNDLE}
-    elif path == "/api/v1/jobs":
-        body = {"json": job_spec()}
-    elif path == "/api/v1/agent/enroll":
-        body = {"json": {"name": "n1"}}
-    elif method == "POST":
-        body = {"json": {}}
-    return {"method": method, "url": url, **body}
 
 
 async def _fixtures(exchange: Exchange) -> dict[str, str]:
@@ -47,7 +26,9 @@ async def _fixtures(exchange: Exchange) -> dict[str, str]:
     job = await exchange.submit(run="r-auth")
     await exchange.client.post(f"/api/v1/jobs/{job['id']}/cancel")  # so that follow ends
     node_id, _ = await exchange.enroll("n0")
-    return {"job_id": job["id"], "node_id": node_id, "sha256": SHA, "run_id": "r-auth"}
+    made = await exchange.client.post("/api/v1/tokens", json={"name": "spare"})
+    return {"job_id": job["id"], "node_id": node_id, "sha256": SHA, "run_id": "r-auth",
+            "token_id": made.json()["id"], "name": "SOME_SECRET"}
 
 
 async def _revoked(exchange: Exchange) -> str:
@@ -124,16 +105,23 @@ async def test_a_token_expires_on_the_coordinator_clock(exchange: Exchange) -> N
     assert "expired" in response.json()["error"]
 
 
-async def test_nodes_may_fetch_bundles_but_not_upload_them(exchange: Exchange) -> None:
-    ids = await _fixtures(exchange)
-    _, credential = await exchange.enroll("fetcher")
-    headers = {"Authorization": f"Bearer {credential}"}
-    got = await exchange.client.get(f"/api/v1/bundles/{ids['sha256']}", headers=headers)
-    assert (got.status_code, got.content) == (200, BUNDLE)
-    head = await exchange.client.head(f"/api/v1/bundles/{ids['sha256']}", headers=headers)
-    assert head.status_code == 200
-    put = await exchange.client.put(f"/api/v1/bundles/{ids['sha256']}", content=BUNDLE,
-                                    headers=headers)
+async def test_nodes_fetch_only_the_bundles_of_their_jobs_and_upload_none(
+        live: Live, agent_factory: Callable[..., Any]) -> None:
+    exchange = live.exchange
+    assert (await exchange.client.put(f"/api/v1/bundles/{SHA}", content=BUNDLE)).status_code == 201
+    runner, idle = await agent_factory("runner"), await agent_factory("idle", connect=False)
+    await place_job(exchange, runner, bundle=SHA)
+    url = f"/api/v1/bundles/{SHA}"
+    for credential, status in ((runner.credential, 200), (idle.credential, 404)):
+        headers = {"Authorization": f"Bearer {credential}"}
+        got = await exchange.client.get(url, headers=headers)
+        assert got.status_code == status, got.text
+        assert (await exchange.client.head(url, headers=headers)).status_code == status
+    assert got.content != BUNDLE
+    ok = await exchange.client.get(url, headers={"Authorization": f"Bearer {runner.credential}"})
+    assert ok.content == BUNDLE
+    put = await exchange.client.put(url, content=BUNDLE,
+                                    headers={"Authorization": f"Bearer {runner.credential}"})
     assert put.status_code == 401
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -82,3 +83,48 @@ async def test_the_comparison_sees_a_drifted_database(empty_database_url: str) -
         await db.close()
     assert [d[0] for d in found] == ["add_index"]
     assert found[0][1].name == "ix_events_job"
+
+
+def _upgrade_to(revision: str) -> Any:
+    def run(connection: Connection) -> None:
+        command.upgrade(alembic_config(connection), revision)
+
+    return run
+
+
+async def test_tenancy_moves_what_existed_into_the_default_project(
+        empty_database_url: str) -> None:
+    """Before 0009 there were no projects: jobs, nodes, bundles and tokens go to ``default``
+    and the first-start admin token stays an admin."""
+    db = Database(empty_database_url)
+    try:
+        async with db.engine.begin() as connection:
+            await connection.run_sync(_upgrade_to("0008"))
+            for statement in (
+                    "INSERT INTO bundles (sha256, size, created_at) VALUES ('ab', 1, 0)",
+                    "INSERT INTO tokens (id, kind, hash, role, created_at) "
+                    "VALUES ('tok-1', 'user', 'h1', 'admin', 0)",
+                    "INSERT INTO tokens (id, kind, hash, node_id, created_at) "
+                    "VALUES ('tok-2', 'node', 'h2', 'n-1', 0)",
+                    "INSERT INTO nodes (id, name, state, keep_alive_s, created_at, updated_at,"
+                    " verification_status) VALUES ('n-1', 'box', 'offline', 20, 0, 0, 'pass')",
+                    "INSERT INTO jobs (id, state, spec, created_at, updated_at, attempt,"
+                    " cancel_requested, retries_used, max_retries, avoid_nodes)"
+                    " VALUES ('j-1', 'PENDING', '{}', 0, 0, 0, false, 0, 3, '[]')"):
+                await connection.execute(text(statement))
+        await db.migrate()
+        async with db.engine.connect() as connection:
+            found = {q: (await connection.execute(text(q))).all() for q in (
+                "SELECT project_id FROM jobs", "SELECT project_id, tags FROM nodes",
+                "SELECT sha256, project_id FROM bundle_owners",
+                "SELECT id, role, project_id FROM tokens ORDER BY id",
+                "SELECT id, required_tags FROM projects", "SELECT count, hash FROM audit_head")}
+    finally:
+        await db.close()
+    assert found["SELECT project_id FROM jobs"] == [("default",)]
+    assert found["SELECT project_id, tags FROM nodes"] in ([("default", [])], [("default", "[]")])
+    assert found["SELECT sha256, project_id FROM bundle_owners"] == [("ab", "default")]
+    assert found["SELECT id, role, project_id FROM tokens ORDER BY id"] == [
+        ("tok-1", "admin", "default"), ("tok-2", None, None)]
+    assert [row[0] for row in found["SELECT id, required_tags FROM projects"]] == ["default"]
+    assert found["SELECT count, hash FROM audit_head"] == [(0, "0" * 64)]

@@ -71,9 +71,11 @@ def base_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 def job_env(base: Mapping[str, str], tmpdir: Path, msg: StartJob,
             data: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The job's environment: the base, its TMPDIR, the spec's variables, the data plane's
-    (``BOURSE_INPUT_<NAME>``..., the attempt's scoped store key), then the exchange's."""
-    return {**base, "TMPDIR": str(tmpdir), **msg.spec.env, **(data or {}), **msg.env}
+    """The job's environment: the base, its TMPDIR, the spec's variables, its secrets, the
+    data plane's (``BOURSE_INPUT_<NAME>``..., the attempt's scoped store key), then the
+    exchange's."""
+    return {**base, "TMPDIR": str(tmpdir), **msg.spec.env, **msg.secret_env, **(data or {}),
+            **msg.env}
 
 
 def exit_info(file_status: int | None, wait_status: int | None,
@@ -268,7 +270,8 @@ class Runtime:
 
     def _new_record(self, msg: StartJob) -> AttemptRecord:
         adir = AttemptDir.of(self._work_dir, msg.job_id, msg.attempt)
-        return AttemptRecord(job_id=msg.job_id, attempt=msg.attempt, spec=msg.model_dump_json(),
+        return AttemptRecord(job_id=msg.job_id, attempt=msg.attempt,
+                             spec=msg.model_dump_json(exclude={"secret_env"}),  # not on disk
                              dir=str(adir.root), state=AttemptStatus.STARTING,
                              created=time.time())
 

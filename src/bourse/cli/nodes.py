@@ -84,6 +84,7 @@ def describe_node(node: NodeView, now: float) -> list[str]:
         "keep-alive": f"{node.keep_alive_s:g}s", "price": money(node.price) + "/h"
         if node.price is not None else None,
         "running": ", ".join(node.running) or "nothing", "enrolled": clock(node.created_at),
+        "tags": ", ".join(node.tags) or None,
     }
     if caps is not None:
         facts |= _capabilities(caps)
@@ -136,16 +137,29 @@ def reclaim(node_id: str, notice: str, reason: str | None, as_json: bool) -> Non
     click.echo(f"node {result.node_id} reclaimed with {result.notice_s:g} s notice: {jobs}")
 
 
+@nodes.command("tag")
+@click.argument("node_id")
+@click.argument("tags", nargs=-1)
+@handles_errors
+def tag(node_id: str, tags: tuple[str, ...]) -> None:
+    """Set a node's compliance tags (admin); no TAGS clears them."""
+    with seam.open_client() as client:
+        node = client.set_node_tags(node_id, tags)
+    click.echo(f"{node.id}: {', '.join(node.tags) or 'no tags'}", err=True)
+
+
 @nodes.command("enroll")
 @click.option("--name", help="A label for the token (the node picks its own name).")
 @click.option("--expires", "expires_h", type=click.FloatRange(min=0.01, max=24 * 365),
               default=24.0, show_default=True, help="Hours until the token expires.")
+@click.option("--project", help="The project the node joins (admins; default: your own).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
-def enroll(name: str | None, expires_h: float, as_json: bool) -> None:
-    """Create a one-time enrolment token for a new node (admin)."""
+def enroll(name: str | None, expires_h: float, project: str | None, as_json: bool) -> None:
+    """Create a one-time enrolment token for a new node (admin or provider)."""
     with seam.open_client() as client:
-        token = client.create_enrollment(name=name, expires_in_s=expires_h * 3600)
+        token = client.create_enrollment(name=name, expires_in_s=expires_h * 3600,
+                                         project=project)
         url = client.url
     if as_json:
         echo_json({"token": token.token, "expires_at": token.expires_at, "server": url})

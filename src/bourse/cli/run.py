@@ -109,6 +109,8 @@ class StatusLine:
               help="A port the job serves on 127.0.0.1, proxied at /jobs/ID/ports/N/ "
                    "(repeatable); N:keep forwards the whole path, for servers given that "
                    "prefix as their base URL.")
+@click.option("--secret", "secrets", multiple=True, metavar="NAME",
+              help="A project secret the job gets as the variable NAME (repeatable).")
 @click.option("--max-retries", type=click.IntRange(0, 100),
               help="Attempts after a lost node (default 3).")
 @click.option("--detach", "-d", is_flag=True,
@@ -121,8 +123,9 @@ class StatusLine:
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @handles_errors
 def run(command: tuple[str, ...], *, name: str | None, env_pairs: tuple[str, ...],
-        ports: tuple[str, ...], max_retries: int | None, detach: bool, no_code: bool, local: bool,
-        run_id: str | None, **flags: Any) -> None:
+        ports: tuple[str, ...], secrets: tuple[str, ...], max_retries: int | None,
+        detach: bool, no_code: bool, local: bool, run_id: str | None,
+        **flags: Any) -> None:
     """Run COMMAND on the exchange with the current directory as its code, or run an app:
     `bourse run app.py [ARGS]` runs the app (`app = App(...)`) in app.py, each stage a job.
 
@@ -139,7 +142,8 @@ def run(command: tuple[str, ...], *, name: str | None, env_pairs: tuple[str, ...
                                "directly")
     spec_fields = {"name": name, "env": parse_env(env_pairs),
                    "compute": compute_from_flags(flags), "max_retries": max_retries,
-                   "ports": parse_ports(ports)}
+                   "ports": parse_ports(ports),
+                   "project_secrets": list(secrets) or None}
     spec_fields |= data_fields(flags)  # --input, --output, --checkpoint
     with seam.open_client() as client:
         bundle = None if no_code else upload_code(client, Path.cwd())

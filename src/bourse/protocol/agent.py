@@ -144,6 +144,11 @@ class StartJob(Wire):
     spec: JobSpec
     env: dict[str, str] = Field(default_factory=dict)  # set by the exchange (BOURSE_JOB_ID...)
     data: DataPlan | None = None
+    # the values of the secrets the spec names; the agent never writes them to its spool
+    secret_env: dict[str, str] = Field(default_factory=dict)
+
+    def __repr__(self) -> str:  # keep secrets out of tracebacks and logs
+        return f"StartJob(job_id={self.job_id!r}, attempt={self.attempt})"
 
 
 class CancelJob(Wire):

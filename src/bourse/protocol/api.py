@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -176,6 +176,12 @@ class NodeView(Wire):
     verification: VerificationReport | None = None
     report: ProbeReport | None = None
     declared: Declared | None = None
+    tags: list[str] = Field(default_factory=list)  # compliance tags an admin gave it
+
+
+class NodeTags(Wire):
+    tags: list[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]{0,31}$")]] = Field(
+        max_length=32)
 
 
 class NodeList(Wire):
@@ -185,6 +191,8 @@ class NodeList(Wire):
 class EnrollmentCreate(Wire):
     name: str | None = Field(default=None, max_length=128, pattern=r"^[^\x00]*$")
     expires_in_s: float = Field(default=24 * 3600, gt=0, le=365 * 24 * 3600)
+    # the project the node will belong to (admins only; a provider enrols into its own)
+    project: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 
 class EnrollmentToken(Wire):

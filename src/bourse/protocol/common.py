@@ -24,6 +24,7 @@ class Wire(BaseModel):
 
 
 DataName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")]
+SecretName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 DataUri = Annotated[str, Field(min_length=1, max_length=2048, pattern=NO_NUL)]
 
 
@@ -69,6 +70,7 @@ class JobSpec(Wire):
     ``BOURSE_INPUT_<NAME>``), ``outputs`` are local directories (``BOURSE_OUTPUT_<NAME>``)
     uploaded to their URIs when the job ends, and ``checkpoint`` is a prefix the job writes to
     directly (``BOURSE_CHECKPOINT_URI``; default: a per-job prefix in the exchange's store).
+    ``secrets`` names project secrets (``bourse secrets set``) given to the job as variables.
     """
 
     command: list[Annotated[str, Field(max_length=65536, pattern=NO_NUL)]] = Field(
@@ -92,6 +94,8 @@ class JobSpec(Wire):
     # names of ``env`` variables whose values are secrets: given to the job, never shown by
     # the API (JobView.spec carries them redacted)
     secrets: list[EnvName] = Field(default_factory=list, max_length=64)
+    # the project's secrets the job gets as environment variables of the same names
+    project_secrets: list[SecretName] = Field(default_factory=list, max_length=64)
     ports: list[Port] = Field(default_factory=list, max_length=MAX_PORTS)
 
     @field_validator("ports")

@@ -17,6 +17,16 @@ import anyio
 import httpx
 
 from bourse.core.compute import Compute
+from bourse.protocol.access import (
+    AuditList,
+    AuditVerdict,
+    ProjectView,
+    Role,
+    SecretView,
+    TokenCreate,
+    TokenCreated,
+    TokenView,
+)
 from bourse.protocol.api import (
     CostSummary,
     EnrollmentToken,
@@ -32,7 +42,7 @@ from bourse.protocol.api import (
     RunView,
 )
 from bourse.protocol.common import JobSpec
-from bourse.sdk import core
+from bourse.sdk import access, core
 from bourse.sdk.bundle import aiter_file, iter_file
 from bourse.sdk.config import resolve_credentials
 from bourse.sdk.core import Call, StoredBundle
@@ -196,8 +206,11 @@ class Client(_Base):
         return self._send(core.cost(by, since))
 
     def create_enrollment(self, name: str | None = None,
-                          expires_in_s: float = DAY) -> EnrollmentToken:
-        return self._send(core.create_enrollment(name, expires_in_s))
+                          expires_in_s: float = DAY,
+                          project: str | None = None) -> EnrollmentToken:
+        """A one-time token enrolling a node into ``project`` (admins; a provider's own by
+        default)."""
+        return self._send(core.create_enrollment(name, expires_in_s, project))
 
     def bundle_exists(self, sha256: str) -> bool:
         return self._send(core.bundle_exists(sha256))
@@ -218,6 +231,44 @@ class Client(_Base):
     def offers(self, compute: Compute | None = None, limit: int = 20,
                explain: bool = False) -> OfferList:
         return self._send(core.offers(compute, limit, explain))
+
+    # tenancy (admins manage projects and tokens; members their project's secrets)
+    def projects(self) -> list[ProjectView]:
+        return self._send(access.projects())
+
+    def create_project(self, name: str, required_tags: Sequence[str] = ()) -> ProjectView:
+        return self._send(access.create_project(name, list(required_tags)))
+
+    def tokens(self) -> list[TokenView]:
+        return self._send(access.tokens())
+
+    def create_token(self, project: str = "default", role: Role = "member", *,
+                     name: str | None = None, expires_in_s: float | None = None) -> TokenCreated:
+        return self._send(access.create_token(TokenCreate(
+            project=project, role=role, name=name, expires_in_s=expires_in_s)))
+
+    def revoke_token(self, token_id: str) -> TokenView:
+        return self._send(access.revoke_token(token_id))
+
+    def secrets(self) -> list[SecretView]:
+        return self._send(access.secrets())
+
+    def set_secret(self, name: str, value: str) -> SecretView:
+        return self._send(access.set_secret(name, value))
+
+    def delete_secret(self, name: str) -> SecretView:
+        return self._send(access.delete_secret(name))
+
+    def audit(self, since: float | None = None, after: int = 0,
+              limit: int = 1000) -> AuditList:
+        return self._send(access.audit(since, after, limit))
+
+    def verify_audit(self) -> AuditVerdict:
+        return self._send(access.verify_audit())
+
+    def set_node_tags(self, node_id: str, tags: Sequence[str]) -> NodeView:
+        """A node's compliance tags (admin)."""
+        return self._send(access.set_node_tags(node_id, list(tags)))
 
     def health(self) -> bool:
         return self._send(core.health(self.url))
@@ -342,8 +393,11 @@ class AsyncClient(_Base):
         return await self._send(core.cost(by, since))
 
     async def create_enrollment(self, name: str | None = None,
-                                expires_in_s: float = DAY) -> EnrollmentToken:
-        return await self._send(core.create_enrollment(name, expires_in_s))
+                                expires_in_s: float = DAY,
+                                project: str | None = None) -> EnrollmentToken:
+        """A one-time token enrolling a node into ``project`` (admins; a provider's own by
+        default)."""
+        return await self._send(core.create_enrollment(name, expires_in_s, project))
 
     async def bundle_exists(self, sha256: str) -> bool:
         return await self._send(core.bundle_exists(sha256))
@@ -362,6 +416,44 @@ class AsyncClient(_Base):
     async def offers(self, compute: Compute | None = None, limit: int = 20,
                      explain: bool = False) -> OfferList:
         return await self._send(core.offers(compute, limit, explain))
+
+    # tenancy (admins manage projects and tokens; members their project's secrets)
+    async def projects(self) -> list[ProjectView]:
+        return await self._send(access.projects())
+
+    async def create_project(self, name: str, required_tags: Sequence[str] = ()) -> ProjectView:
+        return await self._send(access.create_project(name, list(required_tags)))
+
+    async def tokens(self) -> list[TokenView]:
+        return await self._send(access.tokens())
+
+    async def create_token(self, project: str = "default", role: Role = "member", *,
+                     name: str | None = None, expires_in_s: float | None = None) -> TokenCreated:
+        return await self._send(access.create_token(TokenCreate(
+            project=project, role=role, name=name, expires_in_s=expires_in_s)))
+
+    async def revoke_token(self, token_id: str) -> TokenView:
+        return await self._send(access.revoke_token(token_id))
+
+    async def secrets(self) -> list[SecretView]:
+        return await self._send(access.secrets())
+
+    async def set_secret(self, name: str, value: str) -> SecretView:
+        return await self._send(access.set_secret(name, value))
+
+    async def delete_secret(self, name: str) -> SecretView:
+        return await self._send(access.delete_secret(name))
+
+    async def audit(self, since: float | None = None, after: int = 0,
+              limit: int = 1000) -> AuditList:
+        return await self._send(access.audit(since, after, limit))
+
+    async def verify_audit(self) -> AuditVerdict:
+        return await self._send(access.verify_audit())
+
+    async def set_node_tags(self, node_id: str, tags: Sequence[str]) -> NodeView:
+        """A node's compliance tags (admin)."""
+        return await self._send(access.set_node_tags(node_id, list(tags)))
 
     async def health(self) -> bool:
         return await self._send(core.health(self.url))

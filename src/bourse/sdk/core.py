@@ -185,9 +185,11 @@ def cost(by: str = "day", since: float | None = None) -> Call[CostSummary]:
     return Call("GET", "/cost", model(CostSummary), params=params)
 
 
-def create_enrollment(name: str | None, expires_in_s: float) -> Call[EnrollmentToken]:
-    body = EnrollmentCreate(name=name, expires_in_s=expires_in_s)
-    return Call("POST", "/enrollments", model(EnrollmentToken), json=body.model_dump(mode="json"))
+def create_enrollment(name: str | None, expires_in_s: float,
+                      project: str | None = None) -> Call[EnrollmentToken]:
+    body = EnrollmentCreate(name=name, expires_in_s=expires_in_s, project=project)
+    return Call("POST", "/enrollments", model(EnrollmentToken),
+                json=body.model_dump(mode="json", exclude_none=True))
 
 
 def bundle_exists(sha256: str) -> Call[bool]:

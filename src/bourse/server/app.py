@@ -12,11 +12,12 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from bourse import __version__
-from bourse.server import errors, ui
+from bourse.server import errors, routes, ui
+from bourse.server.auditing import AuditMiddleware
 from bourse.server.config import ServerConfig, StoreConfig
 from bourse.server.dataplane import DataPlane, open_dataplane
-from bourse.server.routes import agent, bundles, cost, execs, jobs, nodes, offers, ports, runs
-from bourse.server.services import tokens
+from bourse.server.limits import BodyLimit
+from bourse.server.services import audit, projects, tokens
 from bourse.server.services.jobs import active_attempts
 from bourse.server.services.placement import grace_after_start
 from bourse.server.state import ServerState
@@ -28,6 +29,9 @@ async def bootstrap(state: ServerState) -> str | None:
     """On the first start, create the admin token; write it once to the credentials file
     (mode 0600) or, without one, to ``<data dir>/admin-token``. Returns it when created."""
     config = state.config
+    async with state.db.write() as session:
+        await projects.ensure_defaults(session, state.clock())
+        await audit.ensure_head(session)
     async with state.db.write() as session:
         if await tokens.has_user_tokens(session):
             return None
@@ -69,6 +73,7 @@ def create_app(config: ServerConfig, clock: Callable[[], float] = time.time,
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         config.data_dir.mkdir(parents=True, exist_ok=True)
+        state.open_key()
         await state.db.migrate()
         await bootstrap(state)
         async with state.db.write() as session:
@@ -86,8 +91,10 @@ def create_app(config: ServerConfig, clock: Callable[[], float] = time.time,
                   description="An open, self-hostable exchange for GPU compute.")
     app.state.bourse = state
     errors.install(app)
-    for module in (jobs, nodes, agent, bundles, offers, cost, execs, ports, runs):
-        app.include_router(module.router)
+    app.add_middleware(BodyLimit)  # an oversized body is refused before a route reads it
+    app.add_middleware(AuditMiddleware, record=state.record_audit, clock=state.clock)
+    for router in routes.ROUTERS:
+        app.include_router(router)
     app.include_router(ui.router)
 
     @app.get("/healthz", tags=["health"])

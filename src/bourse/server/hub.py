@@ -22,6 +22,7 @@ from sqlalchemy.exc import DataError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from bourse.core.errors import BourseError
 from bourse.protocol.agent import (
     AGENT_TO_SERVER,
     Ack,
@@ -32,6 +33,7 @@ from bourse.protocol.agent import (
     JobEvent,
     LogChunk,
     ProbeReportMessage,
+    StartJob,
     Welcome,
     envelope,
 )
@@ -51,6 +53,7 @@ from bourse.server.services.agents import (
     record_log_chunks,
 )
 from bourse.server.services.lifecycle import add_event
+from bourse.server.services.secrets import SecretKeeper
 from bourse.server.services.verification import record_report
 from bourse.server.tunnels import Tunnels
 
@@ -135,6 +138,7 @@ class Hub:
         self.keep_alive_s, self.clock = keep_alive_s, clock
         self.connections: dict[str, Connection] = {}
         self.dataplane: DataPlane | None = None
+        self.secrets: SecretKeeper | None = None  # set at start, with the server key
         self._dispatch: asyncio.Queue[list[Command]] = asyncio.Queue()
         self._queued = 0  # batches in the dispatch queue or being dispatched
         self._dispatcher: asyncio.Task[None] | None = None
@@ -152,14 +156,17 @@ class Hub:
         a node in the order they were made."""
         if not commands:
             return
-        if self.dataplane is None or (self._queued == 0 and not any(
-                self.dataplane.needs_plan(c) for c in commands)):
+        if self._queued == 0 and not any(self._needs_completion(c) for c in commands):
             self._deliver(commands)
             return
         self._queued += 1
         self._dispatch.put_nowait(list(commands))
         if self._dispatcher is None or self._dispatcher.done():
             self._dispatcher = asyncio.create_task(self._dispatch_all())
+
+    def _needs_completion(self, command: Command) -> bool:
+        return ((self.dataplane is not None and self.dataplane.needs_plan(command))
+                or (self.secrets is not None and self.secrets.needs(command)))
 
     def _deliver(self, commands: Sequence[Command]) -> None:
         for command in commands:
@@ -178,11 +185,35 @@ class Hub:
                 self._queued -= 1
 
     async def _dispatch_one(self, batch: list[Command]) -> None:
-        assert self.dataplane is not None
-        ready, failures = await self.dataplane.complete(batch)
+        ready, failures = batch, list[Failure]()
+        if self.dataplane is not None:
+            ready, failures = await self.dataplane.complete(batch)
+        if self.secrets is not None and any(self.secrets.needs(c) for c in ready):
+            ready, more = await self._with_secrets(ready)
+            failures += more
         self._deliver(ready)
         if failures:
             await self._record(failures)
+
+    async def _with_secrets(self, batch: list[Command]) -> tuple[list[Command], list[Failure]]:
+        """Starts with the values of the secrets they name (read after the placing commit);
+        one whose secret has gone is not sent."""
+        assert self.secrets is not None
+        ready: list[Command] = []
+        failures: list[Failure] = []
+        async with self.db.read() as session:
+            for command in batch:
+                if not self.secrets.needs(command):
+                    ready.append(command)
+                    continue
+                try:
+                    ready.append(await self.secrets.complete(session, command))
+                except BourseError as exc:
+                    message = command.message
+                    assert isinstance(message, StartJob)
+                    failures.append(Failure(command.node_id, message.job_id, message.attempt,
+                                            exc.message, "the job's secrets could not be read"))
+        return ready, failures
 
     async def _record(self, failures: list[Failure]) -> None:
         """Say on the job's timeline why its node was not told to start it."""
@@ -190,7 +221,7 @@ class Hub:
         async with self.db.write() as session:
             for failure in failures:
                 add_event(session, failure.job_id, failure.attempt, "info", now, message=(
-                    f"store credentials could not be issued ({failure.reason}); the job is "
+                    f"{failure.what} ({failure.reason}); the job is "
                     "placed again when this placement's lease expires"))
         self.notifier.notify()
 
@@ -361,7 +392,8 @@ class Hub:
         commands: list[Command] = []
         async with self.db.write() as session:
             for connection, batch in group.items():
-                commands += await _record(session, connection.node_id, batch, now)
+                commands += await _record(session, connection.node_id, batch, now,
+                                          self.secrets)
             if any(batch.frees_capacity for batch in group.values()):
                 # capacity was freed: fill it in the same transaction, without a round trip
                 # through the scheduler loop (this is what keeps short jobs flowing)
@@ -376,14 +408,18 @@ class Hub:
             self.on_change()  # a newly verified node can take work
 
 
-async def _record(session: AsyncSession, node_id: str, batch: Batch,
-                  now: float) -> list[Command]:
-    """One connection's messages, in the caller's transaction."""
+async def _record(session: AsyncSession, node_id: str, batch: Batch, now: float,
+                  secrets: SecretKeeper | None) -> list[Command]:
+    """One connection's messages, in the caller's transaction; secrets redacted first."""
     commands: list[Command] = []
     if batch.chunks:
-        await record_log_chunks(session, node_id, batch.chunks)
+        chunks = batch.chunks if secrets is None else await secrets.scrub_chunks(
+            session, batch.chunks)
+        await record_log_chunks(session, node_id, chunks)
     if batch.events:
-        commands += await record_job_events(session, node_id, batch.events, now)
+        events = batch.events if secrets is None else await secrets.scrub_events(
+            session, batch.events)
+        commands += await record_job_events(session, node_id, events, now)
     if batch.heartbeat is not None:
         commands += await node_heartbeat(session, node_id, batch.heartbeat, now)
     for report in batch.reports:

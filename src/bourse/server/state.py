@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from bourse.server import keys
 from bourse.server.bundles import BundleStore
 from bourse.server.config import ServerConfig
 from bourse.server.dataplane import DataPlane
@@ -14,6 +15,8 @@ from bourse.server.hub import Hub
 from bourse.server.logarchive import LogArchive
 from bourse.server.notifier import Notifier
 from bourse.server.scheduler import Scheduler
+from bourse.server.services import audit
+from bourse.server.services.secrets import SecretBox, SecretKeeper
 from bourse.server.services.tokens import PrincipalCache
 from bourse.storage.uri import StoreURI
 
@@ -30,6 +33,25 @@ class ServerState:
     principals: PrincipalCache = field(default_factory=PrincipalCache)
     dataplane: DataPlane | None = None
     logs: LogArchive | None = None  # ended jobs' logs in the store (with a data plane)
+    key: bytes = b""  # the server key (``keys``), loaded at start
+
+    def open_key(self) -> None:
+        self.key = keys.load_or_create(self.config.data_dir)
+        self.hub.secrets = SecretKeeper(self.secret_box)
+
+    @property
+    def secret_box(self) -> SecretBox:
+        assert self.key, "the server key is loaded at start"
+        return SecretBox(self.key)
+
+    @property
+    def audit_key(self) -> bytes:
+        assert self.key, "the server key is loaded at start"
+        return keys.subkey(self.key, "audit")
+
+    async def record_audit(self, entry: audit.Entry) -> None:
+        async with self.db.write() as session:
+            await audit.append(session, self.audit_key, entry)
 
     @classmethod
     def build(cls, config: ServerConfig, clock: Callable[[], float] = time.time) -> ServerState:

@@ -47,6 +47,7 @@ class Failure:
     job_id: str
     attempt: int
     reason: str
+    what: str = "store credentials could not be issued"
 
 
 class DataPlane:

@@ -32,8 +32,22 @@ class Base(DeclarativeBase):
     pass
 
 
+DEFAULT_PROJECT = "default"  # where everything made before projects existed lives
+
+
+class Project(Base):
+    """A tenant: its jobs, bundles, secrets, tokens and nodes are invisible to other projects.
+    ``required_tags``: compliance tags a node must carry to run the project's jobs."""
+
+    __tablename__ = "projects"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)  # its name
+    required_tags: Mapped[list[str]] = mapped_column(JSON, default=list)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
 class Token(Base):
-    """API tokens, enrolment tokens and node credentials — only their SHA-256 is stored."""
+    """API tokens, enrolment tokens and node credentials — only their SHA-256 is stored.
+    User and enrolment tokens belong to a project (a node's credential: its node's)."""
 
     __tablename__ = "tokens"
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -46,6 +60,7 @@ class Token(Base):
     expires_at: Mapped[float | None] = mapped_column(Float)
     used_at: Mapped[float | None] = mapped_column(Float)
     revoked_at: Mapped[float | None] = mapped_column(Float)
+    project_id: Mapped[str | None] = mapped_column(String(64))
 
 
 class Node(Base):
@@ -67,6 +82,8 @@ class Node(Base):
     report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     declared: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     reclaimed_at: Mapped[float | None] = mapped_column(Float)  # preemption notice; cleared by hello
+    project_id: Mapped[str] = mapped_column(String(64), default=DEFAULT_PROJECT)  # its provider
+    tags: Mapped[list[str] | None] = mapped_column(JSON, default=list)  # compliance tags
 
 
 class Job(Base):
@@ -97,8 +114,10 @@ class Job(Base):
     not_before: Mapped[float | None] = mapped_column(Float)  # retry backoff
     resume: Mapped[bool] = mapped_column(Boolean, default=False)  # an attempt was interrupted
     run: Mapped[str | None] = mapped_column(String(64))  # the app run it belongs to
+    project_id: Mapped[str] = mapped_column(String(64), default=DEFAULT_PROJECT)
     __table_args__ = (Index("ix_jobs_state_created", "state", "created_at"),
-                      Index("ix_jobs_run", "run"))
+                      Index("ix_jobs_run", "run"),
+                      Index("ix_jobs_project_created", "project_id", "created_at"))
 
 
 class Attempt(Base):
@@ -173,3 +192,52 @@ class Bundle(Base):
     sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
     size: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[float] = mapped_column(Float)
+
+
+class BundleOwner(Base):
+    """Which projects uploaded a bundle: the bytes are shared, knowing of them is not."""
+
+    __tablename__ = "bundle_owners"
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+
+
+class Secret(Base):
+    """A project's secret, encrypted with the server key (AES-GCM; never returned)."""
+
+    __tablename__ = "secrets"
+    project_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class AuditRecord(Base):
+    """The audit trail: append-only; each row's ``hash`` covers its fields and the previous
+    row's hash (keyed with the server key), so an edited or deleted row breaks the chain."""
+
+    __tablename__ = "audit"
+    id: Mapped[int] = mapped_column(ROW_ID, primary_key=True, autoincrement=True)
+    time: Mapped[float] = mapped_column(Float)
+    actor: Mapped[str] = mapped_column(String(80))  # token id or node id, "-" when unknown
+    actor_kind: Mapped[str] = mapped_column(String(16))  # user | node | enroll | anonymous
+    project_id: Mapped[str | None] = mapped_column(String(64))
+    source: Mapped[str] = mapped_column(String(64))  # the client's address
+    action: Mapped[str] = mapped_column(String(128))
+    target: Mapped[str] = mapped_column(String(512))
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    outcome: Mapped[str] = mapped_column(String(64))
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))
+    __table_args__ = (Index("ix_audit_time", "time"),)
+
+
+class AuditHead(Base):
+    """The chain's head (one row): its length and last hash. Writers lock it, so the chain
+    never forks, and deleting the newest rows is detected."""
+
+    __tablename__ = "audit_head"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    count: Mapped[int] = mapped_column(BigInteger)
+    hash: Mapped[str] = mapped_column(String(64))

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter, Request, WebSocket
 
 from bourse.core.errors import BourseError
 from bourse.protocol.api import EnrollRequest, EnrollResponse
+from bourse.server.auditing import actor_of, source_of
 from bourse.server.routes.deps import State, bearer, get_state, principal_of
-from bourse.server.services import tokens
+from bourse.server.services import audit, tokens
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
 CLOSE_UNAUTHORIZED = 4401
+log = logging.getLogger(__name__)
 
 
 @router.post("/enroll", status_code=201)
@@ -23,11 +27,29 @@ async def enroll(body: EnrollRequest, request: Request, state: State) -> EnrollR
 
 @router.websocket("/ws")
 async def agent_socket(ws: WebSocket) -> None:
+    """One agent session; its start and end (or its refusal) go to the audit trail."""
     try:
         principal = await principal_of(ws, "node")
     except BourseError as exc:
+        await _audit(ws, f"refused: {exc.message}")
         await ws.close(code=CLOSE_UNAUTHORIZED, reason=exc.message[:120])
         return
     assert principal.node_id is not None
+    await _audit(ws, "connected")
     await ws.accept()
-    await get_state(ws).hub.serve(ws, principal.node_id)
+    try:
+        await get_state(ws).hub.serve(ws, principal.node_id)
+    finally:
+        await _audit(ws, "ended")
+
+
+async def _audit(ws: WebSocket, outcome: str) -> None:
+    state = get_state(ws)
+    actor, kind, project = actor_of(ws.scope)
+    entry = audit.Entry(time=state.clock(), actor=actor, actor_kind=kind, project_id=project,
+                        source=source_of(ws.scope), action="agent session",
+                        target=ws.url.path, outcome=outcome)
+    try:
+        await state.record_audit(entry)
+    except Exception:  # the session goes on; a lost record is logged loudly
+        log.exception("could not write the audit record of an agent session (%s)", outcome)

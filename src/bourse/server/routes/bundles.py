@@ -3,43 +3,49 @@ has one; see ``bourse.server.bundles``)."""
 
 from __future__ import annotations
 
-import time
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response
 from fastapi.responses import FileResponse, StreamingResponse
 
 from bourse.core.errors import NotFound
-from bourse.server.db.schema import Bundle
 from bourse.server.routes.deps import State, User, UserOrNode
+from bourse.server.services import bundles
+from bourse.server.services.tokens import Principal
+from bourse.server.state import ServerState
 
 router = APIRouter(prefix="/api/v1/bundles", tags=["bundles"])
 Sha = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
 
 
 @router.put("/{sha256}", status_code=201)
-async def upload(sha256: Sha, request: Request, state: State, _user: User) -> dict[str, object]:
-    size = await state.bundles.size(sha256)
-    if size is None:
-        size = await state.bundles.put(sha256, request.stream())
-    async with state.db.write() as session:  # also repairs a stored file without its row
-        if await session.get(Bundle, sha256) is None:
-            session.add(Bundle(sha256=sha256, size=size, created_at=time.time()))
+async def upload(sha256: Sha, request: Request, state: State, user: User) -> dict[str, object]:
+    """Upload a bundle under its SHA-256. The bytes are received and checked even when the
+    exchange already holds them, so that a project proves it has the content it claims."""
+    stored = await state.bundles.size(sha256)
+    put = state.bundles.put if stored is None else state.bundles.check
+    size = await put(sha256, request.stream())
+    async with state.db.write() as session:
+        await bundles.record_upload(session, sha256, size, user.project_id, state.clock())
     return {"sha256": sha256, "size": size}
 
 
-@router.head("/{sha256}")
-async def exists(sha256: Sha, state: State, _who: UserOrNode) -> Response:
+async def _readable(state: ServerState, sha256: str, who: Principal) -> bool:
     async with state.db.read() as session:
-        found = await session.get(Bundle, sha256) is not None
+        return await bundles.may_read(session, sha256, who)
+
+
+@router.head("/{sha256}")
+async def exists(sha256: Sha, state: State, who: UserOrNode) -> Response:
+    found = await _readable(state, sha256, who)
     return Response(status_code=200 if found and await state.bundles.size(sha256) is not None
                     else 404)
 
 
 @router.get("/{sha256}", response_model=None)
 async def download(sha256: Sha, state: State,
-                   _who: UserOrNode) -> FileResponse | StreamingResponse:
-    size = await state.bundles.size(sha256)
+                   who: UserOrNode) -> FileResponse | StreamingResponse:
+    size = await state.bundles.size(sha256) if await _readable(state, sha256, who) else None
     if size is None:
         raise NotFound(f"no bundle {sha256[:12]}…")
     local = state.bundles.path(sha256)

@@ -14,8 +14,8 @@ router = APIRouter(prefix="/api/v1", tags=["cost"])
 
 
 @router.get("/cost")
-async def cost(state: State, _user: User,
+async def cost(state: State, user: User,
                by: Annotated[Literal["day", "node", "job"], Query()] = "day",
                since: Annotated[float | None, Query(ge=0, le=1e11)] = None) -> CostSummary:
     async with state.db.read() as session:
-        return await costs.summarise(session, by, since, state.clock())
+        return await costs.summarise(session, user.scope, by, since, state.clock())

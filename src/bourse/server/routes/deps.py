@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from starlette.requests import HTTPConnection
 
+from bourse.server.auditing import remember
 from bourse.server.errors import Forbidden
 from bourse.server.services.tokens import Principal, TokenKind, authenticate
 from bourse.server.state import ServerState
@@ -32,12 +33,12 @@ async def principal_of(connection: HTTPConnection, kind: TokenKind) -> Principal
     state = get_state(connection)
     secret = bearer(connection)
     now = state.clock()
-    cached = state.principals.get(secret, kind, now)
-    if cached is not None:
-        return cached
-    async with state.db.read() as session:
-        principal = await authenticate(session, secret, kind, now)
-    state.principals.put(secret, principal, now)
+    principal = state.principals.get(secret, kind, now)
+    if principal is None:
+        async with state.db.read() as session:
+            principal = await authenticate(session, secret, kind, now)
+        state.principals.put(secret, principal, now)
+    remember(connection.scope, principal)
     return principal
 
 
@@ -52,6 +53,14 @@ async def admin(request: Request) -> Principal:
     return principal
 
 
+async def provider(request: Request) -> Principal:
+    principal = await principal_of(request, "user")
+    if not principal.provider:
+        raise Forbidden("this needs a provider or admin token",
+                        hint="an admin creates one with `bourse tokens create --role provider`")
+    return principal
+
+
 async def user_or_node(request: Request) -> Principal:
     kind: TokenKind = "node" if (bearer(request) or "").startswith("bse_n_") else "user"
     return await principal_of(request, kind)
@@ -60,4 +69,5 @@ async def user_or_node(request: Request) -> Principal:
 State = Annotated[ServerState, Depends(state_dependency)]
 User = Annotated[Principal, Depends(user)]
 Admin = Annotated[Principal, Depends(admin)]
+Provider = Annotated[Principal, Depends(provider)]
 UserOrNode = Annotated[Principal, Depends(user_or_node)]

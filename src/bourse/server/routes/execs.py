@@ -53,11 +53,11 @@ async def exec_socket(ws: WebSocket, job_id: JobIdPath) -> None:
 
 
 async def _open(ws: WebSocket, job_id: str) -> Stream:
-    await principal_of(ws, "user")
+    principal = await principal_of(ws, "user")
     target = await _first_message(ws)
     state = get_state(ws)
     async with state.db.read() as session:
-        running = await running_job(session, job_id)
+        running = await running_job(session, job_id, principal.scope)
     carrier = state.hub.connections.get(running.node_id)
     if carrier is None:
         raise Unreachable(f"node {running.node_id}, where job {job_id} runs, is not connected",

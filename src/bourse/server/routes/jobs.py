@@ -11,6 +11,7 @@ from fastapi.responses import StreamingResponse
 from bourse.core.states import JobState
 from bourse.protocol.api import EventList, JobBatch, JobDetail, JobList, JobView, LogPage
 from bourse.protocol.common import ID_PATTERN, JobSpec
+from bourse.server.access import Scope
 from bourse.server.routes.deps import State, User
 from bourse.server.services import jobs
 from bourse.server.state import ServerState
@@ -22,72 +23,77 @@ KEEP_ALIVE_S = 15.0
 
 
 @router.post("", status_code=201)
-async def submit(spec: JobSpec, state: State, _user: User) -> JobView:
+async def submit(spec: JobSpec, state: State, user: User) -> JobView:
     async with state.db.write() as session:
-        job = await jobs.submit_job(session, spec, state.clock(), state.store_root)
+        job = await jobs.submit_job(session, spec, user.project_id, state.clock(),
+                                    state.store_root)
     state.scheduler.kick()
     return jobs.job_view(job)
 
 
 @router.post("/batch", status_code=201)
-async def submit_batch(batch: JobBatch, state: State, _user: User) -> JobList:
+async def submit_batch(batch: JobBatch, state: State, user: User) -> JobList:
     """Submit up to 1,000 jobs at once, in one transaction."""
     now = state.clock()
     async with state.db.write() as session:
         # a microsecond apart, so that placement (oldest first) keeps the batch's order
-        created = [await jobs.submit_job(session, spec, now + i * 1e-6, state.store_root)
+        created = [await jobs.submit_job(session, spec, user.project_id, now + i * 1e-6,
+                                         state.store_root)
                    for i, spec in enumerate(batch.jobs)]
     state.scheduler.kick()
     return JobList(jobs=[jobs.job_view(j) for j in created])
 
 
 @router.get("")
-async def list_jobs(state: State, _user: User, job_state: Annotated[
+async def list_jobs(state: State, user: User, job_state: Annotated[
         JobState | None, Query(alias="state")] = None,
         limit: Annotated[int, Query(ge=1, le=10000)] = 100,
         run: Annotated[str | None, Query(pattern=ID_PATTERN, max_length=64)] = None) -> JobList:
     async with state.db.read() as session:
-        found = await jobs.list_jobs(session, job_state.value if job_state else None, limit,
-                                     run)
+        found = await jobs.list_jobs(session, user.scope, job_state.value if job_state else None,
+                                     limit, run)
         return JobList(jobs=[jobs.job_view(j) for j in found])
 
 
 @router.get("/{job_id}")
-async def show(job_id: JobIdPath, state: State, _user: User) -> JobDetail:
+async def show(job_id: JobIdPath, state: State, user: User) -> JobDetail:
     async with state.db.read() as session:
-        return await jobs.job_detail(session, await jobs.get_job(session, job_id), state.clock())
+        return await jobs.job_detail(session, await jobs.get_job(session, job_id, user.scope),
+                                     user.scope, state.clock())
 
 
 @router.post("/{job_id}/cancel")
-async def cancel(job_id: JobIdPath, state: State, _user: User) -> JobView:
+async def cancel(job_id: JobIdPath, state: State, user: User) -> JobView:
     async with state.db.write() as session:
-        job, commands = await jobs.cancel_job(session, job_id, state.clock())
+        job, commands = await jobs.cancel_job(session, job_id, user.scope, state.clock())
     state.hub.send(commands)
     state.notifier.notify()
     return jobs.job_view(job)
 
 
 @router.get("/{job_id}/events")
-async def events(job_id: JobIdPath, state: State, _user: User,
+async def events(job_id: JobIdPath, state: State, user: User,
                  after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0) -> EventList:
     async with state.db.read() as session:
-        return EventList(events=await jobs.list_events(session, job_id, after))
+        return EventList(events=await jobs.list_events(session, job_id, user.scope, after))
 
 
 @router.get("/{job_id}/logs")
-async def logs(job_id: JobIdPath, state: State, _user: User,
+async def logs(job_id: JobIdPath, state: State, user: User,
                after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
                limit: Annotated[int, Query(ge=1, le=10000)] = 1000) -> LogPage:
     async with state.db.read() as session:
-        return await jobs.read_logs(session, job_id, after, limit, state.logs)
+        return await jobs.read_logs(session, job_id, user.scope, after, limit,
+                                    archive=state.logs)
 
 
 @router.get("/{job_id}/logs/follow")
-async def follow(job_id: JobIdPath, state: State, _user: User,
+async def follow(job_id: JobIdPath, state: State, user: User,
                  after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0) -> StreamingResponse:
     async with state.db.read() as session:
-        await jobs.get_job(session, job_id)  # 404 before the stream starts
-    return StreamingResponse(_follow(state, job_id, after), media_type="text/event-stream",
+        await jobs.get_job(session, job_id, user.scope)  # 404 before the stream starts
+    return StreamingResponse(_follow(state, job_id, user.scope, after),
+                             media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
@@ -95,15 +101,16 @@ def _sse(event: str, data: str) -> str:
     return f"event: {event}\ndata: {data}\n\n"
 
 
-async def _follow(state: ServerState, job_id: str, cursor: int) -> AsyncIterator[str]:
+async def _follow(state: ServerState, job_id: str, scope: Scope,
+                  cursor: int) -> AsyncIterator[str]:
     """Chunks as they arrive, the job whenever its state (or its progress line) changes,
     then ``end``."""
     last_state: tuple[str, str | None] | None = None
     while True:
         seen = state.notifier.version
         async with state.db.read() as session:
-            page = await jobs.read_logs(session, job_id, cursor, 500, state.logs)
-            job = jobs.job_view(await jobs.get_job(session, job_id))
+            page = await jobs.read_logs(session, job_id, scope, cursor, 500, archive=state.logs)
+            job = jobs.job_view(await jobs.get_job(session, job_id, scope))
         for chunk in page.chunks:
             yield _sse("chunk", chunk.model_dump_json())
         cursor = page.cursor

@@ -10,28 +10,42 @@ from bourse.protocol.api import (
     EnrollmentCreate,
     EnrollmentToken,
     NodeList,
+    NodeTags,
     NodeView,
     ReclaimRequest,
     ReclaimResult,
 )
 from bourse.protocol.common import ID_PATTERN
-from bourse.server.routes.deps import Admin, State, User
-from bourse.server.services import nodes, reclaim, tokens
+from bourse.server.errors import Forbidden
+from bourse.server.routes.deps import Admin, Provider, State, User
+from bourse.server.services import nodes, projects, reclaim, tokens
 
 router = APIRouter(prefix="/api/v1", tags=["nodes"])
 
 
 @router.get("/nodes")
-async def list_nodes(state: State, _user: User) -> NodeList:
+async def list_nodes(state: State, user: User) -> NodeList:
     async with state.db.read() as session:
-        return NodeList(nodes=await nodes.list_nodes(session, set(state.hub.connections)))
+        return NodeList(nodes=await nodes.list_nodes(session, user.scope,
+                                                     set(state.hub.connections)))
 
 
 @router.get("/nodes/{node_id}")
 async def show_node(node_id: Annotated[str, Path(pattern=ID_PATTERN, max_length=64)],
-                    state: State, _user: User) -> NodeView:
+                    state: State, user: User) -> NodeView:
     async with state.db.read() as session:
-        return await nodes.get_node(session, node_id, set(state.hub.connections))
+        return await nodes.get_node(session, node_id, user.scope, set(state.hub.connections))
+
+
+@router.put("/nodes/{node_id}/tags")
+async def set_node_tags(node_id: Annotated[str, Path(pattern=ID_PATTERN, max_length=64)],
+                        body: NodeTags, state: State, admin: Admin) -> NodeView:
+    """Set a node's compliance tags (admins: they vouch for the machine). Projects that
+    require a tag have their jobs placed only on nodes carrying it."""
+    async with state.db.write() as session:
+        await nodes.set_tags(session, node_id, body.tags)
+    async with state.db.read() as session:
+        return await nodes.get_node(session, node_id, admin.scope, set(state.hub.connections))
 
 
 @router.post("/nodes/{node_id}/reclaim")
@@ -47,10 +61,18 @@ async def reclaim_node(node_id: Annotated[str, Path(pattern=ID_PATTERN, max_leng
 
 
 @router.post("/enrollments", status_code=201)
-async def create_enrollment(body: EnrollmentCreate, state: State, _admin: Admin) -> EnrollmentToken:
+async def create_enrollment(body: EnrollmentCreate, state: State,
+                            owner: Provider) -> EnrollmentToken:
+    """A one-time token that enrols a node into the caller's project (an admin may name
+    another)."""
     now = state.clock()
     expires_at = now + body.expires_in_s
+    if body.project is not None and body.project != owner.project_id and not owner.admin:
+        raise Forbidden("a provider enrols nodes into its own project only",
+                        hint="leave out `project`")
     async with state.db.write() as session:
+        project = await projects.get_project(session, body.project or owner.project_id,
+                                             owner.scope)
         secret = await tokens.create_token(session, "enroll", now, name=body.name,
-                                           expires_at=expires_at)
+                                           expires_at=expires_at, project_id=project.id)
     return EnrollmentToken(token=secret, expires_at=expires_at)

@@ -7,16 +7,19 @@ from fastapi import APIRouter
 from bourse.core.match import explain, match
 from bourse.protocol.api import OfferList, OfferQuery, OfferView
 from bourse.server.routes.deps import State, User
-from bourse.server.services.placement import live_capacity, node_offer
+from bourse.server.services.placement import live_capacity, node_offer, public_offer
 
 router = APIRouter(prefix="/api/v1", tags=["offers"])
 
 
 @router.post("/offers")
-async def offers(query: OfferQuery, state: State, _user: User) -> OfferList:
+async def offers(query: OfferQuery, state: State, user: User) -> OfferList:
+    """The market: every project sees every node's free capacity, but a node of another
+    project only under an opaque offer id, without its node id or name."""
     async with state.db.read() as session:
         frees = await live_capacity(session, state.config.allow_unverified)
-    offers = [o for f in frees if (o := node_offer(f)) is not None]
+    offers = [public_offer(o, f.node.project_id, user.scope) for f in frees
+              if (o := node_offer(f)) is not None]
     found = match(query.compute, offers, limit=query.limit)
     views = [OfferView(id=m.offer.id, provider=m.offer.provider,
                        instance_type=m.offer.instance_type, node_id=m.offer.node_id,

@@ -18,10 +18,12 @@ from starlette.websockets import WebSocket
 from bourse.core.errors import BourseError, NotFound
 from bourse.protocol.common import ID_PATTERN, Port
 from bourse.protocol.stream import PortTarget
+from bourse.server.auditing import remember
 from bourse.server.errors import Forbidden, Unauthorized
 from bourse.server.proxy import BadGateway, Upstream, proxy_http, proxy_websocket
 from bourse.server.routes.deps import bearer, get_state, principal_of
 from bourse.server.services.streams import Running, declared_port, running_job
+from bourse.server.services.tokens import Principal
 from bourse.server.tunnels import Unreachable
 from bourse.server.ui.session import COOKIE, authenticate_secret, same_origin
 from bourse.tunnel.stream import Stream
@@ -34,18 +36,19 @@ _ID = re.compile(ID_PATTERN)
 router = APIRouter(include_in_schema=False)
 
 
-async def authenticate(connection: HTTPConnection) -> None:
+async def authenticate(connection: HTTPConnection) -> Principal:
     """A bearer user token, or the UI's cookie (from this origin, for a WebSocket)."""
     if bearer(connection) is not None:
-        await principal_of(connection, "user")
-        return
+        return await principal_of(connection, "user")
     secret = connection.cookies.get(COOKIE)
     if secret is None:
         raise Unauthorized("a user token is needed",
                            hint="send `Authorization: Bearer <token>`, or sign in at /ui/login")
-    await authenticate_secret(get_state(connection), secret)
+    principal = await authenticate_secret(get_state(connection), secret)
+    remember(connection.scope, principal)
     if connection.scope["type"] == "websocket" and not same_origin(connection):
         raise Forbidden("a cross-site WebSocket is refused", hint="open it from this exchange")
+    return principal
 
 
 def _target(connection: HTTPConnection) -> tuple[str, int]:
@@ -56,11 +59,11 @@ def _target(connection: HTTPConnection) -> tuple[str, int]:
 
 
 async def _open(connection: HTTPConnection) -> tuple[Running, Port, Stream]:
-    await authenticate(connection)
+    principal = await authenticate(connection)
     job_id, number = _target(connection)
     state = get_state(connection)
     async with state.db.read() as session:
-        running = await running_job(session, job_id)
+        running = await running_job(session, job_id, principal.scope)
     port = declared_port(running, number)
     carrier = state.hub.connections.get(running.node_id)
     if carrier is None:

@@ -16,13 +16,13 @@ RunIdPath = Annotated[str, Path(pattern=ID_PATTERN, max_length=64)]
 
 
 @router.get("")
-async def list_runs(state: State, _user: User,
+async def list_runs(state: State, user: User,
                     limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> RunList:
     async with state.db.read() as session:
-        return RunList(runs=await runs.list_runs(session, limit))
+        return RunList(runs=await runs.list_runs(session, user.scope, limit))
 
 
 @router.get("/{run_id}")
-async def show(run_id: RunIdPath, state: State, _user: User) -> RunDetail:
+async def show(run_id: RunIdPath, state: State, user: User) -> RunDetail:
     async with state.db.read() as session:
-        return await runs.run_detail(session, run_id)
+        return await runs.run_detail(session, run_id, user.scope)

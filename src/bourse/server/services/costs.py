@@ -6,23 +6,28 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
-from sqlalchemy import select
+from sqlalchemy import case, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.states import AttemptState
 from bourse.protocol.api import AttemptView, CostRow, CostSummary
-from bourse.server.db.schema import Attempt, Node
+from bourse.server.access import Scope
+from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.services.jobs import attempt_view
 
 MAX_ATTEMPTS = 200_000
 By = Literal["day", "node", "job"]
 
 
-async def summarise(session: AsyncSession, by: By, since: float | None,
+async def summarise(session: AsyncSession, scope: Scope, by: By, since: float | None,
                     now: float) -> CostSummary:
-    """Every attempt that started (since ``since``), priced, grouped by ``by``."""
-    query = select(Attempt, Node.name).outerjoin(Node, Node.id == Attempt.node_id).where(
-        Attempt.started_at.is_not(None))
+    """Every attempt of the scope's jobs that started (since ``since``), priced, grouped by
+    ``by``; nodes of other projects are named by id only."""
+    node_name = Node.name if scope.everything else case(
+        (Node.project_id == scope.project_id, Node.name), else_=None)
+    query = scope.filter(select(Attempt, node_name).join(Job, Job.id == Attempt.job_id)
+                         .outerjoin(Node, Node.id == Attempt.node_id).where(
+        Attempt.started_at.is_not(None)), Job.project_id)
     if since is not None:
         query = query.where(Attempt.started_at >= since)
     rows = (await session.execute(query.order_by(Attempt.started_at).limit(MAX_ATTEMPTS))).all()

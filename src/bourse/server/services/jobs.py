@@ -13,11 +13,13 @@ from bourse.core.states import AttemptState, JobState
 from bourse.protocol.agent import CancelJob
 from bourse.protocol.api import AttemptView, EventView, JobDetail, JobView, LogPage
 from bourse.protocol.common import JobSpec
+from bourse.server.access import Scope
 from bourse.server.commands import Command
 from bourse.server.dataplane.plan import resolve_spec
-from bourse.server.db.schema import Attempt, Bundle, Event, Job, LogChunk, Node
+from bourse.server.db.schema import Attempt, BundleOwner, Event, Job, LogChunk, Node, Project
 from bourse.server.ids import new_id
 from bourse.server.logarchive import LogArchive, merge, view
+from bourse.server.services import secrets
 from bourse.server.services.lifecycle import add_event, set_job_state
 from bourse.storage.errors import StoreUnavailable
 from bourse.storage.uri import StoreURI
@@ -25,39 +27,55 @@ from bourse.storage.uri import StoreURI
 CANCEL_GRACE_S = 10.0
 
 
-async def submit_job(session: AsyncSession, spec: JobSpec, now: float,
+async def submit_job(session: AsyncSession, spec: JobSpec, project_id: str, now: float,
                      store: StoreURI | None = None) -> Job:
-    """Accept a job. ``store`` is the root of the exchange's bucket, None without a data
-    plane (then a job that names data is refused)."""
+    """Accept a job into a project. ``store`` is the root of the exchange's bucket, None
+    without a data plane (then a job that names data is refused)."""
     if spec.compute.num_nodes > 1:
         raise InvalidInput(f"num_nodes={spec.compute.num_nodes}: jobs spanning several nodes "
                            "are not supported by the exchange yet", field="compute.num_nodes",
                            hint="submit one job per node, or use num_nodes=1")
-    if spec.bundle and await session.get(Bundle, spec.bundle) is None:
+    if spec.bundle and await session.get(BundleOwner, (spec.bundle, project_id)) is None:
         raise InvalidInput(f"code bundle {spec.bundle[:12]}… has not been uploaded",
                            field="bundle", hint="upload it first with PUT /api/v1/bundles/{sha}")
+    await secrets.check_names(session, project_id, spec.project_secrets)
+    spec = await with_required_tags(session, spec, project_id)
     job_id = new_id("j")
     spec = resolve_spec(spec, job_id, store)
     job = Job(id=job_id, name=spec.name, state=JobState.PENDING.value,
               spec=spec.model_dump(mode="json"), created_at=now, updated_at=now, attempt=0,
               cancel_requested=False, retries_used=0, max_retries=spec.max_retries,
-              avoid_nodes=[], run=spec.run)
+              avoid_nodes=[], run=spec.run, project_id=project_id)
     session.add(job)
     add_event(session, job.id, 0, "state", now, state=JobState.PENDING.value,
               message="submitted")
     return job
 
 
-async def get_job(session: AsyncSession, job_id: str) -> Job:
+async def with_required_tags(session: AsyncSession, spec: JobSpec, project_id: str) -> JobSpec:
+    """The spec with its project's compliance tags added to its compute: the matcher then
+    places it only on nodes carrying them."""
+    required = await session.scalar(select(Project.required_tags).where(
+        Project.id == project_id))
+    missing = [t for t in required or [] if t not in spec.compute.tags]
+    if not missing:
+        return spec
+    compute = spec.compute.model_copy(update={"tags": (*spec.compute.tags, *missing)})
+    return spec.model_copy(update={"compute": compute})
+
+
+async def get_job(session: AsyncSession, job_id: str, scope: Scope) -> Job:
+    """The job, if the scope sees it; another project's job is as missing as no job."""
     job = await session.get(Job, job_id)
-    if job is None:
+    if job is None or not scope.sees(job.project_id):
         raise NotFound(f"no job {job_id!r}", hint="`bourse jobs` lists jobs")
     return job
 
 
-async def list_jobs(session: AsyncSession, state: str | None, limit: int,
+async def list_jobs(session: AsyncSession, scope: Scope, state: str | None, limit: int,
                     run: str | None = None) -> Sequence[Job]:
-    query = select(Job).order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)
+    query = scope.filter(select(Job), Job.project_id).order_by(
+        Job.created_at.desc(), Job.id.desc()).limit(limit)
     if state is not None:
         query = query.where(Job.state == state)
     if run is not None:
@@ -65,9 +83,10 @@ async def list_jobs(session: AsyncSession, state: str | None, limit: int,
     return (await session.scalars(query)).all()
 
 
-async def cancel_job(session: AsyncSession, job_id: str, now: float) -> tuple[Job, list[Command]]:
+async def cancel_job(session: AsyncSession, job_id: str, scope: Scope,
+                     now: float) -> tuple[Job, list[Command]]:
     """Cancel a job: at once when it is not placed, else by asking its node to stop it."""
-    job = await get_job(session, job_id)
+    job = await get_job(session, job_id, scope)
     state = JobState(job.state)
     if state.terminal or job.cancel_requested:
         return job, []
@@ -93,12 +112,13 @@ def job_view(job: Job) -> JobView:
                    resume=bool(job.resume))
 
 
-async def job_detail(session: AsyncSession, job: Job, now: float) -> JobDetail:
-    """A job with its attempts, each priced; the job's cost includes a running attempt's."""
+async def job_detail(session: AsyncSession, job: Job, scope: Scope, now: float) -> JobDetail:
+    """A job with its attempts, each priced; the job's cost includes a running attempt's. The
+    names of nodes are shown only to their own project."""
     attempts = (await session.scalars(
         select(Attempt).where(Attempt.job_id == job.id).order_by(Attempt.number))).all()
-    names = {n.id: n.name for n in (await session.scalars(
-        select(Node).where(Node.id.in_({a.node_id for a in attempts})))).all()}
+    names = {n.id: n.name for n in (await session.scalars(scope.filter(
+        select(Node).where(Node.id.in_({a.node_id for a in attempts})), Node.project_id))).all()}
     views = [attempt_view(a, names.get(a.node_id), now) for a in attempts]
     view = job_view(job).model_dump()
     view["cost"] = total_cost([a.cost for a in views])
@@ -121,9 +141,9 @@ def attempt_view(a: Attempt, node_name: str | None, now: float) -> AttemptView:
         on_demand_cost=on_demand_cost(a.list_price, billed, a.lost_work_s))
 
 
-async def list_events(session: AsyncSession, job_id: str, after: int,
+async def list_events(session: AsyncSession, job_id: str, scope: Scope, after: int,
                       limit: int = 1000) -> list[EventView]:
-    await get_job(session, job_id)
+    await get_job(session, job_id, scope)
     rows = (await session.scalars(
         select(Event).where(Event.job_id == job_id, Event.id > after)
         .order_by(Event.id).limit(limit))).all()
@@ -131,7 +151,7 @@ async def list_events(session: AsyncSession, job_id: str, after: int,
                       state=e.state, message=e.message, data=e.data) for e in rows]
 
 
-async def read_logs(session: AsyncSession, job_id: str, after: int, limit: int,
+async def read_logs(session: AsyncSession, job_id: str, scope: Scope, after: int, limit: int, *,
                     archive: LogArchive | None = None) -> LogPage:
     """Chunks after the cursor in arrival order (sequence order within each attempt).
 
@@ -141,7 +161,7 @@ async def read_logs(session: AsyncSession, job_id: str, after: int, limit: int,
     labelled with their attempt, and appear after the cursor. An ended job's logs may have
     moved to the store (``archive``): they are read from there, merged with any rows left.
     """
-    job = await get_job(session, job_id)
+    job = await get_job(session, job_id, scope)
     ended = JobState(job.state).terminal  # read before the chunks: see above
     rows = [view(c) for c in (await session.scalars(
         select(LogChunk).where(LogChunk.job_id == job_id, LogChunk.id > after)

@@ -10,30 +10,37 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bourse.core.errors import NotFound
 from bourse.protocol.api import NodeView
 from bourse.protocol.common import Capabilities, Declared, ProbeReport, VerificationReport
-from bourse.server.db.schema import Attempt, Node
+from bourse.server.access import Scope
+from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.services.jobs import active_attempt_states
 
 
-async def list_nodes(session: AsyncSession, connected: set[str]) -> list[NodeView]:
-    nodes = (await session.scalars(select(Node).order_by(Node.created_at, Node.id))).all()
-    return await _views(session, nodes, connected)
+async def list_nodes(session: AsyncSession, scope: Scope, connected: set[str]) -> list[NodeView]:
+    """The nodes of the scope's project (a provider's machines; every node for an admin)."""
+    nodes = (await session.scalars(scope.filter(
+        select(Node).order_by(Node.created_at, Node.id), Node.project_id))).all()
+    return await _views(session, nodes, scope, connected)
 
 
-async def get_node(session: AsyncSession, node_id: str, connected: set[str]) -> NodeView:
+async def get_node(session: AsyncSession, node_id: str, scope: Scope,
+                   connected: set[str]) -> NodeView:
     node = await session.get(Node, node_id)
-    if node is None:
+    if node is None or not scope.sees(node.project_id):
         raise NotFound(f"no node {node_id!r}", hint="`bourse nodes` lists nodes")
-    return (await _views(session, [node], connected))[0]
+    return (await _views(session, [node], scope, connected))[0]
 
 
-async def _views(session: AsyncSession, nodes: Sequence[Node],
+async def _views(session: AsyncSession, nodes: Sequence[Node], scope: Scope,
                  connected: set[str]) -> list[NodeView]:
-    attempts = (await session.scalars(select(Attempt).where(
-        Attempt.node_id.in_([n.id for n in nodes]),
-        Attempt.state.in_(active_attempt_states())))).all()
+    """Node views; ``running`` lists only the jobs the scope sees (a provider's node runs
+    other projects' jobs, and their ids are theirs)."""
+    rows = await session.execute(scope.filter(
+        select(Attempt.node_id, Attempt.job_id).join(Job, Job.id == Attempt.job_id).where(
+            Attempt.node_id.in_([n.id for n in nodes]),
+            Attempt.state.in_(active_attempt_states())), Job.project_id))
     running: dict[str, list[str]] = {}
-    for attempt in attempts:
-        running.setdefault(attempt.node_id, []).append(attempt.job_id)
+    for node_id, job_id in rows:
+        running.setdefault(node_id, []).append(job_id)
     return [NodeView(
         id=n.id, name=n.name, state=n.state,
         capabilities=Capabilities.model_validate(n.capabilities) if n.capabilities else None,
@@ -45,4 +52,14 @@ async def _views(session: AsyncSession, nodes: Sequence[Node],
         else None,
         report=ProbeReport.model_validate(n.report) if n.report else None,
         declared=Declared.model_validate(n.declared) if n.declared else None,
+        tags=list(n.tags or []),
     ) for n in nodes]
+
+
+async def set_tags(session: AsyncSession, node_id: str, tags: list[str]) -> Node:
+    """Give a node its compliance tags (an admin vouches for them: a provider cannot)."""
+    node = await session.get(Node, node_id, with_for_update=True)
+    if node is None:
+        raise NotFound(f"no node {node_id!r}", hint="`bourse nodes` lists nodes")
+    node.tags = sorted(set(tags))
+    return node

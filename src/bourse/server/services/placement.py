@@ -8,8 +8,9 @@ PostgreSQL) so several coordinators can share one database.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +25,7 @@ from bourse.core.offer import Offer
 from bourse.core.states import AttemptState, JobState
 from bourse.market.pricing import list_price
 from bourse.protocol.common import Capabilities, ProbeReport
+from bourse.server.access import Scope
 from bourse.server.commands import Command
 from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.services.agents import start_command
@@ -43,6 +45,8 @@ class NodeInfo:
     name: str
     price: float | None
     verified_at: float | None
+    project_id: str = "default"  # its provider's project
+    tags: frozenset[str] = frozenset()  # compliance tags an admin gave it
 
 
 @dataclass
@@ -98,7 +102,8 @@ def node_offer(free: Free) -> Offer | None:
                  gpu_memory_mib=memory, cpus=free.cpus, memory_gib=free.memory_gib,
                  disk_gib=caps.disk_free_gib, driver=caps.driver, price=price,
                  spot_price=spot_price, node_id=node.id, available=1, divisible=True,
-                 source="node", verified_at=verified, engines=frozenset(caps.engines))
+                 source="node", verified_at=verified, engines=frozenset(caps.engines),
+                 tags=node.tags)
 
 
 def on_demand_price(free: Free) -> float:
@@ -108,17 +113,27 @@ def on_demand_price(free: Free) -> float:
     return free.node.price or list_price(caps.cpus, gpu, len(caps.gpus))
 
 
+def public_offer(offer: Offer, project_id: str, scope: Scope) -> Offer:
+    """The offer as the scope may see it: another project's node under an opaque id."""
+    if scope.sees(project_id):
+        return offer
+    opaque = "o-" + hashlib.sha256(f"offer:{offer.id}".encode()).hexdigest()[:12]
+    return replace(offer, id=opaque, instance_type="node", node_id=None)
+
+
 async def live_capacity(session: AsyncSession, allow_unverified: bool = False) -> list[Free]:
     """Connected, verified nodes and what their active attempts leave free."""
-    query = select(Node.id, Node.name, Node.price, Node.verified_at, Node.capabilities).where(
+    query = select(Node.id, Node.name, Node.price, Node.verified_at, Node.capabilities,
+                   Node.project_id, Node.tags).where(
         Node.state == "online", Node.session.is_not(None), Node.capabilities.is_not(None))
     if not allow_unverified:
         query = query.where(Node.verification_status.in_(PLACEABLE))
     rows = (await session.execute(query.order_by(Node.id))).all()
     frees = {}
-    for node_id, name, price, verified_at, capabilities in rows:
+    for node_id, name, price, verified_at, capabilities, project_id, tags in rows:
         caps = await measured(session, node_id, verified_at, capabilities)
-        frees[node_id] = Free(NodeInfo(node_id, name, price, verified_at), caps,
+        info = NodeInfo(node_id, name, price, verified_at, project_id, frozenset(tags or ()))
+        frees[node_id] = Free(info, caps,
                               float(caps.cpus), caps.memory_gib, len(caps.gpus))
     attempts = (await session.scalars(select(Attempt).where(
         Attempt.node_id.in_(list(frees)), Attempt.state.in_(active_attempt_states())))).all()

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bourse.core.errors import NotFound
 from bourse.core.states import JobState
 from bourse.protocol.api import JobView, RunDetail, RunView
+from bourse.server.access import Scope
 from bourse.server.db.schema import Job
 from bourse.server.services.jobs import job_view
 
@@ -33,13 +34,14 @@ def summarise(run_id: str, jobs: Sequence[JobView]) -> RunView:
                    driver=driver.id if driver else None)
 
 
-async def list_runs(session: AsyncSession, limit: int) -> list[RunView]:
-    """The newest ``limit`` runs, newest first."""
+async def list_runs(session: AsyncSession, scope: Scope, limit: int) -> list[RunView]:
+    """The newest ``limit`` runs the caller's project may see, newest first."""
     started = func.min(Job.created_at)
-    newest = (select(Job.run).where(Job.run.is_not(None)).group_by(Job.run)
-              .order_by(started.desc()).limit(limit))
+    newest = (scope.filter(select(Job.run), Job.project_id).where(Job.run.is_not(None))
+              .group_by(Job.run).order_by(started.desc()).limit(limit))
     ids = [r for r in (await session.scalars(newest)).all() if r is not None]
-    rows = (await session.scalars(select(Job).where(Job.run.in_(ids))
+    rows = (await session.scalars(scope.filter(select(Job), Job.project_id)
+                                  .where(Job.run.in_(ids))
                                   .order_by(Job.created_at, Job.id))).all()
     by_run: dict[str, list[JobView]] = {run: [] for run in ids}
     for row in rows:
@@ -48,8 +50,9 @@ async def list_runs(session: AsyncSession, limit: int) -> list[RunView]:
     return [summarise(run, by_run[run]) for run in ids]
 
 
-async def run_detail(session: AsyncSession, run_id: str) -> RunDetail:
-    rows = (await session.scalars(select(Job).where(Job.run == run_id)
+async def run_detail(session: AsyncSession, run_id: str, scope: Scope) -> RunDetail:
+    rows = (await session.scalars(scope.filter(select(Job), Job.project_id)
+                                  .where(Job.run == run_id)
                                   .order_by(Job.created_at, Job.id))).all()
     if not rows:
         raise NotFound(f"no run {run_id!r}", hint="`bourse runs` lists runs")

@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bourse.core.errors import NotFound
 from bourse.core.states import JobState
 from bourse.protocol.common import JobSpec, Port
+from bourse.server.access import Scope
 from bourse.server.errors import Conflict
 from bourse.server.services.jobs import get_job
 
@@ -23,10 +24,10 @@ class Running:
     spec: JobSpec
 
 
-async def running_job(session: AsyncSession, job_id: str) -> Running:
-    """The job's running attempt; NotFound for a job the caller cannot see, Conflict when it is
-    not running."""
-    job = await get_job(session, job_id)
+async def running_job(session: AsyncSession, job_id: str, scope: Scope) -> Running:
+    """The job's running attempt; NotFound for a job the caller cannot see (another project's
+    included), Conflict when it is not running."""
+    job = await get_job(session, job_id, scope)
     if job.state != JobState.RUNNING.value or job.node_id is None:
         raise Conflict(f"job {job_id} is {job.state}, not RUNNING",
                        hint="ports and exec reach a running job only; `bourse jobs` shows its "

@@ -16,7 +16,8 @@ from typing import Literal
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bourse.server.db.schema import Node, Token
+from bourse.server.access import ALL, Scope
+from bourse.server.db.schema import DEFAULT_PROJECT, Node, Token
 from bourse.server.errors import Unauthorized
 from bourse.server.ids import digest, new_id, new_secret
 
@@ -30,10 +31,20 @@ class Principal:
     role: str | None = None
     node_id: str | None = None
     expires_at: float | None = None
+    project_id: str = DEFAULT_PROJECT
 
     @property
     def admin(self) -> bool:
         return self.kind == "user" and self.role == "admin"
+
+    @property
+    def provider(self) -> bool:
+        """May enrol nodes into its project."""
+        return self.admin or (self.kind == "user" and self.role == "provider")
+
+    @property
+    def scope(self) -> Scope:
+        return ALL if self.admin else Scope(self.project_id)
 
 
 @dataclass
@@ -76,10 +87,12 @@ async def has_user_tokens(session: AsyncSession) -> bool:
 async def create_token(
     session: AsyncSession, kind: TokenKind, now: float, *, name: str | None = None,
     role: str | None = None, node_id: str | None = None, expires_at: float | None = None,
+    project_id: str | None = DEFAULT_PROJECT, token_id: str | None = None,
 ) -> str:
     secret = new_secret({"user": "u", "enroll": "e", "node": "n"}[kind])
-    session.add(Token(id=new_id("tok"), kind=kind, hash=digest(secret), name=name, role=role,
-                      node_id=node_id, created_at=now, expires_at=expires_at))
+    session.add(Token(id=token_id or new_id("tok"), kind=kind, hash=digest(secret), name=name,
+                      role=role, node_id=node_id, created_at=now, expires_at=expires_at,
+                      project_id=project_id))
     return secret
 
 
@@ -96,7 +109,14 @@ async def authenticate(session: AsyncSession, secret: str | None, kind: TokenKin
     if token.expires_at is not None and token.expires_at <= now:
         raise Unauthorized("this token has expired")
     return Principal(kind=kind, token_id=token.id, role=token.role, node_id=token.node_id,
-                     expires_at=token.expires_at)
+                     expires_at=token.expires_at, project_id=await _project_of(session, token))
+
+
+async def _project_of(session: AsyncSession, token: Token) -> str:
+    if token.kind == "node" and token.node_id is not None:
+        found = await session.scalar(select(Node.project_id).where(Node.id == token.node_id))
+        return found or DEFAULT_PROJECT
+    return token.project_id or DEFAULT_PROJECT
 
 
 async def enroll_node(session: AsyncSession, enroll_secret: str, name: str,
@@ -111,8 +131,10 @@ async def enroll_node(session: AsyncSession, enroll_secret: str, name: str,
     node_id = new_id("n")
     session.add(Node(id=node_id, name=name, state="offline", capabilities=None,
                      keep_alive_s=keep_alive_s, last_seen=None, session=None, price=None,
-                     created_at=now, updated_at=now))
-    credential = await create_token(session, "node", now, name=name, node_id=node_id)
+                     created_at=now, updated_at=now, project_id=principal.project_id,
+                     tags=[]))
+    credential = await create_token(session, "node", now, name=name, node_id=node_id,
+                                    project_id=None)
     token.node_id = node_id
     return node_id, credential
 

@@ -19,7 +19,7 @@ OFFERS_LIMIT = 50
 
 async def _nodes(ctx: Ctx) -> list[dict[str, object]]:
     async with ctx.state.db.read() as session:
-        found = await nodes.list_nodes(session, set(ctx.state.hub.connections))
+        found = await nodes.list_nodes(session, ctx.scope, set(ctx.state.hub.connections))
     return [{"node": n, "gpus": views.gpu_summary(n.capabilities)} for n in found]
 
 
@@ -34,7 +34,7 @@ async def nodes_rows(ctx: Ctx) -> Response:
 
 async def node_page(ctx: Ctx) -> Response:
     async with ctx.state.db.read() as session:
-        node = await nodes.get_node(session, path_id(ctx, "node_id"),
+        node = await nodes.get_node(session, path_id(ctx, "node_id"), ctx.scope,
                                     set(ctx.state.hub.connections))
     return page("node.html", **ctx.context(node=node, gpus=views.gpu_summary(node.capabilities)))
 
@@ -63,6 +63,6 @@ async def offers_page(ctx: Ctx) -> Response:
 
 async def runs_page(ctx: Ctx) -> Response:
     async with ctx.state.db.read() as session:
-        found = await queries.run_jobs(session)
+        found = await queries.run_jobs(session, ctx.scope)
     runs = views.group_runs(jobs.job_view(j) for j in found)
     return page("runs.html", **ctx.context(runs=runs, now=ctx.state.clock(), ago=views.ago))

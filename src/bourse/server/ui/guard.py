@@ -20,6 +20,7 @@ from starlette.responses import RedirectResponse, Response
 
 from bourse.core.errors import BourseError, InvalidInput, NotFound
 from bourse.protocol.common import ID_PATTERN
+from bourse.server.access import Scope
 from bourse.server.errors import Unauthorized
 from bourse.server.routes.deps import get_state
 from bourse.server.state import ServerState
@@ -43,6 +44,11 @@ class Ctx:
     request: Request
     state: ServerState
     session: Session
+
+    @property
+    def scope(self) -> Scope:
+        """What the signed-in token may see (its project; everything for an admin)."""
+        return self.session.principal.scope
 
     @property
     def htmx(self) -> bool:

@@ -51,8 +51,9 @@ class Filters:
 
 async def _rows(ctx: Ctx, filters: Filters) -> list[views.JobRow]:
     async with ctx.state.db.read() as session:
-        found = await queries.search_jobs(session, filters.state, filters.text, LIST_LIMIT)
-        names = await queries.node_names(session, (j.node_id for j in found))
+        found = await queries.search_jobs(session, ctx.scope, filters.state, filters.text,
+                                          LIST_LIMIT)
+        names = await queries.node_names(session, ctx.scope, (j.node_id for j in found))
     now = ctx.state.clock()
     return [views.job_row(jobs.job_view(j), names, now) for j in found]
 
@@ -70,8 +71,9 @@ async def jobs_rows(ctx: Ctx) -> Response:
 
 async def _detail(ctx: Ctx) -> JobDetail:
     async with ctx.state.db.read() as session:
-        return await jobs.job_detail(session, await jobs.get_job(session, path_id(ctx, "job_id")),
-                                   ctx.state.clock())
+        return await jobs.job_detail(
+            session, await jobs.get_job(session, path_id(ctx, "job_id"), ctx.scope), ctx.scope,
+            ctx.state.clock())
 
 
 def _summary(job: JobDetail) -> dict[str, object]:
@@ -88,9 +90,10 @@ def _header(ctx: Ctx, job: JobDetail) -> Response:
 
 async def _with_timeline(ctx: Ctx) -> tuple[JobDetail, list[views.Phase]]:
     async with ctx.state.db.read() as session:
-        job = await jobs.job_detail(session, await jobs.get_job(session, path_id(ctx, "job_id")),
-                                   ctx.state.clock())
-        events = await jobs.list_events(session, job.id, 0)
+        job = await jobs.job_detail(
+            session, await jobs.get_job(session, path_id(ctx, "job_id"), ctx.scope), ctx.scope,
+            ctx.state.clock())
+        events = await jobs.list_events(session, job.id, ctx.scope, 0)
     return job, views.timeline(events, job.attempts)
 
 
@@ -113,7 +116,8 @@ async def job_timeline(ctx: Ctx) -> Response:
 
 async def _read_logs(ctx: Ctx, job_id: str, after: int) -> LogPage:
     async with ctx.state.db.read() as session:
-        return await jobs.read_logs(session, job_id, after, LOG_CHUNKS, ctx.state.logs)
+        return await jobs.read_logs(session, job_id, ctx.scope, after, LOG_CHUNKS,
+                                    archive=ctx.state.logs)
 
 
 async def job_logs(ctx: Ctx) -> Response:

@@ -8,15 +8,17 @@ from collections.abc import Iterable, Sequence
 from sqlalchemy import func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bourse.server.access import Scope
 from bourse.server.db.schema import Job, Node
 
 RUN_JOBS_LIMIT = 2000  # the runs page shows the runs of the newest this many named jobs
 
 
-async def search_jobs(session: AsyncSession, state: str | None, text: str,
+async def search_jobs(session: AsyncSession, scope: Scope, state: str | None, text: str,
                       limit: int) -> Sequence[Job]:
     """Newest first; ``text`` matches anywhere in the name or the id, ignoring case."""
-    query = select(Job).order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)
+    query = scope.filter(select(Job), Job.project_id).order_by(
+        Job.created_at.desc(), Job.id.desc()).limit(limit)
     if state is not None:
         query = query.where(Job.state == state)
     if text:
@@ -26,16 +28,21 @@ async def search_jobs(session: AsyncSession, state: str | None, text: str,
     return (await session.scalars(query)).all()
 
 
-async def node_names(session: AsyncSession, ids: Iterable[str | None]) -> dict[str, str]:
+async def node_names(session: AsyncSession, scope: Scope,
+                     ids: Iterable[str | None]) -> dict[str, str]:
+    """Names of the nodes the scope sees (another project's node shows as its id)."""
     wanted = {i for i in ids if i}
     if not wanted:
         return {}
-    rows = await session.execute(select(Node.id, Node.name).where(Node.id.in_(wanted)))
+    rows = await session.execute(scope.filter(
+        select(Node.id, Node.name).where(Node.id.in_(wanted)), Node.project_id))
     return {node_id: name for node_id, name in rows.tuples()}
 
 
-async def run_jobs(session: AsyncSession, limit: int = RUN_JOBS_LIMIT) -> Sequence[Job]:
+async def run_jobs(session: AsyncSession, scope: Scope,
+                   limit: int = RUN_JOBS_LIMIT) -> Sequence[Job]:
     """The newest jobs whose name looks like ``<run_id>/<stage>``."""
-    query = (select(Job).where(Job.name.contains("/", autoescape=True))
+    query = (scope.filter(select(Job), Job.project_id)
+             .where(Job.name.contains("/", autoescape=True))
              .order_by(Job.created_at.desc(), Job.id.desc()).limit(limit))
     return (await session.scalars(query)).all()

@@ -25,6 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 
+from bourse.server.auditing import remember
 from bourse.server.errors import Forbidden
 from bourse.server.services.tokens import Principal, authenticate
 from bourse.server.state import ServerState
@@ -68,6 +69,7 @@ async def session_of(connection: HTTPConnection, state: ServerState) -> Session:
     """The request's session from its cookie; Unauthorized when there is none or it is stale."""
     secret = connection.cookies.get(COOKIE)
     principal = await authenticate_secret(state, secret)
+    remember(connection.scope, principal)
     assert secret is not None  # authenticate refuses a missing token
     return Session(principal, csrf_token(secret))
 

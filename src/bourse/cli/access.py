@@ -1,0 +1,125 @@
+"""``bourse login``, ``bourse projects`` and ``bourse tokens``: who may use the exchange."""
+
+from __future__ import annotations
+
+import time
+from typing import cast
+
+import click
+
+from bourse.cli import jobs as seam
+from bourse.cli.errors import handles_errors
+from bourse.cli.jobs import clock
+from bourse.cli.render import echo_json, table
+from bourse.core.units import parse_duration
+from bourse.protocol.access import Role, TokenView
+from bourse.sdk.client import Client
+from bourse.sdk.config import save_credentials
+
+TOKEN_HEADERS = ("ID", "NAME", "PROJECT", "ROLE", "CREATED", "EXPIRES", "STATUS")
+
+
+@click.command()
+@click.argument("url")
+@click.option("--token", help="The API token (asked for when left out, so it is not in the "
+              "shell's history).")
+@handles_errors
+def login(url: str, token: str | None) -> None:
+    """Store the exchange's URL and a token for the CLI and the SDK (file mode 0600)."""
+    secret = token or click.prompt("token", hide_input=True)
+    with Client(url, secret) as client:
+        client.jobs(limit=1)  # refused here, not at the next command, if the token is wrong
+    path = save_credentials(url, secret)
+    click.echo(f"logged in to {url}; credentials in {path}", err=True)
+
+
+@click.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@handles_errors
+def projects(ctx: click.Context, as_json: bool) -> None:
+    """List projects (all of them for an admin); `projects create NAME` makes one."""
+    if ctx.invoked_subcommand is not None:
+        return
+    with seam.open_client() as client:
+        found = client.projects()
+    if as_json:
+        echo_json(found)
+        return
+    rows = [[p.name, ",".join(p.required_tags) or "-", clock(p.created_at)] for p in found]
+    click.echo(table(("NAME", "REQUIRED TAGS", "CREATED"), rows))
+
+
+@projects.command("create")
+@click.argument("name")
+@click.option("--require-tag", "tags", multiple=True,
+              help="A compliance tag every node running its jobs must carry (repeatable).")
+@handles_errors
+def create_project(name: str, tags: tuple[str, ...]) -> None:
+    """Create a project (admin)."""
+    with seam.open_client() as client:
+        made = client.create_project(name, tags)
+    click.echo(made.name)
+
+
+@click.group()
+def tokens() -> None:
+    """API tokens (admin): create, list, revoke."""
+
+
+@tokens.command("create")
+@click.option("--project", default="default", show_default=True)
+@click.option("--role", type=click.Choice(["member", "provider", "admin"]), default="member",
+              show_default=True)
+@click.option("--name", help="A label shown by `tokens list`.")
+@click.option("--expires", help="Lifetime: 45s, 90m, 12h, 30d, 2w (default: never).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handles_errors
+def create_token(project: str, role: str, name: str | None, expires: str | None,
+                 as_json: bool) -> None:
+    """Create a token; it is printed once and only its hash is kept."""
+    lifetime = parse_duration(expires, field="--expires") if expires else None
+    with seam.open_client() as client:
+        made = client.create_token(project, cast(Role, role), name=name,
+                                   expires_in_s=lifetime)
+    if as_json:
+        echo_json(made)
+        return
+    click.echo(made.token)
+    until = f"until {clock(made.expires_at)}" if made.expires_at else "with no expiry"
+    click.echo(f"token {made.id}: {made.role} of project {made.project}, valid {until}; "
+               "it is shown only this once", err=True)
+
+
+def _status(token: TokenView, now: float) -> str:
+    if token.revoked_at is not None:
+        return "revoked"
+    if token.expires_at is not None and token.expires_at <= now:
+        return "expired"
+    return "active"
+
+
+@tokens.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handles_errors
+def list_tokens(as_json: bool) -> None:
+    """Every user token: never its secret."""
+    with seam.open_client() as client:
+        found = client.tokens()
+    if as_json:
+        echo_json(found)
+        return
+    now = time.time()
+    rows = [[t.id, t.name or "-", t.project, t.role, clock(t.created_at),
+             clock(t.expires_at), _status(t, now)] for t in found]
+    click.echo(table(TOKEN_HEADERS, rows))
+
+
+@tokens.command("revoke")
+@click.argument("token_id")
+@handles_errors
+def revoke_token(token_id: str) -> None:
+    """Revoke a token: refused from its next request on."""
+    with seam.open_client() as client:
+        revoked = client.revoke_token(token_id)
+    click.echo(f"revoked {revoked.id}", err=True)

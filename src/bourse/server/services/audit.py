@@ -1,0 +1,142 @@
+"""The audit trail: who did what, from where, with what outcome; append-only, hash-chained.
+
+Each row's ``hash`` is an HMAC (keyed with a subkey of the server key) of its fields and the
+previous row's hash; the one-row ``audit_head`` holds the chain's length and last hash and is
+locked by every writer, so the chain never forks. ``verify_chain`` recomputes it: an edited
+row, a deleted row (in the middle or at the end) or a row inserted by hand breaks it. Someone
+who holds both the database and the server key can rewrite history; keep the key apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bourse.protocol.access import AuditVerdict, AuditView
+from bourse.server.access import Scope
+from bourse.server.db.schema import AuditHead, AuditRecord
+
+GENESIS = "0" * 64
+MASK = "***"
+SECRET_KEYS = ("token", "secret", "password", "credential", "value", "authorization", "key")
+PAGE = 1000
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One audited action, before it is chained."""
+
+    time: float
+    actor: str
+    actor_kind: str
+    project_id: str | None
+    source: str
+    action: str
+    target: str
+    outcome: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def masked(value: Any, key: str = "") -> Any:
+    """``value`` with anything that may be a secret replaced by ``***``: fields whose name
+    says so, and bearer tokens wherever they appear."""
+    if (any(word in key.lower() for word in SECRET_KEYS) and not key.endswith("_id")
+            and value not in (None, "", [], {})):
+        return MASK
+    if isinstance(value, dict):
+        if key == "env":  # a job's environment: names are kept, values may be anything
+            return {str(k)[:64]: MASK for k in list(value)[:100]}
+        return {str(k)[:64]: masked(v, str(k)) for k, v in list(value.items())[:100]}
+    if isinstance(value, list):
+        return [masked(v) for v in value[:100]]
+    if isinstance(value, str):
+        return MASK if value.startswith("bse_") else value[:1000]
+    return value
+
+
+def _fields(row: AuditRecord | Entry, row_id: int | None) -> dict[str, Any]:
+    return {"id": row_id, "time": repr(row.time), "actor": row.actor,
+            "actor_kind": row.actor_kind, "project": row.project_id, "source": row.source,
+            "action": row.action, "target": row.target, "params": row.params,
+            "outcome": row.outcome}
+
+
+def chain_hash(key: bytes, prev_hash: str, fields: dict[str, Any]) -> str:
+    message = json.dumps([prev_hash, fields], sort_keys=True, separators=(",", ":"))
+    return hmac.new(key, message.encode(), hashlib.sha256).hexdigest()
+
+
+async def ensure_head(session: AsyncSession) -> None:
+    """The chain's head row (made by migration 0008), for an empty table only: a chain whose
+    head was deleted while rows remain is reported by ``verify_chain``, not repaired."""
+    if await session.get(AuditHead, 1) is None and await session.scalar(
+            select(AuditRecord.id).limit(1)) is None:
+        session.add(AuditHead(id=1, count=0, hash=GENESIS))
+
+
+async def append(session: AsyncSession, key: bytes, entry: Entry) -> AuditRecord:
+    head = await session.get(AuditHead, 1, with_for_update=True)
+    assert head is not None, "the audit chain's head row is missing (migration 0008)"
+    row_id = head.count + 1
+    record = AuditRecord(id=row_id, time=entry.time, actor=entry.actor[:80],
+                         actor_kind=entry.actor_kind, project_id=entry.project_id,
+                         source=entry.source[:64], action=entry.action[:128],
+                         target=entry.target[:512], params=entry.params,
+                         outcome=entry.outcome[:64], prev_hash=head.hash, hash="")
+    record.hash = chain_hash(key, head.hash, _fields(record, row_id))
+    session.add(record)
+    head.count, head.hash = row_id, record.hash
+    return record
+
+
+async def verify_chain(session: AsyncSession, key: bytes) -> AuditVerdict:
+    """Walk the chain in id order; every break found is a problem (the first 20 listed)."""
+    problems: list[str] = []
+    expected_prev, expected_id, after = GENESIS, 1, 0
+    while True:
+        rows = (await session.scalars(select(AuditRecord).where(AuditRecord.id > after)
+                                      .order_by(AuditRecord.id).limit(PAGE))).all()
+        for row in rows:
+            problems += _check(row, key, expected_id, expected_prev)
+            expected_prev, expected_id = row.hash, row.id + 1
+        if len(rows) < PAGE:
+            break
+        after = rows[-1].id
+    head = await session.get(AuditHead, 1)
+    checked = expected_id - 1
+    if head is None or head.count != checked or head.hash != expected_prev:
+        problems.append(f"the chain ends at row {checked} but its head says "
+                        f"{head.count if head else 'nothing'}: rows were deleted or added")
+    return AuditVerdict(ok=not problems, checked=checked, problems=problems[:20])
+
+
+def _check(row: AuditRecord, key: bytes, expected_id: int, expected_prev: str) -> list[str]:
+    found = []
+    if row.id != expected_id:
+        found.append(f"rows {expected_id}..{row.id - 1} are missing")
+    if row.prev_hash != expected_prev:
+        found.append(f"row {row.id} does not follow the row before it")
+    if row.hash != chain_hash(key, row.prev_hash, _fields(row, row.id)):
+        found.append(f"row {row.id} was changed after it was written")
+    return found
+
+
+def view(row: AuditRecord) -> AuditView:
+    return AuditView(id=row.id, time=row.time, actor=row.actor, actor_kind=row.actor_kind,
+                     project=row.project_id, source=row.source, action=row.action,
+                     target=row.target, params=row.params, outcome=row.outcome)
+
+
+async def list_records(session: AsyncSession, scope: Scope, since: float | None, after: int,
+                       limit: int) -> list[AuditRecord]:
+    query = scope.filter(select(AuditRecord).where(AuditRecord.id > after),
+                         AuditRecord.project_id)
+    if since is not None:
+        query = query.where(AuditRecord.time >= since)
+    return list((await session.scalars(query.order_by(AuditRecord.id).limit(limit))).all())

@@ -1,0 +1,181 @@
+"""Per-project secrets: encrypted at rest, never returned, injected into the jobs that name
+them, and redacted from what those jobs print.
+
+Values are sealed with AES-256-GCM under a subkey of the server key; the project and name are
+the associated data, so a ciphertext copied to another row does not open. A start that names
+secrets gets their values after the placing commit, when the hub sends it
+(``SecretKeeper.complete``); the values of each attempt are remembered to redact its logs and
+events (and read again from the database after a restart).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from collections.abc import Iterable, Sequence
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bourse.core import redact
+from bourse.core.errors import BourseError, InvalidInput, NotFound
+from bourse.protocol.access import SecretView
+from bourse.protocol.agent import JobEvent, LogChunk, StartJob
+from bourse.server.commands import Command
+from bourse.server.db.schema import Job, Secret
+from bourse.server.keys import subkey
+
+NONCE_BYTES = 12
+MAX_CACHED = 10_000
+
+
+class SecretBox:
+    def __init__(self, key: bytes) -> None:
+        self._aead = AESGCM(subkey(key, "secrets"))
+
+    def seal(self, project_id: str, name: str, value: str) -> bytes:
+        nonce = os.urandom(NONCE_BYTES)
+        return nonce + self._aead.encrypt(nonce, value.encode(), _aad(project_id, name))
+
+    def open(self, project_id: str, name: str, sealed: bytes) -> str:
+        try:
+            plain = self._aead.decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:],
+                                       _aad(project_id, name))
+        except InvalidTag:
+            raise BourseError(f"secret {name!r} cannot be decrypted with this server key",
+                              hint="restore the data dir's server.key, or set it again") from None
+        return plain.decode()
+
+
+def _aad(project_id: str, name: str) -> bytes:
+    return f"{project_id}/{name}".encode()
+
+
+def secret_view(row: Secret) -> SecretView:
+    return SecretView(name=row.name, created_at=row.created_at, updated_at=row.updated_at)
+
+
+async def set_secret(session: AsyncSession, box: SecretBox, project_id: str, name: str, *,
+                     value: str, now: float) -> Secret:
+    if len(value.encode()) < redact.MIN_BYTES:
+        raise InvalidInput(f"a secret must be at least {redact.MIN_BYTES} bytes long",
+                           field="value", hint="shorter values cannot be redacted from logs")
+    row = await session.get(Secret, (project_id, name), with_for_update=True)
+    sealed = box.seal(project_id, name, value)
+    if row is None:
+        row = Secret(project_id=project_id, name=name, ciphertext=sealed, created_at=now,
+                     updated_at=now)
+        session.add(row)
+    else:
+        row.ciphertext, row.updated_at = sealed, now
+    return row
+
+
+async def list_secrets(session: AsyncSession, project_id: str) -> list[Secret]:
+    return list((await session.scalars(select(Secret).where(Secret.project_id == project_id)
+                                       .order_by(Secret.name))).all())
+
+
+async def delete_secret(session: AsyncSession, project_id: str, name: str) -> Secret:
+    row = await session.get(Secret, (project_id, name))
+    if row is None:
+        raise NotFound(f"no secret {name!r} in this project", hint="`bourse secrets` lists them")
+    await session.delete(row)
+    return row
+
+
+async def check_names(session: AsyncSession, project_id: str, names: Sequence[str]) -> None:
+    """A job may name only secrets its project has (checked at submit, again at start)."""
+    if not names:
+        return
+    found = set((await session.scalars(select(Secret.name).where(
+        Secret.project_id == project_id, Secret.name.in_(list(names))))).all())
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise InvalidInput(f"no secret {missing[0]!r} in this project", field="project_secrets",
+                           hint="set it first with `bourse secrets set NAME`")
+
+
+async def values(session: AsyncSession, box: SecretBox, project_id: str,
+                 names: Sequence[str]) -> dict[str, str]:
+    await check_names(session, project_id, names)
+    rows = (await session.scalars(select(Secret).where(
+        Secret.project_id == project_id, Secret.name.in_(list(names))))).all()
+    return {r.name: box.open(project_id, r.name, r.ciphertext) for r in rows}
+
+
+class SecretKeeper:
+    """The hub's side: fills starts with their secrets and redacts what attempts report."""
+
+    def __init__(self, box: SecretBox) -> None:
+        self.box = box
+        self._patterns: dict[str, tuple[bytes, ...]] = {}  # job id -> what to redact
+
+    @staticmethod
+    def needs(command: Command) -> bool:
+        message = command.message
+        return isinstance(message, StartJob) and bool(message.spec.project_secrets)
+
+    async def complete(self, session: AsyncSession, command: Command) -> Command:
+        """The start with its secrets in ``secret_env``; InvalidInput if one is gone."""
+        message = command.message
+        assert isinstance(message, StartJob)
+        project = await session.scalar(select(Job.project_id).where(Job.id == message.job_id))
+        found = await values(session, self.box, project or "", message.spec.project_secrets)
+        self._remember(message.job_id, found.values())
+        return Command(command.node_id, message.model_copy(update={"secret_env": found}))
+
+    def _remember(self, job_id: str, found: Iterable[str]) -> None:
+        if len(self._patterns) > MAX_CACHED:
+            self._patterns.clear()
+        self._patterns[job_id] = redact.patterns(found)
+
+    async def patterns(self, session: AsyncSession,
+                       job_ids: set[str]) -> dict[str, tuple[bytes, ...]]:
+        """What to redact from each job's reports: its secrets' values, remembered from its
+        start or read again."""
+        unknown = job_ids - self._patterns.keys()
+        if unknown:
+            rows = await session.execute(select(Job.id, Job.project_id, Job.spec).where(
+                Job.id.in_(list(unknown))))
+            for job_id, project_id, spec in rows:
+                names = spec.get("project_secrets") or []
+                found = await values(session, self.box, project_id, names) if names else {}
+                self._remember(job_id, found.values())
+        return {j: self._patterns.get(j, ()) for j in job_ids}
+
+    async def scrub_chunks(self, session: AsyncSession,
+                           chunks: Sequence[LogChunk]) -> list[LogChunk]:
+        found = await self.patterns(session, {c.job_id for c in chunks})
+        return [_scrub_chunk(c, found[c.job_id]) if found[c.job_id] else c for c in chunks]
+
+    async def scrub_events(self, session: AsyncSession,
+                           events: Sequence[JobEvent]) -> list[JobEvent]:
+        found = await self.patterns(session, {e.job_id for e in events})
+        return [_scrub_event(e, found[e.job_id]) if found[e.job_id] else e for e in events]
+
+
+def _scrub_chunk(chunk: LogChunk, searched: tuple[bytes, ...]) -> LogChunk:
+    try:
+        data = base64.b64decode(chunk.data, validate=True)
+    except binascii.Error:
+        return chunk  # dropped by the handler
+    return chunk.model_copy(update={
+        "data": base64.b64encode(redact.redact(data, searched)).decode()})
+
+
+def _scrub_event(event: JobEvent, searched: tuple[bytes, ...]) -> JobEvent:
+    return event.model_copy(update={"data": _scrub_value(event.data, searched)})
+
+
+def _scrub_value(value: object, searched: tuple[bytes, ...]) -> object:
+    if isinstance(value, str):
+        return redact.redact_text(value, searched)
+    if isinstance(value, dict):
+        return {k: _scrub_value(v, searched) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub_value(v, searched) for v in value]
+    return value

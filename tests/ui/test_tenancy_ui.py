@@ -1,0 +1,49 @@
+"""The web UI shows a project only its own jobs and nodes: every guarded endpoint, signed in
+as another project, answers alpha's ids as missing and shows nothing of alpha's."""
+
+from __future__ import annotations
+
+import pytest
+from ui_site import BASE_URL, Site
+
+from bourse.server.ui import routes
+from bourse.server.ui.session import csrf_token
+
+pytestmark = pytest.mark.anyio
+
+
+async def _token(site: Site, project: str) -> str:
+    await site.api("POST", "/api/v1/projects", json={"name": project})
+    made = await site.api("POST", "/api/v1/tokens", json={"project": project})
+    token: str = made.json()["token"]
+    return token
+
+
+async def test_another_projects_session_sees_nothing_of_alpha(site: Site) -> None:
+    alpha = {"Authorization": f"Bearer {await _token(site, 'alpha-corp')}"}
+    job = await site.client.post("/api/v1/jobs", headers=alpha, json={
+        "command": ["true"], "name": "alpha-job-name-91c"})
+    provider = await site.api("POST", "/api/v1/tokens", json={"project": "alpha-corp",
+                                                              "role": "provider"})
+    enrolment = await site.client.post("/api/v1/enrollments", json={}, headers={
+        "Authorization": f"Bearer {provider.json()['token']}"})
+    node = await site.client.post("/api/v1/agent/enroll", json={"name": "alpha-node-7f3"},
+                                  headers={"Authorization": f"Bearer "
+                                                            f"{enrolment.json()['token']}"})
+    ids = {"job_id": job.json()["id"], "node_id": node.json()["node_id"]}
+    markers = {*ids.values(), "alpha-job-name-91c", "alpha-node-7f3"}
+    beta = await _token(site, "beta-labs")
+    assert (await site.login(beta)).status_code == 303
+    for path, _, _, methods in routes.GUARDED:
+        if path == "/ui/logout":
+            continue
+        url = path.format(**ids)
+        headers = {"Origin": BASE_URL, "X-CSRF-Token": csrf_token(beta)}
+        response = await site.client.request(methods[0], url, headers=headers)
+        where = (path, response.status_code)
+        leaked = {m for m in markers if m in response.text and m not in url}
+        assert not leaked, where
+        if "{" in path:
+            assert response.status_code == 404, where
+    alpha_view = await site.client.get(f"/api/v1/jobs/{ids['job_id']}", headers=alpha)
+    assert alpha_view.json()["state"] == "PENDING"  # beta's cancel did not reach it
