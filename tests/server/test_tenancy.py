@@ -6,13 +6,15 @@ matrix as soon as it exists (``route_requests`` must be taught its path paramete
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
+from fake_agent import FakeAgent
 from route_requests import path_params, request_for, routes
-from server_harness import Exchange, capabilities
+from server_harness import Exchange, Live, capabilities
 
 from bourse.server.db.schema import Node
 
@@ -241,3 +243,22 @@ async def test_enrolment_tokens_enrol_into_a_project(exchange: Exchange) -> None
     assert [n["id"] for n in listed.json()["nodes"]] == [node.json()["node_id"]]
     nowhere = await exchange.client.post("/api/v1/enrollments", json={"project": "nowhere"})
     assert nowhere.status_code == 404
+
+
+async def test_costs_are_summed_per_project(live: Live,
+                                            agent_factory: Callable[..., Any]) -> None:
+    exchange = live.exchange
+    alpha = _auth(await exchange.project_token("alpha-corp"))
+    beta = _auth(await exchange.project_token("beta-labs"))
+    agent: FakeAgent = await agent_factory("shared")
+    job = await exchange.client.post("/api/v1/jobs", headers=alpha, json={
+        "command": ["true"], "compute": {"cpus": 1}})
+    await exchange.tick()
+    start = await agent.expect("start_job", job_id=job.json()["id"])
+    await agent.run_job(job.json()["id"], int(start["attempt"]))
+    mine = await exchange.client.get("/api/v1/cost", params={"by": "job"}, headers=alpha)
+    theirs = await exchange.client.get("/api/v1/cost", params={"by": "job"}, headers=beta)
+    assert [r["key"] for r in mine.json()["rows"]] == [job.json()["id"]]
+    assert theirs.json()["rows"] == [] and theirs.json()["total"]["attempts"] == 0
+    by_node = await exchange.client.get("/api/v1/cost", params={"by": "node"}, headers=alpha)
+    assert [r["key"] for r in by_node.json()["rows"]] == [agent.node_id]  # not its name
