@@ -245,3 +245,16 @@ def test_an_exec_ends_with_its_job(served: Served) -> None:
     _, err = execing.communicate(timeout=30)
     assert execing.returncode == 1
     assert f"job {job.id} ended".encode() in err
+
+
+def test_another_project_can_neither_reach_the_port_nor_exec(served: Served) -> None:
+    client = served.exchange.client
+    client.create_project("elsewhere")
+    other = client.create_token("elsewhere").token
+    port = httpx.get(served.url(served.http_port), headers={"Authorization": f"Bearer {other}"})
+    assert port.status_code == 404 and "servers" not in port.text
+    env = {**os.environ, "BOURSE_URL": served.exchange.url, "BOURSE_TOKEN": other}
+    refused = subprocess.run([sys.executable, "-m", "bourse", "exec", served.job_id, "--", "pwd"],
+                             env=env, capture_output=True, timeout=60, check=False)
+    assert refused.returncode != 0 and refused.stdout == b""
+    assert b"no job" in refused.stderr
