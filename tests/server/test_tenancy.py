@@ -53,7 +53,8 @@ async def _alpha(exchange: Exchange) -> Alpha:
     put = await client.put(f"/api/v1/bundles/{ALPHA_SHA}", content=ALPHA_CODE, headers=member)
     assert put.status_code == 201, put.text
     job = await client.post("/api/v1/jobs", headers=member, json={
-        "command": ["true"], "name": "alpha-job-name-91c", "bundle": ALPHA_SHA})
+        "command": ["true"], "name": "alpha-job-name-91c", "bundle": ALPHA_SHA,
+        "run": "r-alpha-run-5e1", "app": "alpha_app.py", "stage": "Train"})
     assert job.status_code == 201, job.text
     await client.post(f"/api/v1/jobs/{job.json()['id']}/cancel", headers=member)
     made = await client.post("/api/v1/enrollments", json={}, headers=provider)
@@ -67,7 +68,8 @@ async def _alpha(exchange: Exchange) -> Alpha:
                               json={"value": "alpha-secret-value-0d2"})
     assert secret.status_code == 201, secret.text
     ids = {"job_id": job.json()["id"], "node_id": node.json()["node_id"], "sha256": ALPHA_SHA,
-           "token_id": token.json()["id"], "name": "ALPHA_SECRET_NAME"}
+           "token_id": token.json()["id"], "name": "ALPHA_SECRET_NAME",
+           "run_id": "r-alpha-run-5e1"}
     markers = {*ids.values(), "alpha-job-name-91c", "alpha-node-name-7f3", "alpha-corp",
                "alpha-token-name-44", "alpha-secret-value-0d2"}
     return Alpha(ids, markers)
