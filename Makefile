@@ -35,6 +35,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/match.py
 	$(PY) benchmarks/envs.py
+	$(PY) benchmarks/recovery.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info

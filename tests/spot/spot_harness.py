@@ -15,8 +15,8 @@ HERE = Path(__file__).resolve().parent
 
 
 def spot_agent(exchange: Exchange, name: str, region: str, *, spot_price: float = 0.1,
-               cpus: int = 2) -> Agent:
-    agent = Agent(exchange.cluster, name, exchange.coordinator.url, KEEP_ALIVE_S, cpus=cpus)
+               cpus: int = 2, keep_alive: float = KEEP_ALIVE_S) -> Agent:
+    agent = Agent(exchange.cluster, name, exchange.coordinator.url, keep_alive, cpus=cpus)
     agent.proc.args += ["--interruptible", "--spot-price", str(spot_price),
                         "--region", region, "--provider", "acme"]
     agent.start(exchange.client.create_enrollment(name=name).token)
