@@ -78,14 +78,12 @@ class Spot:
 
 
 def phases(agent: Agent, job_id: str, attempt: int) -> Phases:
-    """``PHASE name time`` lines of one attempt's output; the last of each name wins, but
-    ``saved`` keeps its first (the first checkpoint) under ``first_saved``."""
+    """``PHASE name time`` lines of one attempt's output; the last of each name wins (``saved``:
+    the newest checkpoint)."""
     found: Phases = {}
     for line in agent.stdout(job_id, attempt).decode(errors="replace").splitlines():
         parts = line.split()
         if len(parts) >= 3 and parts[0] == "PHASE":
-            if parts[1] == "saved" and "saved" not in found:
-                found["first_saved"] = float(parts[2])
             found[parts[1]] = float(parts[2])
     return found
 
@@ -136,8 +134,7 @@ def reclaim_runs(spot: Spot, count: int, cold: list[float]) -> list[Phases]:
         if node_state(exchange, other) != "online":
             renew(exchange, other)
         results.append(reclaim_once(exchange, job_id, number, current, other))
-        print(f"  reclaim run {number}/{count}: "
-              + ", ".join(f"{k} {v:.2f}" for k, v in results[-1].items()), flush=True)
+        show(f"reclaim run {number}/{count}", results[-1])
         current, other = other, current
     end_job(exchange, job_id)
     return results
@@ -179,16 +176,20 @@ def lost_run(spot: Spot, cold: list[float]) -> Phases:
     lost = attempt_ended(exchange, job_id, "LOST")
     again = wait_phase(exchange, other, job_id, 2, "loop")
     end_job(exchange, job_id)  # the next run's ensure_online brings the node back
-    return {"detection": (lost.ended_at or 0.0) - t0, "loop again": again["loop"] - t0}
+    assert lost.ended_at is not None
+    return {"detection": lost.ended_at - t0, "loop again": again["loop"] - t0}
 
 
 def runs(count: int, run: Callable[[], Phases], label: str) -> list[Phases]:
     results = []
     for number in range(1, count + 1):
         results.append(run())
-        print(f"  {label} run {number}/{count}: "
-              + ", ".join(f"{k} {v:.2f}" for k, v in results[-1].items()), flush=True)
+        show(f"{label} run {number}/{count}", results[-1])
     return results
+
+
+def show(label: str, result: Phases) -> None:
+    print(f"  {label}: " + ", ".join(f"{k} {v:.2f}" for k, v in result.items()), flush=True)
 
 
 def stats(results: list[Phases], name: str) -> tuple[float, float]:
