@@ -49,6 +49,7 @@ class FakeExchange:
         self.events: dict[str, list[dict[str, Any]]] = {}
         self.chunks: dict[str, list[dict[str, Any]]] = {}
         self.follow: dict[str, list[str]] = {}  # SSE text parts per job
+        self.metrics: dict[str, dict[str, Any]] = {}  # MetricsView per job
         self.nodes: list[dict[str, Any]] = []
         self.bundles: dict[str, bytes] = {}
         self.requests: list[httpx.Request] = []
@@ -61,6 +62,7 @@ class FakeExchange:
             ("GET", re.compile(r"/jobs/(?P<id>[^/]+)/events"), self._events),
             ("GET", re.compile(r"/jobs/(?P<id>[^/]+)/logs"), self._logs),
             ("GET", re.compile(r"/jobs/(?P<id>[^/]+)/logs/follow"), self._follow),
+            ("GET", re.compile(r"/jobs/(?P<id>[^/]+)/metrics"), self._metrics),
             ("GET", re.compile(r"/nodes"), self._nodes),
             ("GET", re.compile(r"/nodes/(?P<id>[^/]+)"), self._node),
             ("HEAD", re.compile(r"/bundles/(?P<sha>[0-9a-f]+)"), self._has_bundle),
@@ -134,6 +136,13 @@ class FakeExchange:
             return error(404, f"no job {id}")
         return httpx.Response(200, headers={"content-type": "text/event-stream"},
                               content="".join(self.follow[id]).encode())
+
+    def _metrics(self, request: httpx.Request, id: str) -> httpx.Response:
+        if id not in self.metrics:
+            return error(404, f"no job {id}")
+        view = self.metrics[id]
+        limit = int(request.url.params["limit"])
+        return httpx.Response(200, json={**view, "samples": view["samples"][-limit:]})
 
     def _nodes(self, request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, json={"nodes": self.nodes})

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from ui_exchange import HUNDRED_K, TICKER, UiExchange
+from ui_exchange import COMPUTER, HUNDRED_K, TICKER, UiExchange
 from ui_exchange import _free_port as free_port
 
 from bourse.app import tensorboard
@@ -262,6 +262,31 @@ def test_search_finds_a_line_among_100k(page: Page, exchange: UiExchange) -> Non
     shot(page, "job-search")
     assert TIMINGS["search_one_line_in_page_ms"] < 500
     assert TIMINGS["search_one_line_s"] < 5
+
+
+def test_a_metrics_chart_renders_with_data_points(page: Page, exchange: UiExchange) -> None:
+    job = exchange.submit(COMPUTER, "ui-metrics")
+    exchange.wait_state(job.id, "RUNNING")
+    page.goto(f"/ui/jobs/{job.id}#metrics")
+    metrics = page.locator("#metrics-charts")
+    expect(metrics.locator(".uplot")).to_have_count(2)  # CPU/GPU %, then memory
+    # samples every 0.5 s; the page polls every 3 s (a string predicate would need eval: CSP)
+    for _ in range(100):
+        if int(metrics.get_attribute("data-points") or 0) >= 4:
+            break
+        page.wait_for_timeout(200)
+    assert int(metrics.get_attribute("data-points") or 0) >= 4
+    assert metrics.locator("canvas").count() == 2
+    # the CPU series has real values: uPlot's own data, as drawn
+    cpu = page.evaluate("document.getElementById('metrics-charts').charts.plots.usage.data[1]")
+    assert len(cpu) >= 4 and max(v for v in cpu if v is not None) > 10
+    expect(metrics.locator(".metrics-status")).to_contain_text("samples")
+    metrics.scroll_into_view_if_needed()
+    shot(page, "job-metrics")
+    page.goto("/ui/nodes")
+    expect(page.locator("tr.node-row", has_text="ui-node").locator("td.usage")).to_contain_text(
+        "CPU")
+    exchange.client.cancel(job.id)
 
 
 def test_the_nodes_page_shows_the_verified_node(page: Page, exchange: UiExchange) -> None:

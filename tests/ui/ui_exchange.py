@@ -100,7 +100,8 @@ class UiExchange:
         enrolment = self.client.create_enrollment(name="ui-node").token
         self._spawn("agent", "agent", "--server", self.url, "--token", enrolment,
                     "--name", "ui-node", "--work-dir", str(self.agent_dir),
-                    "--keep-alive", str(KEEP_ALIVE_S), "--cpus", "4", "--storage-mb", "4")
+                    "--keep-alive", str(KEEP_ALIVE_S), "--cpus", "4", "--storage-mb", "4",
+                    "--metrics-interval", "0.5")
         wait_for(self._verified, VERIFY_TIMEOUT_S, "the agent to connect and pass verification",
                  self.logs)
         return self
@@ -162,4 +163,11 @@ out = sys.stdout
 for i in range(100_000):
     needle = " needle" if i % 25_000 == 12_345 else ""  # lines 12345, 37345, 62345, 87345
     out.write(f"line {i:06d} value {i * 7919 % 100_003}{needle}\\n")
+"""
+
+COMPUTER = """\
+import time
+end = time.time() + 120
+while time.time() < end:
+    sum(range(20000))
 """

@@ -37,6 +37,7 @@ from bourse.agent.environment import JobEnvironments
 from bourse.agent.envs import EnvManager
 from bourse.agent.hooks import HookChain
 from bourse.agent.indexes import PackageSources, pip_sources
+from bourse.agent.metrics import LiveAttempt, Sampler, open_gpu_meter
 from bourse.agent.probe import probe
 from bourse.agent.probe.report import ProbeOptions, run_probe
 from bourse.agent.runtime import Runtime, base_env
@@ -88,6 +89,7 @@ class AgentConfig:
     region: str | None = None  # where the node is (a cloud region or a site name)
     sources: PackageSources | None = None  # job environments' packages; None: pip's config
     torch_index: str = PYTORCH_INDEX
+    metrics_interval_s: float = 5.0  # 0: send no resource samples
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,7 @@ class Session:
         self._ids = itertools.count()
         self.stream_out: asyncio.Queue[Wire] = asyncio.Queue()  # bounded by flow control
         self.tunnel = NodeTunnel(self.stream_out.put_nowait, agent.spool.get_attempt)
+        self.accepts: frozenset[str] = frozenset()  # optional messages the coordinator takes
 
     async def send(self, body: Wire | Callable[[], Wire], msg_id: str | None = None) -> None:
         async with self.lock:
@@ -125,6 +128,8 @@ class Session:
         tasks = [asyncio.create_task(self._sender()), asyncio.create_task(self._receiver()),
                  asyncio.create_task(self._heartbeat()), asyncio.create_task(self._reporter()),
                  asyncio.create_task(self._streams())]
+        if "metrics" in self.accepts and self.agent.config.metrics_interval_s > 0:
+            tasks.append(asyncio.create_task(self._metrics()))
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
@@ -212,6 +217,13 @@ class Session:
             await asyncio.sleep(self.agent.config.keep_alive_s)
             await self.send(lambda: Heartbeat(running=runtime.running(), time=time.time()))
 
+    async def _metrics(self) -> None:
+        """Sample the running jobs and the node every interval; best effort, not spooled."""
+        while True:
+            await asyncio.sleep(self.agent.config.metrics_interval_s)
+            message = await asyncio.to_thread(self.agent.sampler.sample, self.agent.live())
+            await self.send(message, msg_id=f"m{next(self._ids)}")
+
 
 class Agent:
     def __init__(self, config: AgentConfig, rng: Callable[[], float] = random.random) -> None:
@@ -222,6 +234,8 @@ class Agent:
             shutil.disk_usage(self.work_dir).free))
         self.caps: Capabilities | None = None  # what the last hello said (GPUs, driver)
         self.runtime = Runtime(self.work_dir, self.spool, hooks=self._hooks())
+        self.sampler = Sampler(self.work_dir, self.work_dir / "cache", open_gpu_meter(),
+                               cache_used=self.data.cache.used)
         self.cred: credentials.NodeCredential | None = None
         self.bundles: BundleCache | None = None
         self._starting: dict[tuple[str, int], asyncio.Task[None]] = {}
@@ -242,6 +256,9 @@ class Agent:
 
     def node_facts(self) -> Capabilities | None:
         return self.caps
+
+    def live(self) -> list[LiveAttempt]:
+        return [LiveAttempt(*attempt) for attempt in self.runtime.live()]
 
     @property
     def ws_url(self) -> str:
@@ -264,6 +281,7 @@ class Agent:
         finally:
             await self.runtime.close()
             self.spool.close()
+            self.sampler.gpus.close()
 
     async def _connect_forever(self) -> None:
         self.failures = 0
@@ -301,7 +319,9 @@ class Agent:
             welcome = Envelope.model_validate(json.loads(await asyncio.wait_for(ws.recv(), 15)))
             if welcome.type != "welcome":
                 raise websockets.WebSocketException(f"expected welcome, got {welcome.type}")
-            log.info("connected as node %s", Welcome.model_validate(welcome.body).node_id)
+            welcomed = Welcome.model_validate(welcome.body)
+            session.accepts = frozenset(welcomed.accepts)
+            log.info("connected as node %s", welcomed.node_id)
             self.failures = 0  # a welcomed session resets the backoff
             await session.run()
 

@@ -247,6 +247,10 @@ class Runtime:
             self._signal(watch, signal.SIGTERM)
             self._escalate(watch)
 
+    def live(self) -> list[tuple[str, int, int, Path]]:
+        """(job id, attempt, pid, directory) of each attempt whose process is watched."""
+        return [(*w.key, w.pid, w.adir.root) for w in self._watches.values() if not w.stale]
+
     def running(self) -> list[AttemptRef]:
         """Attempts that are active or whose final event is not yet acknowledged."""
         return self._spool.reportable()

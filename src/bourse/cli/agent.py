@@ -71,6 +71,9 @@ LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # as protocol.common.L
 @click.option("--torch-index", metavar="URL", default=PYTORCH_INDEX, show_default=True,
               help="Where PyTorch's per-CUDA indexes are (<URL>/cu121, <URL>/cpu...): a "
                    "mirror of download.pytorch.org/whl.")
+@click.option("--metrics-interval", type=click.FloatRange(min=0, max=3600), default=5.0,
+              show_default=True, help="Seconds between resource samples of the running jobs "
+              "and the node (CPU, memory, GPUs, disk); 0 sends none.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 @click.pass_context
@@ -81,12 +84,16 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
           storage_mb: int, cache_gb: float | None, interruptible: bool,
           spot_price: float | None, provider_label: str | None, region: str | None,
           index_url: str | None, extra_index_url: tuple[str, ...], find_links: tuple[str, ...],
-          no_index: bool, torch_index: str, log_level: str) -> None:
+          no_index: bool, torch_index: str, metrics_interval: float,
+          log_level: str) -> None:
     """Run a node agent: it dials out to the coordinator and runs the jobs placed here."""
     if ctx.invoked_subcommand is not None:
         return
     if not server:
         raise click.UsageError("--server is required, e.g. --server http://127.0.0.1:8470")
+    if 0 < metrics_interval < 0.5:
+        raise click.BadParameter("sample at most twice a second (or 0 for never)",
+                                 param_hint="--metrics-interval")
     if not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
         raise click.BadParameter("use letters, digits, '-', '_' and '.'", param_hint="--name")
     logging.basicConfig(level=log_level.upper(),
@@ -105,7 +112,7 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
                          region=label(region, "--region"),
                          sources=package_sources(index_url, extra_index_url, find_links,
                                                  no_index),
-                         torch_index=torch_index)
+                         torch_index=torch_index, metrics_interval_s=metrics_interval)
     asyncio.run(run_agent(config))
 
 

@@ -10,6 +10,7 @@ import click
 
 from bourse.cli.data import data_facts
 from bourse.cli.errors import handles_errors
+from bourse.cli.metrics import metrics
 from bourse.cli.render import echo_json, table
 from bourse.protocol.api import AttemptView, EventView, JobDetail, JobView
 from bourse.sdk.client import Client
@@ -125,6 +126,7 @@ def _facts(job: JobDetail) -> dict[str, str | None]:
         "lost work": None if job.lost_work_s is None else
         f"{seconds(job.lost_work_s)} (since the last checkpoint, over all attempts)",
         "reason": job.reason,
+        "stalled": job.stalled.message if job.stalled else None,
     }
 
 
@@ -165,3 +167,6 @@ def stop(job_ids: tuple[str, ...]) -> None:
             view = client.cancel(job_id)
             pending = view.state not in ("SUCCEEDED", "FAILED", "CANCELLED")
             click.echo(f"{view.id}: {'stopping' if pending else view.state}")
+
+
+jobs.add_command(metrics)

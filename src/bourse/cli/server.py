@@ -14,8 +14,9 @@ import click
 import uvicorn
 
 from bourse.cli.errors import handles_errors
+from bourse.core.health import StallRules
 from bourse.server.app import create_app
-from bourse.server.config import ServerConfig, StoreConfig
+from bourse.server.config import MetricsConfig, ServerConfig, StoreConfig
 from bourse.server.db.database import sqlite_url
 
 
@@ -46,6 +47,19 @@ def store_config(*, store_endpoint: str | None, store_region: str | None, store_
     return StoreConfig(kind="external" if external else "embedded", bucket=store_bucket,
                        endpoint=store_endpoint, region=store_region, role_arn=store_role_arn,
                        host=store_host)
+
+
+def metrics_config(stall_after: float, disk_warn_percent: float, raw_hours: float,
+                   keep_days: float) -> MetricsConfig:
+    if raw_hours * 3600 < stall_after:
+        raise click.BadParameter(f"raw samples must be kept at least as long as --stall-after "
+                                 f"({stall_after:.0f} s)", param_hint="--metrics-raw-hours")
+    if keep_days * 86400 < raw_hours * 3600:
+        raise click.BadParameter("keep the minute means at least as long as the raw samples",
+                                 param_hint="--metrics-keep-days")
+    return MetricsConfig(stall=StallRules(after_s=stall_after),
+                         disk_warn_fraction=disk_warn_percent / 100,
+                         raw_retention_s=raw_hours * 3600, retention_s=keep_days * 86400)
 
 
 @click.command()
@@ -82,12 +96,24 @@ def store_config(*, store_endpoint: str | None, store_region: str | None, store_
               show_default=True, metavar="SECONDS",
               help="Move an ended job's logs from the database into the store this long after "
               "it ended.")
+@click.option("--stall-after", type=click.FloatRange(min=1, max=7 * 86400), default=300.0,
+              show_default=True, metavar="SECONDS", help="Flag a running job as stalled when "
+              "its GPUs sat idle, or it printed nothing and used no CPU, this long.")
+@click.option("--disk-warn-percent", type=click.FloatRange(min=1, max=100), default=95.0,
+              show_default=True, help="Warn a node's jobs when its work dir or cache disk is "
+              "this full.")
+@click.option("--metrics-raw-hours", type=click.FloatRange(min=0.01, max=24 * 365),
+              default=6.0, show_default=True, help="Keep raw resource samples this long, "
+              "then one mean per minute.")
+@click.option("--metrics-keep-days", type=click.FloatRange(min=0.01, max=3650), default=14.0,
+              show_default=True, help="Keep the minute means this long.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 @handles_errors
 def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_alive: float,
            credentials: Path | None, allow_unverified: bool, archive_logs_after: float,
-           log_level: str, **store: Any) -> None:
+           stall_after: float, disk_warn_percent: float, metrics_raw_hours: float,
+           metrics_keep_days: float, log_level: str, **store: Any) -> None:
     """Run a coordinator (the exchange's API, agent hub and scheduler)."""
     data_dir = data_dir.expanduser()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -100,7 +126,9 @@ def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_
         data_dir / "bourse.db"), host=host, port=bound, keep_alive_s=keep_alive,
         credentials_path=credentials.expanduser() if credentials else None, public_url=url,
         allow_unverified=allow_unverified, store=store_config(**store),
-        archive_logs_after_s=archive_logs_after)
+        archive_logs_after_s=archive_logs_after,
+        metrics=metrics_config(stall_after, disk_warn_percent, metrics_raw_hours,
+                               metrics_keep_days))
     app = create_app(config)
     uv = uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False,
                                        ws_max_size=16 * 1024 * 1024, lifespan="on"))

@@ -25,6 +25,7 @@ from bourse.protocol.common import (
     ProbeReport,
     Wire,
 )
+from bourse.protocol.metrics import MAX_SAMPLES, JobSample, Sample
 from bourse.protocol.stream import (
     StreamClose,
     StreamData,
@@ -98,6 +99,14 @@ class LogChunk(Wire):
     time: float
 
 
+class Metrics(Wire):
+    """Resource samples of the running jobs and of the node. Best effort, not spooled: sent
+    only to a coordinator whose ``welcome`` lists ``metrics`` in ``accepts``."""
+
+    jobs: list[JobSample] = Field(default_factory=list, max_length=MAX_SAMPLES)
+    node: Sample | None = None
+
+
 class Ack(Wire):
     ids: list[str] = Field(max_length=100_000)
 
@@ -113,6 +122,7 @@ class Welcome(Wire):
     node_id: str
     keep_alive_s: float
     server_time: float
+    accepts: list[str] = Field(default_factory=list)  # optional message types it handles
 
 
 class StoreAccess(Wire):
@@ -172,7 +182,7 @@ class Preempt(Wire):
 
 AGENT_TO_SERVER: dict[str, type[Wire]] = {
     "hello": Hello, "heartbeat": Heartbeat, "job_event": JobEvent, "log_chunk": LogChunk,
-    "probe_report": ProbeReportMessage, "ack": Ack, "error": Error,
+    "probe_report": ProbeReportMessage, "ack": Ack, "error": Error, "metrics": Metrics,
     # streams (bourse.protocol.stream): not acknowledged, not spooled
     "stream_opened": StreamOpened, "stream_data": StreamData, "stream_window": StreamWindow,
     "stream_close": StreamClose,

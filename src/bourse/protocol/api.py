@@ -15,6 +15,7 @@ from bourse.protocol.common import (
     VerificationReport,
     Wire,
 )
+from bourse.protocol.metrics import StallView
 
 JobState = Literal["PENDING", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED",
                    "CANCELLED"]
@@ -61,6 +62,7 @@ class JobView(Wire):
     progress: str | None = None  # what the node is doing: "inputs: 1.2 GB / 2.0 GB, 310 MB/s"
     cost: float | None = None  # dollars: ended attempts (and, in JobDetail, the running one)
     resume: bool = False  # an attempt was interrupted: the next one resumes (BOURSE_RESUME=1)
+    stalled: StallView | None = None  # set while a running job looks stuck (docs/metrics.md)
 
 
 class JobBatch(Wire):

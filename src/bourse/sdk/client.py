@@ -42,6 +42,7 @@ from bourse.protocol.api import (
     RunView,
 )
 from bourse.protocol.common import JobSpec
+from bourse.protocol.metrics import MetricsView
 from bourse.sdk import access, core
 from bourse.sdk.bundle import aiter_file, iter_file
 from bourse.sdk.config import resolve_credentials
@@ -138,6 +139,13 @@ class Client(_Base):
 
     def logs(self, job_id: str, after: int = 0, limit: int = 1000) -> LogPage:
         return self._send(core.logs(job_id, after, limit))
+
+    def job_metrics(self, job_id: str, since: float = 0.0, limit: int = 5000) -> MetricsView:
+        """The job's resource samples from ``since`` (the newest ``limit``), and its stall."""
+        return self._send(core.job_metrics(job_id, since, limit))
+
+    def node_metrics(self, node_id: str, since: float = 0.0, limit: int = 5000) -> MetricsView:
+        return self._send(core.node_metrics(node_id, since, limit))
 
     def iter_logs(self, job_id: str, after: int = 0) -> Iterator[LogChunkView]:
         """Every chunk stored so far, page after page (does not wait for more)."""
@@ -328,6 +336,14 @@ class AsyncClient(_Base):
 
     async def logs(self, job_id: str, after: int = 0, limit: int = 1000) -> LogPage:
         return await self._send(core.logs(job_id, after, limit))
+
+    async def job_metrics(self, job_id: str, since: float = 0.0,
+                          limit: int = 5000) -> MetricsView:
+        return await self._send(core.job_metrics(job_id, since, limit))
+
+    async def node_metrics(self, node_id: str, since: float = 0.0,
+                           limit: int = 5000) -> MetricsView:
+        return await self._send(core.node_metrics(node_id, since, limit))
 
     async def iter_logs(self, job_id: str, after: int = 0) -> AsyncIterator[LogChunkView]:
         while True:

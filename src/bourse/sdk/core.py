@@ -40,6 +40,7 @@ from bourse.protocol.api import (
     RunView,
 )
 from bourse.protocol.common import JobSpec, Wire
+from bourse.protocol.metrics import MetricsView
 from bourse.sdk.errors import ProtocolError, error_for
 
 API_PREFIX = "/api/v1"
@@ -162,6 +163,20 @@ def logs(job_id: str, after: int = 0, limit: int = 1000) -> Call[LogPage]:
 def follow(job_id: str, after: int) -> Call[httpx.Response]:
     """The SSE request; the clients stream it and feed lines to a LogFollower."""
     return Call("GET", f"/jobs/{_path_id(job_id)}/logs/follow", check, params={"after": after})
+
+
+def job_metrics(job_id: str, since: float = 0.0, limit: int = 5000) -> Call[MetricsView]:
+    return Call("GET", f"/jobs/{_path_id(job_id)}/metrics", model(MetricsView),
+                params={"since": _since(since), "limit": limit})
+
+
+def node_metrics(node_id: str, since: float = 0.0, limit: int = 5000) -> Call[MetricsView]:
+    return Call("GET", f"/nodes/{_path_id(node_id)}/metrics", model(MetricsView),
+                params={"since": _since(since), "limit": limit})
+
+
+def _since(value: float) -> str:
+    return repr(float(value))
 
 
 def nodes() -> Call[list[NodeView]]:

@@ -16,6 +16,7 @@ from bourse.server import errors, routes, ui
 from bourse.server.auditing import AuditMiddleware
 from bourse.server.config import ServerConfig, StoreConfig
 from bourse.server.dataplane import DataPlane, open_dataplane
+from bourse.server.keeper import MetricsKeeper
 from bourse.server.limits import BodyLimit
 from bourse.server.services import audit, projects, tokens
 from bourse.server.services.jobs import active_attempts
@@ -115,12 +116,15 @@ async def _running(state: ServerState, run_scheduler: bool) -> AsyncIterator[Non
     renewer = asyncio.create_task(plane.run()) if plane is not None and run_scheduler else None
     archiver = (asyncio.create_task(state.logs.run())
                 if state.logs is not None and run_scheduler else None)
+    keeper = asyncio.create_task(MetricsKeeper(state.db, state.config.metrics,
+                                               state.clock).run()) if run_scheduler else None
     try:
         yield
     finally:
         await _stop(scheduler)
         await _stop(renewer)
         await _stop(archiver)
+        await _stop(keeper)
         for node_id in list(state.hub.connections):
             await state.hub.close_node(node_id, "coordinator shutting down")
         await state.hub.close()

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from bourse.core.health import StallRules
 from bourse.server.db.database import sqlite_url
 
 StoreKind = Literal["embedded", "external", "none"]
@@ -37,6 +38,26 @@ class StoreConfig:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    """Resource samples (docs/metrics.md): how long they are kept, when a job is stalled,
+    when a disk is near full."""
+
+    stall: StallRules = field(default_factory=StallRules)
+    disk_warn_fraction: float = 0.95  # a disk this full raises a warning on the node's jobs
+    raw_retention_s: float = 6 * 3600.0  # raw samples; then one row of means per minute
+    retention_s: float = 14 * 86400.0  # the minute means
+    compact_every_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.disk_warn_fraction <= 1:
+            raise ValueError("disk_warn_fraction is a fraction in (0, 1]")
+        if self.raw_retention_s < self.stall.after_s:
+            raise ValueError("raw samples must be kept at least as long as the stall window")
+        if self.retention_s < self.raw_retention_s or self.compact_every_s <= 0:
+            raise ValueError("keep minute means at least as long as raw samples")
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     data_dir: Path
     database_url: str | None = None  # default: SQLite file in the data dir
@@ -51,6 +72,7 @@ class ServerConfig:
     allow_unverified: bool = False  # development only: place work on nodes not yet verified
     store: StoreConfig = field(default_factory=StoreConfig)
     archive_logs_after_s: float = 3600.0  # an ended job's logs move to the store after this
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
     @property
     def db_url(self) -> str:

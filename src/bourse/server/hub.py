@@ -32,6 +32,7 @@ from bourse.protocol.agent import (
     Hello,
     JobEvent,
     LogChunk,
+    Metrics,
     ProbeReportMessage,
     StartJob,
     Welcome,
@@ -41,6 +42,7 @@ from bourse.protocol.common import ProbeReport, Wire
 from bourse.protocol.stream import STREAM_MESSAGES
 from bourse.protocol.version import PROTOCOL_VERSION
 from bourse.server.commands import Command
+from bourse.server.config import MetricsConfig
 from bourse.server.dataplane import DataPlane, Failure
 from bourse.server.db.database import Database
 from bourse.server.ids import new_id
@@ -53,6 +55,7 @@ from bourse.server.services.agents import (
     record_log_chunks,
 )
 from bourse.server.services.lifecycle import add_event
+from bourse.server.services.metrics import record_metrics
 from bourse.server.services.secrets import SecretKeeper
 from bourse.server.services.verification import record_report
 from bourse.server.tunnels import Tunnels
@@ -92,6 +95,7 @@ class Batch:
     chunks: list[LogChunk] = field(default_factory=list)
     heartbeat: Heartbeat | None = None
     reports: list[ProbeReport] = field(default_factory=list)
+    metrics: list[Metrics] = field(default_factory=list)
     log_bytes: int = 0
     frames: list[tuple[Envelope, Wire]] = field(default_factory=list)
 
@@ -143,6 +147,7 @@ class Hub:
         self._queued = 0  # batches in the dispatch queue or being dispatched
         self._dispatcher: asyncio.Task[None] | None = None
         self.tunnels = Tunnels()  # streams to jobs' ports and exec sessions
+        self.metrics = MetricsConfig()
 
     def connected(self, node_id: str) -> bool:
         return node_id in self.connections
@@ -265,7 +270,7 @@ class Hub:
         async with self.db.write() as session:
             commands = await node_hello(session, node_id, hello, connection.session, now)
         connection.send(Welcome(node_id=node_id, keep_alive_s=hello.keep_alive_s,
-                                server_time=now))
+                                server_time=now, accepts=["metrics"]))
         self.send(commands)
         log.info("agent %s (%s) connected", node_id, hello.name)
         self.notifier.notify()
@@ -390,10 +395,14 @@ class Hub:
     async def _commit(self, group: dict[Connection, Batch]) -> None:
         now = self.clock()
         commands: list[Command] = []
+        timeline = False  # samples changed a job's timeline (a stall, a disk warning)
         async with self.db.write() as session:
             for connection, batch in group.items():
                 commands += await _record(session, connection.node_id, batch, now,
                                           self.secrets)
+                if batch.metrics:
+                    timeline |= await record_metrics(session, connection.node_id,
+                                                     batch.metrics, self.metrics, now)
             if any(batch.frees_capacity for batch in group.values()):
                 # capacity was freed: fill it in the same transaction, without a round trip
                 # through the scheduler loop (this is what keeps short jobs flowing)
@@ -402,7 +411,7 @@ class Hub:
             if batch.ids:
                 connection.send(Ack(ids=batch.ids))
         self.send(commands)
-        if any(b.events or b.chunks or b.reports for b in group.values()):
+        if timeline or any(b.events or b.chunks or b.reports for b in group.values()):
             self.notifier.notify()
         if any(b.reports for b in group.values()):
             self.on_change()  # a newly verified node can take work
@@ -443,6 +452,8 @@ def _add(batch: Batch, frame: Envelope, body: Wire | None) -> None:
         batch.heartbeat = body
     elif isinstance(body, ProbeReportMessage):
         batch.reports.append(body.report)
+    elif isinstance(body, Metrics):
+        batch.metrics.append(body)
     elif isinstance(body, Hello):
         return  # a second hello on the same connection changes nothing
     if not isinstance(body, Ack | Error):

@@ -61,6 +61,7 @@ class ServerState:
         scheduler = Scheduler(db, hub, notifier, config, clock)
         hub.on_change = scheduler.kick
         hub.place_in = scheduler.place_in
+        hub.metrics = config.metrics
         bundles = BundleStore(config.bundles_dir, config.bundle_max_bytes)
         return cls(config, db, notifier, hub, scheduler, bundles, clock)
 

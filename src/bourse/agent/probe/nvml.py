@@ -51,10 +51,10 @@ def read_nvml(nvml: Any = None) -> SmiReading | None:
     except nvml.NVMLError as exc:
         raise SmiOutputError(f"NVML: {exc}") from None
     finally:
-        _ask(nvml, nvml.nvmlShutdown)
+        ask(nvml, nvml.nvmlShutdown)
 
 
-def _ask(nvml: Any, call: Callable[..., Any], *args: Any) -> Any:
+def ask(nvml: Any, call: Callable[..., Any], *args: Any) -> Any:
     """One NVML query; None when the board or driver does not support it."""
     try:
         return call(*args)
@@ -62,13 +62,13 @@ def _ask(nvml: Any, call: Callable[..., Any], *args: Any) -> Any:
         return None
 
 
-def _text(value: Any) -> str | None:
+def text(value: Any) -> str | None:
     return value.decode() if isinstance(value, bytes) else value
 
 
 def _read(nvml: Any) -> SmiReading:
-    driver = _text(nvml.nvmlSystemGetDriverVersion())
-    cuda_int = _ask(nvml, nvml.nvmlSystemGetCudaDriverVersion)
+    driver = text(nvml.nvmlSystemGetDriverVersion())
+    cuda_int = ask(nvml, nvml.nvmlSystemGetCudaDriverVersion)
     cuda = f"{cuda_int // 1000}.{cuda_int % 1000 // 10}" if cuda_int else None
     count = nvml.nvmlDeviceGetCount()
     gpus = [_gpu(nvml, i, nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
@@ -76,21 +76,21 @@ def _read(nvml: Any) -> SmiReading:
 
 
 def _gpu(nvml: Any, index: int, h: Any) -> GpuInfo:
-    memory = _ask(nvml, nvml.nvmlDeviceGetMemoryInfo, h)
-    cc = _ask(nvml, nvml.nvmlDeviceGetCudaComputeCapability, h)
-    pci = _ask(nvml, nvml.nvmlDeviceGetPciInfo, h)
-    mig = _ask(nvml, nvml.nvmlDeviceGetMigMode, h)
-    ecc = _ask(nvml, nvml.nvmlDeviceGetEccMode, h)
-    rows = _ask(nvml, nvml.nvmlDeviceGetRemappedRows, h)
+    memory = ask(nvml, nvml.nvmlDeviceGetMemoryInfo, h)
+    cc = ask(nvml, nvml.nvmlDeviceGetCudaComputeCapability, h)
+    pci = ask(nvml, nvml.nvmlDeviceGetPciInfo, h)
+    mig = ask(nvml, nvml.nvmlDeviceGetMigMode, h)
+    ecc = ask(nvml, nvml.nvmlDeviceGetEccMode, h)
+    rows = ask(nvml, nvml.nvmlDeviceGetRemappedRows, h)
     return gpu(
-        _text(nvml.nvmlDeviceGetName(h)), memory.total // 2**20 if memory else None,
-        uuid=_text(_ask(nvml, nvml.nvmlDeviceGetUUID, h)), index=index,
-        pci_bus_id=_text(pci.busId) if pci else None,
+        text(nvml.nvmlDeviceGetName(h)), memory.total // 2**20 if memory else None,
+        uuid=text(ask(nvml, nvml.nvmlDeviceGetUUID, h)), index=index,
+        pci_bus_id=text(pci.busId) if pci else None,
         compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
-        pcie_gen_current=_ask(nvml, nvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
-        pcie_gen_max=_ask(nvml, nvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
-        pcie_width_current=_ask(nvml, nvml.nvmlDeviceGetCurrPcieLinkWidth, h),
-        pcie_width_max=_ask(nvml, nvml.nvmlDeviceGetMaxPcieLinkWidth, h),
+        pcie_gen_current=ask(nvml, nvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
+        pcie_gen_max=ask(nvml, nvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
+        pcie_width_current=ask(nvml, nvml.nvmlDeviceGetCurrPcieLinkWidth, h),
+        pcie_width_max=ask(nvml, nvml.nvmlDeviceGetMaxPcieLinkWidth, h),
         mig_enabled=bool(mig[0]) if mig else None, mig_pending=bool(mig[1]) if mig else None,
         mig_instances=_migs(nvml, h) if mig and mig[0] else [],
         ecc_enabled=bool(ecc[0]) if ecc else None,
@@ -100,12 +100,12 @@ def _gpu(nvml: Any, index: int, h: Any) -> GpuInfo:
         remapped_rows_pending=bool(rows[2]) if rows else None,
         remapped_rows_failure=bool(rows[3]) if rows else None,
         retired_pages=_retired(nvml, h),
-        retired_pages_pending=_flag(_ask(nvml, nvml.nvmlDeviceGetRetiredPagesPendingStatus, h)),
-        power_limit_w=_watts(_ask(nvml, nvml.nvmlDeviceGetPowerManagementLimit, h)),
+        retired_pages_pending=_flag(ask(nvml, nvml.nvmlDeviceGetRetiredPagesPendingStatus, h)),
+        power_limit_w=_watts(ask(nvml, nvml.nvmlDeviceGetPowerManagementLimit, h)),
         power_default_limit_w=_watts(
-            _ask(nvml, nvml.nvmlDeviceGetPowerManagementDefaultLimit, h)),
+            ask(nvml, nvml.nvmlDeviceGetPowerManagementDefaultLimit, h)),
         clock_event_reasons=_reasons(
-            _ask(nvml, nvml.nvmlDeviceGetCurrentClocksThrottleReasons, h)),
+            ask(nvml, nvml.nvmlDeviceGetCurrentClocksThrottleReasons, h)),
     )
 
 
@@ -118,13 +118,13 @@ def _watts(milliwatts: Any) -> float | None:
 
 
 def _ecc(nvml: Any, h: Any, counter: int) -> int | None:
-    value = _ask(nvml, nvml.nvmlDeviceGetTotalEccErrors, h,
+    value = ask(nvml, nvml.nvmlDeviceGetTotalEccErrors, h,
                  nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, counter)
     return None if value is None else int(value)
 
 
 def _retired(nvml: Any, h: Any) -> int | None:
-    pages = [_ask(nvml, nvml.nvmlDeviceGetRetiredPages, h, cause) for cause in (
+    pages = [ask(nvml, nvml.nvmlDeviceGetRetiredPages, h, cause) for cause in (
         nvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
         nvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)]
     return total(*(None if p is None else len(p) for p in pages))
@@ -136,8 +136,8 @@ def _reasons(mask: Any) -> list[str]:
 
 def _migs(nvml: Any, h: Any) -> list[MigInstance]:
     found = []
-    for slot in range(_ask(nvml, nvml.nvmlDeviceGetMaxMigDeviceCount, h) or 0):
-        mig = _ask(nvml, nvml.nvmlDeviceGetMigDeviceHandleByIndex, h, slot)
+    for slot in range(ask(nvml, nvml.nvmlDeviceGetMaxMigDeviceCount, h) or 0):
+        mig = ask(nvml, nvml.nvmlDeviceGetMigDeviceHandleByIndex, h, slot)
         if mig is not None:
             found.append(_mig(nvml, slot, mig))
     return found
@@ -145,14 +145,14 @@ def _migs(nvml: Any, h: Any) -> list[MigInstance]:
 
 def _mig(nvml: Any, slot: int, m: Any) -> MigInstance:
     """A MIG device; its name ends in the profile ("NVIDIA A100-SXM4-40GB MIG 3g.20gb")."""
-    name = _text(_ask(nvml, nvml.nvmlDeviceGetName, m)) or ""
-    memory = _ask(nvml, nvml.nvmlDeviceGetMemoryInfo, m)
-    attributes = _ask(nvml, nvml.nvmlDeviceGetAttributes, m)
+    name = text(ask(nvml, nvml.nvmlDeviceGetName, m)) or ""
+    memory = ask(nvml, nvml.nvmlDeviceGetMemoryInfo, m)
+    attributes = ask(nvml, nvml.nvmlDeviceGetAttributes, m)
     return MigInstance(
         index=slot, profile=name.rsplit("MIG ", 1)[1] if "MIG " in name else None,
-        gpu_instance_id=_ask(nvml, nvml.nvmlDeviceGetGpuInstanceId, m),
-        compute_instance_id=_ask(nvml, nvml.nvmlDeviceGetComputeInstanceId, m),
+        gpu_instance_id=ask(nvml, nvml.nvmlDeviceGetGpuInstanceId, m),
+        compute_instance_id=ask(nvml, nvml.nvmlDeviceGetComputeInstanceId, m),
         memory_mib=memory.total // 2**20 if memory else None,
         multiprocessors=attributes.multiprocessorCount if attributes else None,
-        uuid=_text(_ask(nvml, nvml.nvmlDeviceGetUUID, m)),
+        uuid=text(ask(nvml, nvml.nvmlDeviceGetUUID, m)),
     )

@@ -115,6 +115,7 @@ class Job(Base):
     resume: Mapped[bool] = mapped_column(Boolean, default=False)  # an attempt was interrupted
     run: Mapped[str | None] = mapped_column(String(64))  # the app run it belongs to
     project_id: Mapped[str] = mapped_column(String(64), default=DEFAULT_PROJECT)
+    stalled: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # evidence, while stalled
     __table_args__ = (Index("ix_jobs_state_created", "state", "created_at"),
                       Index("ix_jobs_run", "run"),
                       Index("ix_jobs_project_created", "project_id", "created_at"))
@@ -241,3 +242,26 @@ class AuditHead(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     count: Mapped[int] = mapped_column(BigInteger)
     hash: Mapped[str] = mapped_column(String(64))
+
+
+class MetricSample(Base):
+    """Resource samples of running jobs (``job_id`` set) and of nodes (``job_id`` NULL): raw
+    (``period_s`` 0) for a few hours, then one row of means per minute (``period_s`` 60).
+    ``data`` is the sample as the agent sent it (``bourse.protocol.metrics.Sample``); the
+    columns are what queries filter or aggregate on."""
+
+    __tablename__ = "metric_samples"
+    id: Mapped[int] = mapped_column(ROW_ID, primary_key=True, autoincrement=True)
+    node_id: Mapped[str] = mapped_column(String(40))
+    job_id: Mapped[str | None] = mapped_column(String(40))
+    attempt: Mapped[int | None] = mapped_column(Integer)
+    time: Mapped[float] = mapped_column(Float)
+    period_s: Mapped[float] = mapped_column(Float, default=0.0)
+    cpu_percent: Mapped[float | None] = mapped_column(Float)
+    gpu_percent: Mapped[float | None] = mapped_column(Float)  # its busiest GPU; NULL: none
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+    __table_args__ = (
+        Index("ix_metric_samples_job", "job_id", "time"),
+        Index("ix_metric_samples_node", "node_id", "time"),
+        Index("ix_metric_samples_period", "period_s", "time"),
+    )

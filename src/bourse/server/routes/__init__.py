@@ -11,13 +11,16 @@ from bourse.server.routes import (
     cost,
     execs,
     jobs,
+    metrics,
     nodes,
     offers,
     ports,
     projects,
+    prometheus,
     runs,
     secrets,
 )
 
 ROUTERS: tuple[APIRouter, ...] = tuple(m.router for m in (
-    jobs, nodes, agent, bundles, offers, cost, execs, ports, projects, audit, secrets, runs))
+    jobs, nodes, agent, bundles, offers, cost, execs, ports, projects, audit, secrets, runs,
+    metrics, prometheus))

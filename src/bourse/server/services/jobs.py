@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -102,6 +103,15 @@ async def cancel_job(session: AsyncSession, job_id: str, scope: Scope,
                                                  grace_s=CANCEL_GRACE_S, reason="cancelled"))]
 
 
+def stalled_in(job: Job) -> dict[str, Any] | None:
+    """The job's stall evidence (``services.metrics``) when it is about its current attempt
+    and the job still runs."""
+    found = job.stalled
+    if not found or job.state != JobState.RUNNING.value or found.get("attempt") != job.attempt:
+        return None
+    return found
+
+
 def job_view(job: Job) -> JobView:
     return JobView(id=job.id, name=job.name, state=job.state,
                    spec=JobSpec.model_validate(job.spec).redacted(), created_at=job.created_at,
@@ -109,7 +119,7 @@ def job_view(job: Job) -> JobView:
                    exit_code=job.exit_code, reason=job.reason,
                    pending_reason=job.pending_reason, cancel_requested=job.cancel_requested,
                    outputs=job.outputs, progress=job.progress, cost=job.cost,
-                   resume=bool(job.resume))
+                   resume=bool(job.resume), stalled=stalled_in(job))
 
 
 async def job_detail(session: AsyncSession, job: Job, scope: Scope, now: float) -> JobDetail:

@@ -9,7 +9,7 @@ from bourse.core.errors import InvalidInput
 from bourse.protocol.api import OfferList, OfferQuery
 from bourse.server.routes import offers as api_offers
 from bourse.server.services import jobs, nodes
-from bourse.server.ui import queries, views
+from bourse.server.ui import charts, queries, views
 from bourse.server.ui.guard import Ctx, path_id
 from bourse.server.ui.render import page
 
@@ -20,7 +20,9 @@ OFFERS_LIMIT = 50
 async def _nodes(ctx: Ctx) -> list[dict[str, object]]:
     async with ctx.state.db.read() as session:
         found = await nodes.list_nodes(session, ctx.scope, set(ctx.state.hub.connections))
-    return [{"node": n, "gpus": views.gpu_summary(n.capabilities)} for n in found]
+    usage = await charts.node_usage(ctx, [n.id for n in found])
+    return [{"node": n, "gpus": views.gpu_summary(n.capabilities), "usage": usage[n.id]}
+            for n in found]
 
 
 async def nodes_page(ctx: Ctx) -> Response:

@@ -33,8 +33,8 @@ class Section:
         return f"job/_{self.id}.html"
 
 
-SECTIONS = (Section("logs", "Logs"), Section("timeline", "Timeline"), Section("data", "Data"),
-            Section("spec", "Spec"))
+SECTIONS = (Section("logs", "Logs"), Section("metrics", "Metrics"),
+            Section("timeline", "Timeline"), Section("data", "Data"), Section("spec", "Spec"))
 
 
 @dataclass(frozen=True)

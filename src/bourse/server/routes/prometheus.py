@@ -1,0 +1,79 @@
+"""``GET /metrics``: the coordinator and its fleet in the Prometheus text format.
+
+Behind an admin token like the rest of the API (a scraper sends it as a bearer token): the
+numbers describe every user's jobs. Each scrape reads the database, so replicas agree and a
+restart loses nothing; the placement latency histogram is computed over all first attempts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+from sqlalchemy import ColumnElement, case, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bourse.core.states import JobState
+from bourse.server import exposition
+from bourse.server.db.schema import Attempt, Job, Node
+from bourse.server.exposition import Family
+from bourse.server.routes.deps import Admin, State
+from bourse.server.services.jobs import stalled_in
+
+router = APIRouter(tags=["metrics"])
+LATENCY_BOUNDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
+NODE_STATES = ("online", "offline", "lost")
+
+
+@router.get("/metrics", response_class=Response,
+            responses={200: {"content": {exposition.CONTENT_TYPE: {}}}})
+async def prometheus_metrics(state: State, _admin: Admin) -> Response:
+    async with state.db.read() as session:
+        families = await _families(session)
+    families.append(Family("bourse_agents_connected",
+                           "Agents connected to this coordinator.").add(len(state.hub.connections)))
+    return Response(exposition.render(families), media_type=exposition.CONTENT_TYPE)
+
+
+async def _families(session: AsyncSession) -> list[Family]:
+    jobs = await _counts(session, Job.state)
+    nodes = await _counts(session, Node.state)
+    return [
+        exposition.gauge_by("bourse_jobs", "Jobs by state.", "state", jobs,
+                            [s.value for s in JobState]),
+        Family("bourse_queue_depth", "Jobs waiting to be placed (PENDING).").add(
+            jobs.get(JobState.PENDING.value, 0)),
+        Family("bourse_jobs_stalled", "Running jobs flagged as stalled.").add(
+            await _stalled(session)),
+        exposition.gauge_by("bourse_nodes", "Enrolled nodes by state.", "state", nodes,
+                            NODE_STATES),
+        await _latency(session),
+    ]
+
+
+async def _counts(session: AsyncSession, column: Any) -> dict[str, int]:
+    rows = await session.execute(select(column, func.count()).group_by(column))
+    return {str(value): int(count) for value, count in rows.all()}
+
+
+async def _stalled(session: AsyncSession) -> int:
+    rows = (await session.scalars(select(Job).where(
+        Job.state == JobState.RUNNING.value, Job.stalled.is_not(None)))).all()
+    return sum(1 for job in rows if stalled_in(job) is not None)
+
+
+async def _latency(session: AsyncSession) -> Family:
+    """Seconds from submission to the first placement, over every job placed so far."""
+    latency = Attempt.placed_at - Job.created_at
+    columns: list[ColumnElement[Any]] = [func.count(), func.coalesce(func.sum(latency), 0.0)]
+    columns += [
+        func.coalesce(func.sum(case((latency <= bound, 1), else_=0)), 0)
+        for bound in LATENCY_BOUNDS]
+    row = (await session.execute(select(*columns).select_from(Attempt).join(
+        Job, Job.id == Attempt.job_id).where(Attempt.number == 1))).one()
+    count, total, *cumulative = row
+    return exposition.histogram(
+        "bourse_placement_latency_seconds", "Seconds from a job's submission to its first "
+        "placement.", LATENCY_BOUNDS, [int(c) for c in cumulative], count=int(count),
+        total=float(total))
