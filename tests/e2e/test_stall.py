@@ -57,7 +57,8 @@ def test_a_sleeping_job_is_flagged_and_a_computing_one_is_not(cluster: Cluster) 
     computing = client.job(computer)
     assert computing.state == "RUNNING" and computing.stalled is None
     samples = client.job_metrics(computer).samples
-    assert samples and max(s.cpu_percent or 0 for s in samples) > 30
+    # a core's worth when the machine is idle; a loaded 2-core CI machine shares it
+    assert samples and max(s.cpu_percent or 0 for s in samples) > 10
 
     exchange.wait_job(sleeper, lambda j: j.stalled is None, 30, "to be active again")
     kinds = [e.kind for e in client.events(sleeper) if e.kind in ("stalled", "active")]
