@@ -147,3 +147,14 @@ def test_a_gpu_lost_mid_read_gives_no_gpus() -> None:
 
     nvml.nvmlDeviceGetCount = lost  # type: ignore[method-assign]
     assert NvmlGpus(nvml).read() == []
+
+
+def test_a_container_job_s_tree_is_not_reported_as_its_use(
+        tmp_path: Path, spawn: Callable[[str], int]) -> None:
+    """The shim's tree of a container job is the engine's client: no CPU, memory or process
+    count is claimed for the container (so no CPU-based stall verdict either)."""
+    client = _attempt(tmp_path, spawn(BUSY), "boxed")
+    boxed = LiveAttempt(client.job_id, 1, client.pid, client.root, container=True)
+    (sample,) = _sampler(tmp_path).sample([boxed]).jobs
+    assert (sample.cpu_percent, sample.memory_bytes, sample.processes) == (None, None, None)
+    assert sample.work_bytes is not None

@@ -247,9 +247,16 @@ class Runtime:
             self._signal(watch, signal.SIGTERM)
             self._escalate(watch)
 
-    def live(self) -> list[tuple[str, int, int, Path]]:
-        """(job id, attempt, pid, directory) of each attempt whose process is watched."""
-        return [(*w.key, w.pid, w.adir.root) for w in self._watches.values() if not w.stale]
+    def live(self) -> list[tuple[str, int, int, Path, bool]]:
+        """(job id, attempt, pid, directory, whether it runs in a container) of each attempt
+        whose process is watched."""
+        found = []
+        for w in self._watches.values():
+            record = self._spool.get_attempt(*w.key)
+            if not w.stale and record is not None:
+                image = StartJob.model_validate_json(record.spec).spec.compute.image
+                found.append((*w.key, w.pid, w.adir.root, image is not None))
+        return found
 
     def running(self) -> list[AttemptRef]:
         """Attempts that are active or whose final event is not yet acknowledged."""

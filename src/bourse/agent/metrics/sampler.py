@@ -32,6 +32,7 @@ class LiveAttempt:
     attempt: int
     pid: int  # the shim's: the job's process group
     root: Path  # the attempt's directory
+    container: bool = False  # its processes are the engine's, not the shim's children
 
     @property
     def key(self) -> Key:
@@ -63,11 +64,15 @@ class Sampler:
         procs = read_processes(pids)
         now = self.clock()
         meter = self._meters.setdefault(attempt.key, CpuMeter())
+        cpu = meter.measure(procs, now)
+        gpus_held = [g.sample for g in gpus if g.pids & pids]
+        if attempt.container:  # the tree is the engine's client: say nothing of the container
+            return JobSample(job_id=attempt.job_id, attempt=attempt.attempt, time=now,
+                             work_bytes=self._size(attempt, now), gpus=gpus_held)
         return JobSample(job_id=attempt.job_id, attempt=attempt.attempt, time=now,
-                         cpu_percent=meter.measure(procs, now),
-                         memory_bytes=sum(p.rss for p in procs), processes=len(procs),
-                         work_bytes=self._size(attempt, now),
-                         gpus=[g.sample for g in gpus if g.pids & pids])
+                         cpu_percent=cpu, memory_bytes=sum(p.rss for p in procs),
+                         processes=len(procs), work_bytes=self._size(attempt, now),
+                         gpus=gpus_held)
 
     def _size(self, attempt: LiveAttempt, now: float) -> int | None:
         walked = self._sizes.get(attempt.key)
