@@ -101,7 +101,7 @@ class UiExchange:
         self._spawn("agent", "agent", "--server", self.url, "--token", enrolment,
                     "--name", "ui-node", "--work-dir", str(self.agent_dir),
                     "--keep-alive", str(KEEP_ALIVE_S), "--cpus", "4", "--storage-mb", "4",
-                    "--metrics-interval", "0.5")
+                    "--metrics-interval", "1")
         wait_for(self._verified, VERIFY_TIMEOUT_S, "the agent to connect and pass verification",
                  self.logs)
         return self

@@ -1,4 +1,5 @@
-"""A job's processes and what they use: CPU share between two readings, resident memory.
+"""A job's processes and what they use: CPU share between two readings, resident memory
+(Linux: the process table is read from /proc).
 
 A job's processes are its shim's process group (the shim starts a new session, and its pid is
 the group's id) plus the shim's descendants that left the group (``setsid`` launchers).
@@ -10,7 +11,6 @@ is known by (pid, start time), so a reused pid never inherits another's time.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -38,11 +38,11 @@ class ProcessTable:
     def scan(cls) -> ProcessTable:
         groups: dict[int, list[int]] = {}
         children: dict[int, list[int]] = {}
-        for proc in psutil.process_iter(["ppid"]):
-            with contextlib.suppress(OSError):
-                groups.setdefault(os.getpgid(proc.pid), []).append(proc.pid)
-            if proc.info["ppid"] is not None:
-                children.setdefault(proc.info["ppid"], []).append(proc.pid)
+        for pid in psutil.pids():
+            ids = _parent_and_group(pid)
+            if ids is not None:
+                children.setdefault(ids[0], []).append(pid)
+                groups.setdefault(ids[1], []).append(pid)
         return cls(groups, children)
 
     def job_pids(self, root: int) -> set[int]:
@@ -56,6 +56,18 @@ class ProcessTable:
                     pids.add(child)
                     stack.append(child)
         return pids
+
+
+def _parent_and_group(pid: int) -> tuple[int, int] | None:
+    """(ppid, pgid) from one read of /proc/<pid>/stat (fields 4 and 5, after the command name,
+    which may itself hold spaces and parentheses); None for a process gone meanwhile."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()
+    return int(fields[1]), int(fields[2])
 
 
 def read_processes(pids: Iterable[int]) -> list[ProcReading]:
