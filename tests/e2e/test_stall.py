@@ -1,5 +1,5 @@
 """Stall detection end to end: a real `bourse server` (stall window 3 s) and `bourse agent`
-(sampling every 0.3 s) run a job that sleeps and a job that computes; only the sleeper is
+(sampling every 0.5 s) run a job that sleeps and a job that computes; only the sleeper is
 flagged, with its evidence, and the flag clears once it prints and computes again."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ from __future__ import annotations
 import sys
 
 import pytest
-from conftest import KEEP_ALIVE_S
 from harness import Agent, Cluster, Exchange
 
 from bourse.core.compute import Compute
@@ -15,6 +14,7 @@ from bourse.protocol.common import JobSpec
 
 pytestmark = pytest.mark.slow
 STALL_AFTER_S = 3.0
+KEEP_ALIVE_S = 1.0
 
 # sleeps silently for a while, then computes and prints (so the flag must clear)
 SLEEPER = """\
