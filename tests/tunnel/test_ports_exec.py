@@ -159,6 +159,9 @@ def test_exec_runs_beside_the_job_in_its_work_dir(served: Served) -> None:
     assert "hello.txt" in ls.stdout.decode()
     script = _bourse(served, "exec", served.job_id, stdin=b"echo $BOURSE_JOB_ID; exit 7\n")
     assert (script.returncode, script.stdout) == (7, f"{served.job_id}\n".encode())
+    execs = [(r.outcome, r.params.get("argv")) for r in served.exchange.client.audit().records
+             if r.action == "exec" and r.target == f"/api/v1/jobs/{served.job_id}/exec"]
+    assert ("started", ["pwd"]) in execs and ("ended", ["pwd"]) in execs  # the audit trail
 
 
 def test_exec_refuses_a_job_that_is_not_running_and_a_bad_token(served: Served) -> None:

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import logging
-
 from fastapi import APIRouter, Request, WebSocket
 
 from bourse.core.errors import BourseError
 from bourse.protocol.api import EnrollRequest, EnrollResponse
-from bourse.server.auditing import actor_of, source_of
 from bourse.server.routes.deps import State, bearer, get_state, principal_of
-from bourse.server.services import audit, tokens
+from bourse.server.routes.sockets import record_socket
+from bourse.server.services import tokens
 
 router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
 CLOSE_UNAUTHORIZED = 4401
-log = logging.getLogger(__name__)
 
 
 @router.post("/enroll", status_code=201)
@@ -44,12 +41,4 @@ async def agent_socket(ws: WebSocket) -> None:
 
 
 async def _audit(ws: WebSocket, outcome: str) -> None:
-    state = get_state(ws)
-    actor, kind, project = actor_of(ws.scope)
-    entry = audit.Entry(time=state.clock(), actor=actor, actor_kind=kind, project_id=project,
-                        source=source_of(ws.scope), action="agent session",
-                        target=ws.url.path, outcome=outcome)
-    try:
-        await state.record_audit(entry)
-    except Exception:  # the session goes on; a lost record is logged loudly
-        log.exception("could not write the audit record of an agent session (%s)", outcome)
+    await record_socket(ws, "agent session", outcome)

@@ -26,6 +26,7 @@ from bourse.core.errors import BourseError, InvalidInput
 from bourse.protocol.stream import ExecTarget, StreamResize
 from bourse.server.routes.deps import get_state, principal_of
 from bourse.server.routes.jobs import JobIdPath
+from bourse.server.routes.sockets import record_socket
 from bourse.server.services.streams import running_job
 from bourse.server.tunnels import Unreachable
 from bourse.tunnel.stream import Stream, StreamClosed
@@ -37,12 +38,15 @@ FIRST_MESSAGE_TIMEOUT_S = 30.0
 @router.websocket("/{job_id}/exec")
 async def exec_socket(ws: WebSocket, job_id: JobIdPath) -> None:
     await ws.accept()
+    asked: dict[str, Any] = {}
     try:
-        stream = await _open(ws, job_id)
+        stream = await _open(ws, job_id, asked)
     except BourseError as exc:
+        await record_socket(ws, "exec", f"refused: {exc.message}", asked)
         await _send_json(ws, {"type": "error", "message": exc.message, "hint": exc.hint})
         await _close(ws)
         return
+    await record_socket(ws, "exec", "started", asked)
     tunnels = get_state(ws).hub.tunnels
     try:
         await _send_json(ws, {"type": "started"})
@@ -50,11 +54,15 @@ async def exec_socket(ws: WebSocket, job_id: JobIdPath) -> None:
     finally:
         tunnels.close(stream)
         await _close(ws)
+        await record_socket(ws, "exec", "ended", asked)
 
 
-async def _open(ws: WebSocket, job_id: str) -> Stream:
+async def _open(ws: WebSocket, job_id: str, asked: dict[str, Any]) -> Stream:
+    """The stream to the command; ``asked`` gets what the caller asked for (for the audit
+    trail)."""
     principal = await principal_of(ws, "user")
     target = await _first_message(ws)
+    asked.update(argv=target.argv, tty=target.tty)
     state = get_state(ws)
     async with state.db.read() as session:
         running = await running_job(session, job_id, principal.scope)
