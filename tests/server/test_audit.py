@@ -3,6 +3,7 @@ masked; the hash chain exposes an edited, deleted or inserted row."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -102,6 +103,15 @@ async def test_an_untouched_chain_verifies(exchange: Exchange) -> None:
         await exchange.submit()
     verdict = await _verdict(exchange)
     assert verdict == {"ok": True, "checked": 3, "problems": []}
+
+
+async def test_concurrent_calls_share_commits_and_keep_one_chain(exchange: Exchange) -> None:
+    submitted = await asyncio.gather(*(exchange.submit(name=f"burst-{n}") for n in range(40)))
+    assert len({job["id"] for job in submitted}) == 40
+    assert await _verdict(exchange) == {"ok": True, "checked": 40, "problems": []}
+    recorded = [r for r in await _records(exchange) if r["action"] == "POST /api/v1/jobs"]
+    assert sorted(r["params"]["body"]["name"] for r in recorded) == sorted(
+        f"burst-{n}" for n in range(40))
 
 
 async def _tamper(exchange: Exchange, how: str) -> None:

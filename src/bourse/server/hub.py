@@ -175,6 +175,8 @@ class Hub:
 
     def _deliver(self, commands: Sequence[Command]) -> None:
         for command in commands:
+            if self.secrets is not None:
+                self.secrets.note_start(command.message)
             connection = self.connections.get(command.node_id)
             if connection is not None:
                 connection.send(command.message)

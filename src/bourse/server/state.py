@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bourse.server import keys
+from bourse.server.audit_writer import AuditWriter
 from bourse.server.bundles import BundleStore
 from bourse.server.config import ServerConfig
 from bourse.server.dataplane import DataPlane
@@ -34,6 +35,7 @@ class ServerState:
     dataplane: DataPlane | None = None
     logs: LogArchive | None = None  # ended jobs' logs in the store (with a data plane)
     key: bytes = b""  # the server key (``keys``), loaded at start
+    audit_writer: AuditWriter | None = None  # group commit of audit records, made on first use
 
     def open_key(self) -> None:
         self.key = keys.load_or_create(self.config.data_dir)
@@ -50,8 +52,9 @@ class ServerState:
         return keys.subkey(self.key, "audit")
 
     async def record_audit(self, entry: audit.Entry) -> None:
-        async with self.db.write() as session:
-            await audit.append(session, self.audit_key, entry)
+        if self.audit_writer is None:
+            self.audit_writer = AuditWriter(self.db, lambda: self.audit_key)
+        await self.audit_writer.write(entry)
 
     @classmethod
     def build(cls, config: ServerConfig, clock: Callable[[], float] = time.time) -> ServerState:

@@ -128,6 +128,13 @@ class SecretKeeper:
         self._remember(message.job_id, found.values())
         return Command(command.node_id, message.model_copy(update={"secret_env": found}))
 
+    def note_start(self, message: object) -> None:
+        """A start was sent: a job that names no secrets has nothing to redact, so its reports
+        need no lookup (a job's spec never changes)."""
+        if (isinstance(message, StartJob) and not message.spec.project_secrets
+                and message.job_id not in self._patterns):
+            self._remember(message.job_id, ())
+
     def _remember(self, job_id: str, found: Iterable[str]) -> None:
         if len(self._patterns) > MAX_CACHED:
             self._patterns.clear()
