@@ -264,3 +264,8 @@ async def test_costs_are_summed_per_project(live: Live,
     assert theirs.json()["rows"] == [] and theirs.json()["total"]["attempts"] == 0
     by_node = await exchange.client.get("/api/v1/cost", params={"by": "node"}, headers=alpha)
     assert [r["key"] for r in by_node.json()["rows"]] == [agent.node_id]  # not its name
+    by_project = await exchange.client.get("/api/v1/cost", params={"by": "project"})  # admin
+    rows = {r["key"]: r["attempts"] for r in by_project.json()["rows"]}
+    assert rows == {"alpha-corp": 1}
+    own = await exchange.client.get("/api/v1/cost", params={"by": "project"}, headers=beta)
+    assert own.json()["rows"] == []

@@ -1,4 +1,4 @@
-"""``bourse cost``: what the exchange's attempts cost, by day, node or job."""
+"""``bourse cost``: what the exchange's attempts cost, by day, node, job or project."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ HEADERS = ("{by}", "ATTEMPTS", "PREEMPTED", "COST", "ON DEMAND", "SAVED", "LOST 
 
 
 @click.command()
-@click.option("--by", type=click.Choice(["day", "node", "job"]), default="day",
+@click.option("--by", type=click.Choice(["day", "node", "job", "project"]), default="day",
               show_default=True, help="How to group attempts.")
 @click.option("--since", help="Only attempts started this long ago or later, e.g. 7d, 12h.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")

@@ -100,7 +100,7 @@ class CostRow(Wire):
 
 
 class CostSummary(Wire):
-    by: Literal["day", "node", "job"]
+    by: Literal["day", "node", "job", "project"]
     since: float | None = None
     rows: list[CostRow]
     total: CostRow

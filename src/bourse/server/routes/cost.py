@@ -15,7 +15,7 @@ router = APIRouter(prefix="/api/v1", tags=["cost"])
 
 @router.get("/cost")
 async def cost(state: State, user: User,
-               by: Annotated[Literal["day", "node", "job"], Query()] = "day",
+               by: Annotated[Literal["day", "node", "job", "project"], Query()] = "day",
                since: Annotated[float | None, Query(ge=0, le=1e11)] = None) -> CostSummary:
     async with state.db.read() as session:
         return await costs.summarise(session, user.scope, by, since, state.clock())

@@ -1,4 +1,4 @@
-"""What attempts cost, summed by day, node or job (``bourse cost``)."""
+"""What attempts cost, summed by day, node, job or project (``bourse cost``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.services.jobs import attempt_view
 
 MAX_ATTEMPTS = 200_000
-By = Literal["day", "node", "job"]
+By = Literal["day", "node", "job", "project"]
 
 
 async def summarise(session: AsyncSession, scope: Scope, by: By, since: float | None,
@@ -25,16 +25,18 @@ async def summarise(session: AsyncSession, scope: Scope, by: By, since: float | 
     ``by``; nodes of other projects are named by id only."""
     node_name = Node.name if scope.everything else case(
         (Node.project_id == scope.project_id, Node.name), else_=None)
-    query = scope.filter(select(Attempt, node_name).join(Job, Job.id == Attempt.job_id)
+    query = scope.filter(select(Attempt, node_name, Job.project_id)
+                         .join(Job, Job.id == Attempt.job_id)
                          .outerjoin(Node, Node.id == Attempt.node_id).where(
         Attempt.started_at.is_not(None)), Job.project_id)
     if since is not None:
         query = query.where(Attempt.started_at >= since)
     rows = (await session.execute(query.order_by(Attempt.started_at).limit(MAX_ATTEMPTS))).all()
     groups: dict[str, list[AttemptView]] = {}
-    for attempt, node_name in rows:
+    for attempt, node_name, project_id in rows:
         view = attempt_view(attempt, node_name, now)
-        groups.setdefault(_key(by, attempt, node_name), []).append(view)
+        key = project_id if by == "project" else _key(by, attempt, node_name)
+        groups.setdefault(key, []).append(view)
     return CostSummary(by=by, since=since, rows=[_row(k, v) for k, v in groups.items()],
                        total=_row("total", [v for vs in groups.values() for v in vs]))
 
