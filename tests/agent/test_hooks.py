@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from agent_harness import Agent
 
+from bourse.agent.attempt import StartError
 from bourse.agent.hooks import AttemptHooks, Emit
-from bourse.agent.runtime import StartError
 from bourse.agent.shim import AttemptDir
 from bourse.protocol.agent import StartJob
 

@@ -18,7 +18,7 @@ import pytest
 from agent_harness import Agent
 
 from bourse.agent import shim
-from bourse.agent.runtime import LOST_REASON, StartError, exit_info, job_env, resolve_workdir
+from bourse.agent.attempt import LOST_REASON, StartError, exit_info, job_env, resolve_workdir
 from bourse.agent.spool import AttemptRecord, AttemptStatus
 from bourse.protocol.agent import StartJob
 from bourse.protocol.common import AttemptRef, JobSpec

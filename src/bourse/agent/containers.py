@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bourse.agent.attempt import StartError
 from bourse.agent.hooks import AttemptHooks
-from bourse.agent.runtime import StartError
 from bourse.agent.shim import AttemptDir
 from bourse.protocol.agent import StartJob
 from bourse.protocol.common import Capabilities

@@ -30,6 +30,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import InvalidStatus
 
 from bourse.agent import credentials
+from bourse.agent.attempt import base_env
 from bourse.agent.bundles import BundleCache, BundleError
 from bourse.agent.containers import ContainerJobs, find_engine
 from bourse.agent.data import NodeData, default_cache_limit, settings_of
@@ -40,7 +41,7 @@ from bourse.agent.indexes import PackageSources, pip_sources
 from bourse.agent.metrics import LiveAttempt, Sampler, open_gpu_meter
 from bourse.agent.probe import probe
 from bourse.agent.probe.report import ProbeOptions, run_probe
-from bourse.agent.runtime import Runtime, base_env
+from bourse.agent.runtime import Runtime
 from bourse.agent.spool import Spool
 from bourse.agent.tunnel import NodeTunnel
 from bourse.core.backoff import backoff_delay

@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from bourse.agent.attempt import StartError
 from bourse.agent.hooks import AttemptHooks, Emit
-from bourse.agent.runtime import StartError
 from bourse.agent.shim import AttemptDir
 from bourse.protocol.agent import DataPlan, StartJob, StoreAccess
 from bourse.storage.cache import ContentCache

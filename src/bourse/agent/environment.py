@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from bourse.agent.attempt import StartError
 from bourse.agent.envs import EnvironmentError_, EnvManager, names_torch
 from bourse.agent.hooks import AttemptHooks, Emit
-from bourse.agent.runtime import StartError
 from bourse.agent.shim import AttemptDir
 from bourse.core.compute import Compute
 from bourse.core.cuda import PYTORCH_INDEX, torch_wheel_index

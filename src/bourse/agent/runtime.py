@@ -31,17 +31,15 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 import signal
-import tarfile
 import time
-import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bourse.agent import shim
+from bourse.agent.attempt import StartError, base_env, exit_info, job_env, prepare
 from bourse.agent.execs import drop_beside, save_beside
 from bourse.agent.hooks import AttemptHooks, Emit
 from bourse.agent.shim import AttemptDir
@@ -53,83 +51,7 @@ from bourse.protocol.common import AttemptRef
 
 log = logging.getLogger(__name__)
 
-LOST_REASON = "exit status lost (agent restarted and the job's shim was killed)"
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
 Key = tuple[str, int]
-
-
-class StartError(BourseError):
-    """Why an attempt could not be started; becomes the ``reason`` of ``start_failed``."""
-
-
-def base_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables every job gets from the agent's environment (and nothing else of it)."""
-    return {"PATH": environ.get("PATH", DEFAULT_PATH), "HOME": environ.get("HOME", "/"),
-            "LANG": environ.get("LANG", "C.UTF-8")}
-
-
-def job_env(base: Mapping[str, str], tmpdir: Path, msg: StartJob,
-            data: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The job's environment: the base, its TMPDIR, the spec's variables, its secrets, the
-    data plane's (``BOURSE_INPUT_<NAME>``..., the attempt's scoped store key), then the
-    exchange's."""
-    return {**base, "TMPDIR": str(tmpdir), **msg.spec.env, **msg.secret_env, **(data or {}),
-            **msg.env}
-
-
-def exit_info(file_status: int | None, wait_status: int | None,
-              cancel_reason: str | None) -> dict[str, Any]:
-    """The ``exited`` event's data from what is known: the status the shim wrote (sh reports a
-    job killed by signal n as 128+n), else the shim's own wait status, else nothing."""
-    code: int | None = None
-    sig: int | None = None
-    if file_status is not None:
-        code = file_status
-    elif wait_status is not None and os.WIFSIGNALED(wait_status):
-        sig = os.WTERMSIG(wait_status)
-    elif wait_status is not None:
-        code = os.WEXITSTATUS(wait_status)
-    return {"exit_code": code, "signal": sig, "reason": cancel_reason or _describe(code, sig)}
-
-
-def _describe(code: int | None, sig: int | None) -> str:
-    if code is not None:
-        return f"exited with code {code}"
-    if sig is not None:
-        return f"killed by {signal.Signals(sig).name}"
-    return LOST_REASON
-
-
-def resolve_workdir(work: Path, workdir: str) -> Path:
-    cwd = (work / workdir).resolve()
-    if not cwd.is_relative_to(work.resolve()):
-        raise StartError(f"workdir {workdir!r} points outside the job's files")
-    if not cwd.is_dir():
-        raise StartError(f"workdir {workdir!r} does not exist in the job's files")
-    return cwd
-
-
-def extract_bundle(bundle: Path, dest: Path) -> None:
-    try:
-        with tarfile.open(bundle, "r:gz") as tar:
-            tar.extractall(dest, filter="data")
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
-        raise StartError(f"cannot extract the code bundle: {e}") from e
-
-
-def prepare(adir: AttemptDir, msg: StartJob, bundle: Path | None) -> Path:
-    """Create the attempt's directory and put the job's files in; returns the job's cwd.
-
-    A directory already there belongs to no recorded attempt (the spool was lost): it goes."""
-    if adir.root.exists():
-        shutil.rmtree(adir.root)
-    adir.create()
-    if bundle is not None:
-        extract_bundle(bundle, adir.work)
-    elif msg.spec.bundle is not None:
-        raise StartError(f"the code bundle {msg.spec.bundle} was not provided to the agent")
-    return resolve_workdir(adir.work, msg.spec.workdir)
 
 
 @contextlib.contextmanager
