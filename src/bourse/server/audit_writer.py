@@ -31,9 +31,10 @@ class AuditWriter:
         while self._queue:
             batch, self._queue = self._queue, []
             try:
+                key = self.key()  # derived from the server key: once per batch
                 async with self.db.write() as session:
                     for entry, _ in batch:
-                        await audit.append(session, self.key(), entry)
+                        await audit.append(session, key, entry)
             except Exception as exc:
                 for _, done in batch:
                     if not done.done():
