@@ -5,13 +5,13 @@ the database keeps no rows for them."""
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_agent import FakeAgent
-from server_harness import Exchange, Live, capabilities, open_exchange, place_job, serve
+from server_harness import Exchange, Live, open_exchange, place_job, serve
 from sqlalchemy import func, select
 
 from bourse.protocol.api import LogChunkView
@@ -40,12 +40,9 @@ async def live(database_url: str, tmp_path: Path, store: MemoryStore) -> AsyncIt
 
 
 @pytest.fixture
-async def agent(live: Live) -> AsyncIterator[FakeAgent]:
-    node_id, credential = await live.exchange.enroll("node")
-    made = FakeAgent(live.ws_url, node_id, credential, capabilities(), name="node")
-    await made.connect()
-    yield made
-    await made.close()
+async def agent(agent_factory: Callable[..., Any]) -> FakeAgent:
+    made: FakeAgent = await agent_factory()  # on this module's exchange (``live`` above)
+    return made
 
 
 async def _pages(exchange: Exchange, job_id: str, limit: int) -> list[dict[str, Any]]:
