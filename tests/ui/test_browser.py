@@ -322,7 +322,7 @@ def test_the_runs_page_shows_stages_in_order(page: Page, exchange: UiExchange) -
     for stage in ("prepare", "train", "evaluate"):
         jobs.append(exchange.submit("print('stage')", f"r-uitest/{stage}"))
     for job in jobs:
-        exchange.wait_state(job.id, "SUCCEEDED", "FAILED")
+        exchange.wait_succeeded(job.id)
     page.goto("/ui/runs")
     run = page.locator("section.run[data-run-id='r-uitest']")
     expect(run.locator(".stage-name")).to_have_text(["prepare", "train", "evaluate"])

@@ -128,6 +128,18 @@ class UiExchange:
         return wait_for(lambda: (j if (j := self.client.job(job_id)).state in states else None),
                         timeout, f"job {job_id} to be {'/'.join(states)}", self.logs)
 
+    def wait_succeeded(self, job_id: str, timeout: float = 30.0) -> JobView:
+        """The job ends SUCCEEDED; if it ends otherwise, the error says why (its attempts, its
+        log's tail and the processes' logs)."""
+        job = self.wait_state(job_id, "SUCCEEDED", "FAILED", "CANCELLED", timeout=timeout)
+        if job.state != "SUCCEEDED":
+            detail = self.client.job(job_id)
+            attempts = "\n".join(f"  attempt {a.number}: {a.state} on {a.node_name} "
+                                  f"exit {a.exit_code}: {a.reason}" for a in detail.attempts)
+            raise AssertionError(f"job {job_id} ended {job.state}: {job.reason}\n{attempts}\n"
+                                 f"{self.logs()}")
+        return job
+
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
