@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.states import AttemptState, JobState, exit_outcome
 from bourse.protocol.agent import CancelJob, Heartbeat, Hello, JobEvent, LogChunk, StartJob
-from bourse.protocol.common import AttemptRef, JobSpec
+from bourse.protocol.common import AttemptRef
 from bourse.server.commands import Command
 from bourse.server.db.schema import Attempt, Event, Job, Node
 from bourse.server.db.schema import LogChunk as LogRow
@@ -32,6 +32,7 @@ from bourse.server.services.lifecycle import (
     set_attempt_state,
     set_job_state,
 )
+from bourse.server.services.specs import spec_of
 
 LOG_TABLE = cast(Table, LogRow.__table__)
 log = logging.getLogger(__name__)
@@ -125,7 +126,7 @@ def start_command(job: Job, attempt: Attempt) -> Command:
     if job.resume:
         env["BOURSE_RESUME"] = "1"  # an earlier attempt was interrupted: resume its work
     return Command(attempt.node_id, StartJob(job_id=job.id, attempt=attempt.number,
-                                             spec=JobSpec.model_validate(job.spec), env=env))
+                                             spec=spec_of(job), env=env))
 
 
 async def record_job_events(session: AsyncSession, node_id: str, events: Sequence[JobEvent],

@@ -22,6 +22,7 @@ from bourse.server.ids import new_id
 from bourse.server.logarchive import LogArchive, merge, view
 from bourse.server.services import secrets
 from bourse.server.services.lifecycle import add_event, set_job_state
+from bourse.server.services.specs import remember, spec_of
 from bourse.storage.errors import StoreUnavailable
 from bourse.storage.uri import StoreURI
 
@@ -29,9 +30,12 @@ CANCEL_GRACE_S = 10.0
 
 
 async def submit_job(session: AsyncSession, spec: JobSpec, project_id: str, now: float,
-                     store: StoreURI | None = None) -> Job:
+                     store: StoreURI | None = None, *, required: Sequence[str] | None = None
+                     ) -> Job:
     """Accept a job into a project. ``store`` is the root of the exchange's bucket, None
-    without a data plane (then a job that names data is refused)."""
+    without a data plane (then a job that names data is refused). ``required``: the
+    project's compliance tags when the caller has read them already (a batch reads them
+    once)."""
     if spec.compute.num_nodes > 1:
         raise InvalidInput(f"num_nodes={spec.compute.num_nodes}: jobs spanning several nodes "
                            "are not supported by the exchange yet", field="compute.num_nodes",
@@ -40,7 +44,9 @@ async def submit_job(session: AsyncSession, spec: JobSpec, project_id: str, now:
         raise InvalidInput(f"code bundle {spec.bundle[:12]}… has not been uploaded",
                            field="bundle", hint="upload it first with PUT /api/v1/bundles/{sha}")
     await secrets.check_names(session, project_id, spec.project_secrets)
-    spec = await with_required_tags(session, spec, project_id)
+    if required is None:
+        required = await required_tags(session, project_id)
+    spec = with_tags(spec, required)
     job_id = new_id("j")
     spec = resolve_spec(spec, job_id, store)
     job = Job(id=job_id, name=spec.name, state=JobState.PENDING.value,
@@ -48,17 +54,22 @@ async def submit_job(session: AsyncSession, spec: JobSpec, project_id: str, now:
               cancel_requested=False, retries_used=0, max_retries=spec.max_retries,
               avoid_nodes=[], run=spec.run, project_id=project_id)
     session.add(job)
+    remember(job_id, spec)
     add_event(session, job.id, 0, "state", now, state=JobState.PENDING.value,
               message="submitted")
     return job
 
 
-async def with_required_tags(session: AsyncSession, spec: JobSpec, project_id: str) -> JobSpec:
+async def required_tags(session: AsyncSession, project_id: str) -> list[str]:
+    """The compliance tags a project requires of the nodes its jobs run on."""
+    return list(await session.scalar(select(Project.required_tags).where(
+        Project.id == project_id)) or [])
+
+
+def with_tags(spec: JobSpec, required: Sequence[str]) -> JobSpec:
     """The spec with its project's compliance tags added to its compute: the matcher then
     places it only on nodes carrying them."""
-    required = await session.scalar(select(Project.required_tags).where(
-        Project.id == project_id))
-    missing = [t for t in required or [] if t not in spec.compute.tags]
+    missing = [t for t in required if t not in spec.compute.tags]
     if not missing:
         return spec
     compute = spec.compute.model_copy(update={"tags": (*spec.compute.tags, *missing)})
@@ -114,7 +125,7 @@ def stalled_in(job: Job) -> dict[str, Any] | None:
 
 def job_view(job: Job) -> JobView:
     return JobView(id=job.id, name=job.name, state=job.state,
-                   spec=JobSpec.model_validate(job.spec).redacted(), created_at=job.created_at,
+                   spec=spec_of(job).redacted(), created_at=job.created_at,
                    updated_at=job.updated_at, attempt=job.attempt, node_id=job.node_id,
                    exit_code=job.exit_code, reason=job.reason,
                    pending_reason=job.pending_reason, cancel_requested=job.cancel_requested,

@@ -31,6 +31,7 @@ from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.services.agents import start_command
 from bourse.server.services.jobs import active_attempt_states
 from bourse.server.services.lifecycle import add_event, end_attempt, set_job_state
+from bourse.server.services.specs import spec_of
 from bourse.server.services.verification import PLACEABLE
 
 LOST_AFTER_KEEP_ALIVES = 3
@@ -135,10 +136,10 @@ async def live_capacity(session: AsyncSession, allow_unverified: bool = False) -
         info = NodeInfo(node_id, name, price, verified_at, project_id, frozenset(tags or ()))
         frees[node_id] = Free(info, caps,
                               float(caps.cpus), caps.memory_gib, len(caps.gpus))
-    attempts = (await session.scalars(select(Attempt).where(
-        Attempt.node_id.in_(list(frees)), Attempt.state.in_(active_attempt_states())))).all()
-    for attempt in attempts:
-        frees[attempt.node_id].take(attempt.resources)
+    held = await session.execute(select(Attempt.node_id, Attempt.resources).where(
+        Attempt.node_id.in_(list(frees)), Attempt.state.in_(active_attempt_states())))
+    for node_id, resources in held.all():  # columns, not entities: many attempts may run
+        frees[node_id].take(resources)
     return list(frees.values())
 
 
@@ -245,17 +246,8 @@ async def _no_room(session: AsyncSession, reason: str) -> int:
     return int(getattr(result, "rowcount", 0) or 0)
 
 
-_COMPUTES: dict[str, Compute] = {}
-
-
 def compute_of(job: Job) -> Compute:
-    """A job's Compute, parsed once (specs never change after submission)."""
-    compute = _COMPUTES.get(job.id)
-    if compute is None:
-        if len(_COMPUTES) > 10_000:
-            _COMPUTES.clear()
-        compute = _COMPUTES[job.id] = Compute.model_validate(job.spec["compute"])
-    return compute
+    return spec_of(job).compute
 
 
 def _blocklist(job: Job) -> list[dict[str, Any]]:

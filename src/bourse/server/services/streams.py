@@ -12,6 +12,7 @@ from bourse.protocol.common import JobSpec, Port
 from bourse.server.access import Scope
 from bourse.server.errors import Conflict
 from bourse.server.services.jobs import get_job
+from bourse.server.services.specs import spec_of
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ async def running_job(session: AsyncSession, job_id: str, scope: Scope) -> Runni
         raise Conflict(f"job {job_id} is {job.state}, not RUNNING",
                        hint="ports and exec reach a running job only; `bourse jobs` shows its "
                             "state")
-    return Running(job.id, job.node_id, job.attempt, JobSpec.model_validate(job.spec))
+    return Running(job.id, job.node_id, job.attempt, spec_of(job))
 
 
 def declared_port(running: Running, number: int) -> Port:
