@@ -88,6 +88,14 @@ class _Watch:
     child: bool = True  # try waitpid; cleared once it says the process is not ours
     seen_alive: bool = False
     task: asyncio.Task[None] | None = None
+    start: StartJob | None = None  # the start message, when this agent launched it
+
+    def start_message(self, record: AttemptRecord) -> StartJob:
+        """The attempt's start message: kept from the launch, else read from the spool (an
+        adopted attempt); ValueError when the recorded one is unreadable."""
+        if self.start is None:
+            self.start = StartJob.model_validate_json(record.spec)
+        return self.start
 
 
 @dataclass(frozen=True)
@@ -176,7 +184,7 @@ class Runtime:
         for w in self._watches.values():
             record = self._spool.get_attempt(*w.key)
             if not w.stale and record is not None:
-                image = StartJob.model_validate_json(record.spec).spec.compute.image
+                image = w.start_message(record).spec.compute.image
                 found.append((*w.key, w.pid, w.adir.root, image is not None))
         return found
 
@@ -246,7 +254,7 @@ class Runtime:
             drop_beside(adir)
             self._fail_start(key, f"cannot start the job's process: {e}")
             return
-        self._watch(self._record_started(key, pid, shim.start_time(pid)))
+        self._watch(self._record_started(key, pid, shim.start_time(pid)), msg)
 
     def _goes_on(self, key: Key) -> bool:
         """Whether a start goes on: not given up (stale) meanwhile — its leftovers are
@@ -333,7 +341,7 @@ class Runtime:
 
     # --- watching ----------------------------------------------------------------------------
 
-    def _watch(self, record: AttemptRecord) -> None:
+    def _watch(self, record: AttemptRecord, start: StartJob | None = None) -> None:
         assert record.pid is not None
         key = (record.job_id, record.attempt)
         adir = AttemptDir(Path(record.dir))
@@ -341,7 +349,7 @@ class Runtime:
                            offsets=(record.stdout_offset, record.stderr_offset),
                            chunk_bytes=self._chunk, max_pending=self._max_pending)
         watch = _Watch(key, adir, record.pid, record.proc_start, tailer, kill_at=record.kill_at,
-                       stale=record.state is AttemptStatus.STALE)
+                       stale=record.state is AttemptStatus.STALE, start=start)
         self._watches[key] = watch
         watch.task = asyncio.create_task(self._monitor(watch), name=f"attempt {key}")
 
@@ -380,7 +388,7 @@ class Runtime:
     async def _finish(self, watch: _Watch, record: AttemptRecord,
                       info: dict[str, Any]) -> dict[str, Any]:
         try:
-            msg = StartJob.model_validate_json(record.spec)
+            msg = watch.start_message(record)
         except ValueError:
             log.error("attempt %s: its recorded start message is unreadable", watch.key)
             return {}
