@@ -28,7 +28,7 @@ from bourse.sdk.client import Client
 T = TypeVar("T")
 START_TIMEOUT_S = 60.0  # a cold `python -m bourse` on a busy 2-core CI machine takes seconds
 VERIFY_TIMEOUT_S = 90.0  # the probe's storage and compute checks
-KEEP_ALIVE_S = 1.0
+KEEP_ALIVE_S = 3.0  # lost after 3x: a loaded CI machine can stall an agent for seconds
 
 
 def wait_for(predicate: Callable[[], T], timeout: float, what: str,
