@@ -20,8 +20,10 @@ from bourse.app.cache import code_digest
 from bourse.app.call import Call, StagePrinter, find_result
 from bourse.app.data import Data
 from bourse.app.handle import Handle
+from bourse.app.requirements import check_local
 from bourse.app.result import Result
 from bourse.app.work import Work
+from bourse.core.compute import Compute
 from bourse.core.errors import InvalidInput
 from bourse.storage.jobenv import CHECKPOINT_VAR, input_var, output_var
 from bourse.storage.uri import parse_uri
@@ -71,6 +73,7 @@ class LocalBackend(Backend):
         return self._code
 
     def start(self, work: Work, call: Call, slot: str) -> LocalHandle:
+        check_local(work.name, _packages(work))
         stage_dir = self.run_dir / slot
         outputs = {name: stage_dir / "outputs" / name for name in call.outputs}
         checkpoint = stage_dir / "checkpoints"
@@ -89,6 +92,12 @@ class LocalBackend(Backend):
         return LocalHandle(work, call, proc,
                            outputs={n: Data(u) for n, u in output_uris.items()},
                            checkpoint=checkpoint.as_uri() + "/", started=time.monotonic())
+
+
+def _packages(work: Work) -> tuple[str, ...]:
+    """What the stage needs installed: its compute's packages and a script's requirements."""
+    compute = work.compute.packages if isinstance(work.compute, Compute) else ()
+    return (*compute, *getattr(work, "requirements", ()))
 
 
 def _local_path(uri: str) -> Path:

@@ -141,8 +141,9 @@ class PythonScript(Work):
     ``script.run("--lr", "1e-3", data=result.outputs["shards"])``: positional arguments go to
     the script's command line; keyword arguments that are ``Data`` become inputs (the script
     reads ``BOURSE_INPUT_<NAME>``), other keyword arguments become ``--name value``.
-    ``requirements`` lists packages the node's environment must provide (checked, and
-    installed, by the exchange's environments).
+    ``requirements`` lists packages the stage needs (pip requirement specifiers): on the
+    exchange they join its compute's ``packages``, which the node installs into the job's
+    environment before it starts; a local run checks that this interpreter has them.
     """
 
     def __init__(self, script_path: str | Path, compute: Compute | str | None = None, *,
@@ -156,6 +157,14 @@ class PythonScript(Work):
                          tensorboard=tensorboard)
         self.script_path = str(script_path)
         self.requirements = tuple(requirements)
+
+    def check(self) -> Compute:
+        """The stage's Compute, its requirements among the packages to install."""
+        compute = super().check()
+        if not self.requirements:
+            return compute
+        packages = tuple(dict.fromkeys((*compute.packages, *self.requirements)))
+        return Compute(**(compute.model_dump() | {"packages": packages}))
 
     def run(self, *args: Any, **kwargs: Any) -> Result:
         from bourse.app.context import backend
