@@ -34,7 +34,7 @@ def test_sigterm_to_the_group_stops_the_job_and_the_shim_records_it(tmp_path: Pa
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 143
     assert shim.read_int(adir.exit_file) == 143
-    assert not (adir.root / "exit.tmp").exists()
+    assert sorted(p.name for p in adir.root.iterdir() if p.is_file()) == ["exit", "pid"]
 
 
 def test_exit_status_of_builtins_and_missing_commands(tmp_path: Path) -> None:
