@@ -33,8 +33,7 @@ class AuditWriter:
             try:
                 key = self.key()  # derived from the server key: once per batch
                 async with self.db.write() as session:
-                    for entry, _ in batch:
-                        await audit.append(session, key, entry)
+                    await audit.append(session, key, *(entry for entry, _ in batch))
             except Exception as exc:
                 for _, done in batch:
                     if not done.done():

@@ -80,9 +80,14 @@ async def ensure_head(session: AsyncSession) -> None:
         session.add(AuditHead(id=1, count=0, hash=GENESIS))
 
 
-async def append(session: AsyncSession, key: bytes, entry: Entry) -> AuditRecord:
+async def append(session: AsyncSession, key: bytes, *entries: Entry) -> list[AuditRecord]:
+    """Chain ``entries`` in order after the head, which is read (and locked) once."""
     head = await session.get(AuditHead, 1, with_for_update=True)
     assert head is not None, "the audit chain's head row is missing (migration 0008)"
+    return [_link(session, key, head, entry) for entry in entries]
+
+
+def _link(session: AsyncSession, key: bytes, head: AuditHead, entry: Entry) -> AuditRecord:
     row_id = head.count + 1
     record = AuditRecord(id=row_id, time=entry.time, actor=entry.actor[:80],
                          actor_kind=entry.actor_kind, project_id=entry.project_id,
