@@ -4,7 +4,10 @@ The clock runs from the first submit to the last job's end (its final state chan
 submitted either one request each from 16 concurrent clients (``--mode single``), or in
 requests of 100 through the batch endpoint (``--mode batch``, how a sweep or an array job
 arrives); ``--mode both`` runs both on fresh exchanges. Printed beside it, in the same run: how
-fast this machine spawns ``true`` on its own. Target (issue 3): >= 100 jobs/s.
+fast this machine spawns ``true`` on its own, and the CPU time each part spent per job (the
+coordinator; the agents with the jobs they started): on a shared machine, where the rate drifts
+with the load, these say whether a change made the exchange cheaper. Target (issue 3):
+>= 100 jobs/s.
 
     python benchmarks/throughput.py [--jobs 2000] [--agents 4] [--mode both]
 """
@@ -16,6 +19,8 @@ import asyncio
 import subprocess
 import sys
 import time
+
+import psutil
 
 from _exchange import local_exchange
 from bourse.protocol.common import JobSpec
@@ -71,19 +76,34 @@ async def wait_all(url: str, token: str, ids: list[str]) -> tuple[int, int, floa
             await asyncio.sleep(0.5)
 
 
+def cpu_seconds(pid: int, children: bool = False) -> float:
+    """User + system CPU time of a process (and of its children it has reaped)."""
+    times = psutil.Process(pid).cpu_times()
+    own = times.user + times.system
+    return own + (times.children_user + times.children_system if children else 0.0)
+
+
 def run(mode: str, jobs: int, agents: int) -> float:
     batch = 1 if mode == "single" else 100
-    with local_exchange(agents=agents):
+    with local_exchange(agents=agents) as (_, status, _):
+        def spent() -> tuple[float, float]:
+            return (cpu_seconds(status.server_pid),
+                    sum(cpu_seconds(pid, children=True) for pid in status.agent_pids))
+
         creds = load_credentials()
+        before = spent()
         t0 = time.time()
         ids = asyncio.run(submit_all(creds.url, creds.token, jobs, batch))
         submitted = time.time() - t0
         ok, failed, last = asyncio.run(wait_all(creds.url, creds.token, ids))
+        after = spent()
     count = len(ids)
     elapsed = last - t0
     rate = count / elapsed
+    coordinator, agent = ((a - b) / count * 1000 for a, b in zip(after, before, strict=True))
     print(f"{mode:6s}  {count} jobs, {agents} agents: submitted in {submitted:5.1f} s, all ended "
-          f"after {elapsed:5.1f} s ({ok} succeeded, {failed} failed): {rate:6.1f} jobs/s")
+          f"after {elapsed:5.1f} s ({ok} succeeded, {failed} failed): {rate:6.1f} jobs/s; "
+          f"CPU per job: coordinator {coordinator:.1f} ms, agents and jobs {agent:.1f} ms")
     return rate if failed == 0 else 0.0
 
 
