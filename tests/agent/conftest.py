@@ -19,8 +19,9 @@ def anyio_backend() -> str:
 async def agent_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Agent]]:
     made: list[Agent] = []
 
-    def make(**runtime_options: Any) -> Agent:
-        made.append(Agent(tmp_path / f"agent{len(made)}", **runtime_options))
+    def make(root: Path | None = None, **runtime_options: Any) -> Agent:
+        """``root``: where the agent's files go (default: under the test's tmp_path)."""
+        made.append(Agent(root or tmp_path / f"agent{len(made)}", **runtime_options))
         return made[-1]
 
     yield make

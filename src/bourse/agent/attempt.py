@@ -9,7 +9,7 @@ import shutil
 import signal
 import tarfile
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,6 @@ from bourse.protocol.agent import StartJob
 
 LOST_REASON = "exit status lost (agent restarted and the job's shim was killed)"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
 
 
 class StartError(BourseError):
@@ -81,13 +80,18 @@ def extract_bundle(bundle: Path, dest: Path) -> None:
         raise StartError(f"cannot extract the code bundle: {e}") from e
 
 
-def prepare(adir: AttemptDir, msg: StartJob, bundle: Path | None) -> Path:
+def prepare(adir: AttemptDir, msg: StartJob, bundle: Path | None,
+            setup: Callable[[AttemptDir], None] | None = None) -> Path:
     """Create the attempt's directory and put the job's files in; returns the job's cwd.
+    ``setup`` runs once the directory exists, before the files go in (the isolation's users
+    and mounts).
 
     A directory already there belongs to no recorded attempt (the spool was lost): it goes."""
     if adir.root.exists():
         shutil.rmtree(adir.root)
     adir.create()
+    if setup is not None:
+        setup(adir)
     if bundle is not None:
         extract_bundle(bundle, adir.work)
     elif msg.spec.bundle is not None:

@@ -5,7 +5,8 @@ run`` forwards SIGTERM to the container's init and returns its exit code).
 
 The attempt's directory is mounted at its own path, so every path the job is given (its
 files, ``TMPDIR``, the data plane's inputs and outputs) means the same inside and out; the
-container runs as the agent's user, so what it writes there stays the agent's to clean up.
+container runs as the owner of the job's files (its own job user under a root agent, else
+the agent's user: `bourse.agent.isolation`), so it writes there what a process job would.
 
 No container engine runs on the machines bourse is developed on: the command lines are
 tested as text, and through the runtime against a recording stand-in for ``docker``, never
@@ -103,6 +104,12 @@ def write_env_file(path: Path, env: Mapping[str, str]) -> None:
         f.write(text)
 
 
+def owner(folder: Path) -> str:
+    """``uid:gid`` of ``folder``: the job's own user, or the agent's (`bourse.agent.isolation`)."""
+    st = os.stat(folder)
+    return f"{st.st_uid}:{st.st_gid}"
+
+
 class ContainerJobs(AttemptHooks):
     """Runs jobs that name an ``image`` in a container of the node's engine."""
 
@@ -125,7 +132,7 @@ class ContainerJobs(AttemptHooks):
         argv = run_command(
             self.engine, image=compute.image, command=msg.spec.command,
             name=container_name(msg.job_id, msg.attempt), mount=adir.root, cwd=cwd,
-            env_file=env_file, gpu_uuids=self._gpus(msg), user=f"{os.getuid()}:{os.getgid()}",
+            env_file=env_file, gpu_uuids=self._gpus(msg), user=owner(adir.work),
             cpus=compute.cpus.min or None, memory_gib=compute.memory.min or None)
         return argv, {k: env[k] for k in HOST_ONLY if k in env}
 

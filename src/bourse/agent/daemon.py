@@ -38,6 +38,7 @@ from bourse.agent.environment import JobEnvironments
 from bourse.agent.envs import EnvManager
 from bourse.agent.hooks import HookChain
 from bourse.agent.indexes import PackageSources, pip_sources
+from bourse.agent.isolation import for_agent
 from bourse.agent.metrics import LiveAttempt, Sampler, open_gpu_meter
 from bourse.agent.probe import probe
 from bourse.agent.probe.report import ProbeOptions, run_probe
@@ -91,6 +92,8 @@ class AgentConfig:
     sources: PackageSources | None = None  # job environments' packages; None: pip's config
     torch_index: str = PYTORCH_INDEX
     metrics_interval_s: float = 5.0  # 0: send no resource samples
+    job_users: str = "auto"  # auto | on | off: see bourse.agent.isolation
+    tmpfs_size: str | None = None  # a tmpfs of this size on each attempt's work/ and tmp/
 
 
 @dataclass(frozen=True)
@@ -230,11 +233,14 @@ class Agent:
     def __init__(self, config: AgentConfig, rng: Callable[[], float] = random.random) -> None:
         self.config, self.rng = config, rng
         self.work_dir = private_dir(config.work_dir)  # the spool holds attempts' store keys
+        self.isolation = for_agent(config.job_users, config.tmpfs_size, self.work_dir)
         self.spool = Spool(self.work_dir / "spool.db")
+        self.isolation.secure(self.work_dir)
         self.data = NodeData(self.work_dir / "cache", config.cache_bytes or default_cache_limit(
             shutil.disk_usage(self.work_dir).free))
         self.caps: Capabilities | None = None  # what the last hello said (GPUs, driver)
-        self.runtime = Runtime(self.work_dir, self.spool, hooks=self._hooks())
+        self.runtime = Runtime(self.work_dir, self.spool, hooks=self._hooks(),
+                               isolation=self.isolation)
         self.sampler = Sampler(self.work_dir, self.work_dir / "cache", open_gpu_meter(),
                                cache_used=self.data.cache.used)
         self.cred: credentials.NodeCredential | None = None
@@ -274,6 +280,7 @@ class Agent:
             self.config.name, self.work_dir)
         self.bundles = BundleCache(self.work_dir / "bundles", self.cred.server,
                                    self.cred.credential)
+        self.isolation.secure(self.work_dir)  # the credential, the bundles: the agent's only
         await self.runtime.adopt()
         log.info("agent %s (node %s) starting; coordinator %s", self.config.name,
                  self.cred.node_id, self.config.server)

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import sysconfig
 import time
@@ -158,6 +159,7 @@ class EnvManager:
                            str(staging / "bin" / "python"), *self.sources.uv_args(),
                            *_index_args(index), "-r", str(locked))
             (staging / ".complete").write_text(lock)
+            shared(staging)
             shutil.rmtree(final, ignore_errors=True)
             os.replace(staging, final)
         finally:
@@ -182,6 +184,20 @@ def pinned(lock: str) -> list[str]:
     """The ``name==version`` lines of a lock (``uv pip compile`` output)."""
     return [ln.strip() for ln in lock.splitlines()
             if ln.strip() and not ln.lstrip().startswith("#") and "==" in ln]
+
+
+def shared(top: Path) -> None:
+    """Readable (and where executable, runnable) by every job user, writable by none but the
+    agent, whatever its umask: environments are shared by jobs that run as their own users."""
+    for above in (top.parent, top.parent.parent):  # envs/, the manager's root
+        os.chmod(above, 0o755)
+    for folder, _dirs, files in os.walk(top):
+        os.chmod(folder, 0o755)
+        for name in files:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                mode = os.stat(path).st_mode
+                os.chmod(path, 0o755 if mode & stat.S_IXUSR else 0o644)
 
 
 def _see_agent_packages(venv: Path) -> None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bourse.agent.shim import AttemptDir
+from bourse.agent.users import JobUser
 from bourse.protocol.stream import ExecTarget, StreamResize
 from bourse.tunnel.stream import Stream, StreamClosed
 
@@ -43,14 +44,15 @@ class Beside:
     cwd: Path
     env: dict[str, str]
     image: str | None = None  # a container job's image: exec does not enter containers yet
+    uid: int | None = None  # the job's own user (`bourse.agent.users`); None: the agent's
 
 
 def save_beside(adir: AttemptDir, cwd: Path, env: dict[str, str],
-                image: str | None = None) -> None:
+                image: str | None = None, uid: int | None = None) -> None:
     path = adir.root / BESIDE
     fd = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
-        json.dump({"cwd": str(cwd), "env": env, "image": image}, out)
+        json.dump({"cwd": str(cwd), "env": env, "image": image, "uid": uid}, out)
     os.replace(path.with_suffix(".tmp"), path)
 
 
@@ -64,10 +66,10 @@ def drop_beside(adir: AttemptDir) -> None:
 def load_beside(adir: AttemptDir) -> Beside | None:
     try:
         raw = json.loads((adir.root / BESIDE).read_text())
-        image = raw.get("image")
+        image, uid = raw.get("image"), raw.get("uid")
         return Beside(Path(raw["cwd"]), {str(k): str(v) for k, v in raw["env"].items()},
-                      str(image) if image else None)
-    except (OSError, ValueError, KeyError, AttributeError):
+                      str(image) if image else None, None if uid is None else int(uid))
+    except (OSError, ValueError, KeyError, AttributeError, TypeError):
         return None
 
 
@@ -82,6 +84,8 @@ async def run_exec(stream: Stream, target: ExecTarget, beside: Beside,
                    opened: Callable[[], None]) -> None:
     """Run the command, pump its streams; close ``stream`` with its exit code."""
     argv = target.argv or shell_argv(beside.env, target.tty)
+    if beside.uid is not None:  # as the job's own user, like the job
+        argv = JobUser(beside.uid).wrap(argv)
     try:
         if target.tty:
             code = await _run_tty(stream, argv, target, beside, opened)
@@ -145,8 +149,8 @@ async def _run_tty(stream: Stream, argv: list[str], target: ExecTarget, beside: 
     try:
         _set_size(master, target.rows, target.cols)
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", _CTTY, *argv, cwd=beside.cwd, env=beside.env, stdin=slave,
-            stdout=slave, stderr=slave, start_new_session=True)
+            sys.executable, "-I", "-S", "-c", _CTTY, *argv, cwd=beside.cwd, env=beside.env,
+            stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
     except BaseException:
         os.close(master)
         raise

@@ -42,6 +42,7 @@ from bourse.agent import shim
 from bourse.agent.attempt import StartError, base_env, exit_info, job_env, prepare
 from bourse.agent.execs import drop_beside, save_beside
 from bourse.agent.hooks import AttemptHooks, Emit
+from bourse.agent.isolation import Isolation
 from bourse.agent.shim import AttemptDir
 from bourse.agent.spool import AttemptRecord, AttemptStatus, Spool
 from bourse.agent.tailer import LogTailer
@@ -108,10 +109,14 @@ class Runtime:
                  chunk_bytes: int = LOG_CHUNK_BYTES,
                  max_pending_log_bytes: int = 16 * 1024 * 1024,
                  environ: Mapping[str, str] | None = None,
-                 hooks: AttemptHooks | None = None) -> None:
+                 hooks: AttemptHooks | None = None,
+                 isolation: Isolation | None = None) -> None:
         """``environ``: where PATH, HOME and LANG for jobs come from (default: the agent's).
-        ``hooks``: work before the process starts and after it ended (`bourse.agent.hooks`)."""
+        ``hooks``: work before the process starts and after it ended (`bourse.agent.hooks`).
+        ``isolation``: who jobs run as and what is wiped after them (default: nothing,
+        jobs run as the agent's user; `bourse.agent.isolation`)."""
         self._hooks = hooks or AttemptHooks()
+        self._isolation = isolation or Isolation()
         self._preparing: dict[Key, asyncio.Future[dict[str, str]]] = {}
         self._work_dir = work_dir
         self._spool = spool
@@ -242,10 +247,14 @@ class Runtime:
         if isinstance(data, str):
             self._fail_start(key, data)
             return
-        env = job_env(self._base_env, adir.tmp, msg, data)
         try:
-            argv, env = self._hooks.command(msg, adir, cwd, env)
-            save_beside(adir, cwd, env, msg.spec.compute.image)  # what `bourse exec` runs in
+            user = self._isolation.hand_over(adir)
+            base = self._base_env | (user.env(adir.tmp) if user else {})
+            argv, env = self._hooks.command(msg, adir, cwd, job_env(base, adir.tmp, msg, data))
+            if user is not None and msg.spec.compute.image is None:
+                argv = user.wrap(argv)  # a container's user is the engine's --user
+            save_beside(adir, cwd, env, msg.spec.compute.image,  # what `bourse exec` runs in
+                        user.uid if user else None)
             pid = shim.spawn(adir, cwd, argv, env)
         except StartError as e:
             self._fail_start(key, e.message + (f" ({e.hint})" if e.hint else ""))
@@ -262,7 +271,7 @@ class Runtime:
         record = self._spool.get_attempt(*key)
         assert record is not None
         if record.state is not AttemptStatus.STARTING:
-            self._hooks.release(*key, Path(record.dir))
+            self._release(key, Path(record.dir))
             return False
         if record.cancel_reason is not None:
             self._report_exit(key, exit_info(None, None, record.cancel_reason))
@@ -296,14 +305,20 @@ class Runtime:
                 self._spool.append_event(*key, kind, data, time.time())
         return emit
 
-    @staticmethod
-    async def _prepare(adir: AttemptDir, msg: StartJob, bundle: Path | None) -> Path | str:
-        """The job's cwd, or why it could not be prepared. Extraction runs in a thread."""
+    async def _prepare(self, adir: AttemptDir, msg: StartJob,
+                       bundle: Path | None) -> Path | str:
+        """The job's cwd, or why it could not be prepared. In a thread: extraction, and the
+        isolation's set-up (a mount, a lock on the node's job users)."""
+        def run() -> Path:
+            self._isolation.end(adir.root)  # left by an attempt no record knows of
+            return prepare(adir, msg, bundle, self._isolation.setup)
         try:
-            if bundle is None:
-                return prepare(adir, msg, bundle)
-            return await asyncio.to_thread(prepare, adir, msg, bundle)
-        except (StartError, OSError, ValueError) as e:
+            if bundle is None and not self._isolation.wipes:
+                return run()
+            return await asyncio.to_thread(run)
+        except StartError as e:
+            return e.message + (f" ({e.hint})" if e.hint else "")
+        except (OSError, ValueError) as e:
             return str(e)
 
     def _record_started(self, key: Key, pid: int, started: int | None) -> AttemptRecord:
@@ -328,7 +343,7 @@ class Runtime:
                                            time.time())
             record = self._spool.update_attempt(*key, state=AttemptStatus.START_FAILED,
                                                 reason=reason, final_row=row)
-        self._hooks.release(*key, Path(record.dir))
+        self._release(key, Path(record.dir))
 
     def _report_exit(self, key: Key, info: dict[str, Any]) -> None:
         with self._spool.atomic():
@@ -337,7 +352,12 @@ class Runtime:
                                                 exit_code=info["exit_code"],
                                                 exit_signal=info["signal"],
                                                 reason=info["reason"])
-        self._hooks.release(*key, Path(record.dir))
+        self._release(key, Path(record.dir))
+
+    def _release(self, key: Key, root: Path) -> None:
+        """The attempt is over: the hooks' leftovers, then (isolated) its whole directory."""
+        self._hooks.release(*key, root)
+        self._isolation.end(root)
 
     # --- watching ----------------------------------------------------------------------------
 
@@ -359,10 +379,11 @@ class Runtime:
             drop_beside(watch.adir)  # exec needs a running job; its store keys go with it
             if watch.seen_alive:  # leftovers of the job in its group (never a reused pgid)
                 shim.signal_group(watch.pid, signal.SIGKILL)
+            await asyncio.to_thread(self._isolation.stop, watch.adir)  # and of its user
             while not (watch.stale or watch.tailer.step(time.time(), final=True)):
                 await asyncio.sleep(self._poll)
             if watch.stale:
-                self._hooks.release(*watch.key, watch.adir.root)
+                self._release(watch.key, watch.adir.root)
             else:
                 await self._report_end(watch, ended)
         except Exception:
@@ -381,7 +402,7 @@ class Runtime:
         record = self._spool.get_attempt(*watch.key)
         assert record is not None
         if record.state is AttemptStatus.STALE:  # given up while finishing
-            self._hooks.release(*watch.key, watch.adir.root)
+            self._release(watch.key, watch.adir.root)
             return
         self._report_exit(watch.key, info)
 

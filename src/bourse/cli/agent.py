@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import socket
 import sys
@@ -15,6 +16,7 @@ import click
 
 from bourse.agent.daemon import AgentConfig, Spot, run_agent
 from bourse.agent.indexes import PackageSources
+from bourse.agent.isolation import check_tmpfs
 from bourse.agent.probe import ProbeOptions, run_probe
 from bourse.cli.errors import EXIT_NO_RESULT, EXIT_OK, handles_errors
 from bourse.cli.render import echo_json
@@ -74,6 +76,13 @@ LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # as protocol.common.L
 @click.option("--metrics-interval", type=click.FloatRange(min=0, max=3600), default=5.0,
               show_default=True, help="Seconds between resource samples of the running jobs "
               "and the node (CPU, memory, GPUs, disk); 0 sends none.")
+@click.option("--job-users", type=click.Choice(["auto", "on", "off"]), default="auto",
+              show_default=True, help="Run each attempt as its own unprivileged user (needs "
+              "root and a work dir other users can reach): auto where possible, on or fail, "
+              "off never (docs/security.md).")
+@click.option("--tmpfs-work-dir", "tmpfs_size", metavar="SIZE", help="Mount a tmpfs of SIZE "
+              "(e.g. 8g) on each attempt's work and temp dirs, so its files never reach a "
+              "disk; needs root.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 @click.pass_context
@@ -84,8 +93,8 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
           storage_mb: int, cache_gb: float | None, interruptible: bool,
           spot_price: float | None, provider_label: str | None, region: str | None,
           index_url: str | None, extra_index_url: tuple[str, ...], find_links: tuple[str, ...],
-          no_index: bool, torch_index: str, metrics_interval: float,
-          log_level: str) -> None:
+          no_index: bool, torch_index: str, metrics_interval: float, job_users: str,
+          tmpfs_size: str | None, log_level: str) -> None:
     """Run a node agent: it dials out to the coordinator and runs the jobs placed here."""
     if ctx.invoked_subcommand is not None:
         return
@@ -112,7 +121,9 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
                          region=label(region, "--region"),
                          sources=package_sources(index_url, extra_index_url, find_links,
                                                  no_index),
-                         torch_index=torch_index, metrics_interval_s=metrics_interval)
+                         torch_index=torch_index, metrics_interval_s=metrics_interval,
+                         job_users=job_users, tmpfs_size=tmpfs_size)
+    check_tmpfs(tmpfs_size, os.geteuid())
     asyncio.run(run_agent(config))
 
 
