@@ -123,7 +123,7 @@ async def test_two_jobs_cannot_read_or_signal_each_other_and_leave_nothing(
     assert f"gid:{a_uid} groups:[] umask:77" in out
     assert a_uid not in (0, b_uid) and UidPool().owns(a_uid) and UidPool().owns(b_uid)
     assert "agent-credential-xyz" not in out and "BOURSE_NODE_SECRET" not in out
-    await _gone(agent.dir("a").root, agent)  # the attempt ended: its files are wiped
+    await _gone(agent.dir("a").root.parent, agent)  # the attempt ended: its files are wiped
     assert processes_of(b_uid) and (b_dir.work / "b.txt").exists()  # B untouched by A
 
     await agent.runtime.cancel("b", 1, grace_s=0.2)

@@ -49,7 +49,8 @@ SHARED_USER_GAPS = (
     "(its spool holds attempts' store keys) and signal their processes",
     "attempt directories are kept after the attempt ends (no wipe of the job's files)",
 )
-AGENT_STATE = ("bundles", "cache", "spool.db", "spool.db-wal", "spool.db-shm", "node.json")
+AGENT_STATE = ("bundles", "cache", "spool.db", "spool.db-wal", "spool.db-shm", "node.json",
+               "agent.log")
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,8 @@ class Isolation:
         for folder in (adir.work, adir.tmp):
             unmount(folder)
         shutil.rmtree(root, ignore_errors=True)
+        with contextlib.suppress(OSError):  # jobs/<id>/, once its last attempt is gone
+            root.parent.rmdir()
         if user is not None and self.pool is not None:
             self.pool.release(user, root)
 

@@ -1,16 +1,18 @@
 """The agent's process runtime: runs attempts as local processes and reports them via the spool.
 
-``start`` records the attempt and spools ``accepted``, prepares its directory (extracts the code
-bundle, finds the workdir), runs the ``prepare`` hook (:mod:`bourse.agent.hooks`; the data
+``start`` records the attempt and spools ``accepted``, prepares its directory (extracts the
+code bundle, finds the workdir), runs the ``prepare`` hook (:mod:`bourse.agent.hooks`; the data
 plane prefetches inputs there), spawns the command under the shim (:mod:`bourse.agent.shim`)
 with a minimal environment — never the agent's own, which holds credentials — plus what the
-hook returned, and spools ``started``. A failure before the process runs spools
-``start_failed``. Then one asyncio task per attempt polls every ``poll_interval``: it tails the
-logs into the spool (:mod:`bourse.agent.tailer`), SIGKILLs a cancelled job whose grace has run
-out, and notices the exit; it then drains the logs to their end, runs the ``finish`` hook (the
-data plane uploads outputs there) and spools ``exited`` with what it returned. Every decision
-is recorded in the spool first, so a new Runtime over the same spool and work dir can
-``adopt`` the jobs of one that was killed (and finish them).
+hook returned, as the attempt's own user when the agent is root (:mod:`bourse.agent.isolation`
+sets the directory up, hands it over, and wipes it at the end), and spools ``started``. A
+failure before the process runs spools ``start_failed``. Then one asyncio task per attempt
+polls every ``poll_interval``: it tails the logs into the spool (:mod:`bourse.agent.tailer`),
+SIGKILLs a cancelled job whose grace has run out, and notices the exit; it then drains the logs
+to their end, runs the ``finish`` hook (the data plane uploads outputs there) and spools
+``exited`` with what it returned. Every decision is recorded in the spool first, so a new
+Runtime over the same spool and work dir can ``adopt`` the jobs of one that was killed (and
+finish them).
 
 How the daemon drives it (all on its event loop thread; the spool is single-threaded):
 

@@ -15,7 +15,9 @@ builtin (``exit``, ``exec``) cannot end the shim early; dash execs its last comm
 without another fork. ``exit`` is written in place, with a builtin (no temporary file renamed
 by ``mv``: starting ``mv`` doubled the shim's cost per job): it is read only once the shim has
 ended, so no reader sees it half-written, and a shim killed while writing it leaves an exit
-status as unknown as it would leave none.
+status as unknown as it would leave none. Under a root agent the shim stays root and the
+command it runs drops to the attempt's own user (`bourse.agent.users.JobUser.wrap`), so the
+job can neither stop the shim nor forge its files.
 """
 
 from __future__ import annotations
