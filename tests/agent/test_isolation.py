@@ -93,7 +93,12 @@ def _isolated(agent_factory: Callable[..., Agent], root: Path, tmpfs: str | None
 
 
 async def _gone(path: Path, agent: Agent) -> None:
-    await agent.coordinator.until(lambda: not path.exists())
+    """``path`` is removed once the coordinator acknowledged the attempt's last rows (the
+    daemon sweeps on every ack; here the stand-in coordinator acks, the test sweeps)."""
+    def swept() -> bool:
+        agent.runtime.sweep()
+        return not path.exists()
+    await agent.coordinator.until(swept)
 
 
 @async_test
@@ -135,6 +140,24 @@ async def test_two_jobs_cannot_read_or_signal_each_other_and_leave_nothing(
 
 @async_test
 @root_only
+async def test_the_logs_stay_until_the_coordinator_acknowledged_them(
+        agent_factory: Callable[..., Agent], open_root: Path) -> None:
+    agent = _isolated(agent_factory, open_root)
+    agent.coordinator.ack = False
+    await agent.start("l", ["sh", "-c", "echo out-line; echo err-line >&2"])
+    await agent.coordinator.until(agent.coordinator.exited("l"))
+    agent.runtime.sweep()
+    adir = agent.dir("l")
+    assert [p.name for p in adir.root.iterdir()] == ["logs"]  # the rest is wiped at once
+    agent.coordinator.ack = True
+    agent.coordinator.reconnect(agent.spool)  # everything is sent again, from the files
+    await _gone(adir.root, agent)
+    assert agent.coordinator.stream("l", "stdout") == b"out-line\n"
+    assert agent.coordinator.stream("l", "stderr") == b"err-line\n"
+
+
+@async_test
+@root_only
 async def test_a_tmpfs_work_dir_is_mounted_for_the_attempt_and_unmounted_after(
         agent_factory: Callable[..., Agent], open_root: Path) -> None:
     agent = _isolated(agent_factory, open_root, tmpfs="8m")
@@ -171,8 +194,11 @@ async def test_the_agents_state_is_its_own_and_symlinked_outputs_are_dropped(
     (adir.root / "outputs" / "model" / "stolen").symlink_to(open_root / "spool.db")
     isolation.stop(adir)  # the agent uploads outputs as root: no link may lead it astray
     assert sorted(p.name for p in (adir.root / "outputs" / "model").iterdir()) == ["w.bin"]
-    isolation.end(adir.root)
-    assert not adir.root.exists()
+    isolation.end(adir.root)  # the logs stay until the coordinator has them
+    assert [p.name for p in adir.root.iterdir()] == ["logs"]
+    assert (os.stat(adir.root).st_uid, stat.S_IMODE(os.stat(adir.root).st_mode)) == (0, 0o700)
+    isolation.forget(adir.root)
+    assert not adir.root.parent.exists()
     assert UidPool().claim(adir.root).uid == user.uid  # released: the first free one again
     UidPool().release(user, adir.root)
 
@@ -195,6 +221,7 @@ async def test_exec_beside_a_job_runs_as_its_user(open_root: Path) -> None:
                                         beside, lambda: None), 10)
     finally:
         isolation.end(adir.root)
+        isolation.forget(adir.root)
     out = b"".join(base64.b64decode(m.data) for m in sent
                    if isinstance(m, StreamData) and m.fd == 1).decode()
     assert out.split() == [str(user.uid), str(user.gid)]

@@ -193,6 +193,7 @@ class Session:
         elif isinstance(body, Ack):
             rows = [int(i[1:]) for i in body.ids if i.startswith("o") and i[1:].isdigit()]
             self.agent.spool.ack(rows)
+            self.agent.runtime.sweep()
             for row in rows:
                 self.in_flight.pop(row, None)
             self.acked.set()

@@ -10,8 +10,10 @@ Which mode the agent runs in is decided once at start (:func:`decide`, a pure fu
   ``beside.json`` stay the agent's), its ``work/`` and ``tmp/`` (also its ``HOME``) are the
   job's, 0700, and its outputs are handed to it. When the process has ended every process of
   the uid is killed, symlinks the job left among its outputs are dropped (the agent uploads
-  them as root: a link to the agent's credential must not be followed), and once the final
-  event is spooled the whole attempt directory is removed and the uid released. The work
+  them as root: a link to the agent's credential must not be followed); once the final
+  event is spooled all of the attempt directory but its logs is removed and the uid released,
+  and the logs go once the coordinator has acknowledged them (the spool reads log chunks
+  from those files when it sends them: `Runtime.sweep`). The work
   dir becomes 0711 (jobs can reach their own attempt by path, list nothing) and the agent's
   state in it (spool, credential, bundles, input cache) is the agent's alone; job
   environments stay readable and executable, not writable.
@@ -166,7 +168,9 @@ class Isolation:
             drop_links(adir.root / "outputs")
 
     def end(self, root: Path) -> None:
-        """The attempt is over (its final event is spooled): wipe it, release its user."""
+        """The attempt is over (its final event is spooled): wipe all of it but its logs
+        (the spool reads log chunks from them until the coordinator acknowledged them), and
+        release its user."""
         if not self.wipes or not root.exists():
             return
         adir = AttemptDir(root)
@@ -175,11 +179,27 @@ class Isolation:
             clear(user)
         for folder in (adir.work, adir.tmp):
             unmount(folder)
-        shutil.rmtree(root, ignore_errors=True)
-        with contextlib.suppress(OSError):  # jobs/<id>/, once its last attempt is gone
-            root.parent.rmdir()
+        for entry in root.iterdir():
+            if entry != adir.stdout.parent:
+                _remove(entry)
+        os.chown(root, 0, 0)
+        os.chmod(root, 0o700)
         if user is not None and self.pool is not None:
             self.pool.release(user, root)
+
+    def forget(self, root: Path) -> None:
+        """Its logs are acknowledged too: nothing of the attempt is left."""
+        if self.wipes:
+            shutil.rmtree(root, ignore_errors=True)
+            with contextlib.suppress(OSError):  # jobs/<id>/, once its last attempt is gone
+                root.parent.rmdir()
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def chown_tree(top: Path, user: JobUser) -> None:

@@ -128,6 +128,7 @@ class Runtime:
         self._base_env = base_env(os.environ if environ is None else environ)
         self._watches: dict[Key, _Watch] = {}
         self._starting: set[Key] = set()
+        self._unswept: set[Key] = set()  # ended, wiped but for logs not yet acknowledged
 
     # --- commands ----------------------------------------------------------------------------
 
@@ -207,6 +208,21 @@ class Runtime:
             key = (record.job_id, record.attempt)
             if key not in self._watches and key not in self._starting:
                 self._adopt(record)
+        if self._isolation.wipes:
+            ended = self._spool.attempts(AttemptStatus.EXITED, AttemptStatus.START_FAILED)
+            self._unswept |= {(r.job_id, r.attempt) for r in ended if Path(r.dir).exists()}
+            self.sweep()
+
+    def sweep(self) -> None:
+        """Remove what is left of ended attempts (their logs) once the coordinator has
+        acknowledged all of it; the daemon calls it on every ``ack``."""
+        for key in list(self._unswept):
+            record = self._spool.get_attempt(*key)
+            done = record is None or record.final_acked or record.state is AttemptStatus.STALE
+            if done and self._spool.pending_log_bytes(*key) == 0:
+                if record is not None:
+                    self._isolation.forget(Path(record.dir))
+                self._unswept.discard(key)
 
     async def close(self) -> None:
         """Stop watching, leaving the jobs running (a later Runtime can adopt them)."""
@@ -360,6 +376,8 @@ class Runtime:
         """The attempt is over: the hooks' leftovers, then (isolated) its whole directory."""
         self._hooks.release(*key, root)
         self._isolation.end(root)
+        if self._isolation.wipes:
+            self._unswept.add(key)
 
     # --- watching ----------------------------------------------------------------------------
 
