@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from agent_harness import Agent
 
+from bourse.agent.envs import shared
 from bourse.agent.execs import Beside, run_exec
 from bourse.agent.isolation import (
     SHARED_USER_GAPS,
@@ -158,6 +159,21 @@ async def test_the_logs_stay_until_the_coordinator_acknowledged_them(
 
 @async_test
 @root_only
+async def test_a_restarted_agent_adopts_a_job_user_and_still_wipes_it(
+        agent_factory: Callable[..., Agent], open_root: Path) -> None:
+    agent = _isolated(agent_factory, open_root)
+    await agent.start("r", ["sh", "-c", "sleep 0.5; id -u"])
+    await agent.coordinator.until(lambda: agent.coordinator.event("r", "started") is not None)
+    uid = os.stat(agent.dir("r").work).st_uid
+    await agent.restart()  # the job runs on; the new runtime knows its user by its files
+    await agent.coordinator.until(agent.coordinator.exited("r"))
+    assert agent.coordinator.stream("r", "stdout") == f"{uid}\n".encode()
+    await _gone(agent.dir("r").root, agent)
+    assert processes_of(uid) == []
+
+
+@async_test
+@root_only
 async def test_a_tmpfs_work_dir_is_mounted_for_the_attempt_and_unmounted_after(
         agent_factory: Callable[..., Agent], open_root: Path) -> None:
     agent = _isolated(agent_factory, open_root, tmpfs="8m")
@@ -281,3 +297,21 @@ def test_a_tmpfs_needs_root_and_a_size(size: str, euid: int, says: str) -> None:
         check_tmpfs(size, euid)
     check_tmpfs(None, 1000)
     check_tmpfs("512m", 0)
+
+
+def test_environments_are_readable_and_runnable_by_job_users_not_writable(
+        tmp_path: Path) -> None:
+    env = tmp_path / "envs" / "envs" / "abc"
+    (env / "bin").mkdir(parents=True, mode=0o700)
+    (env / "bin" / "python").write_text("#!/bin/sh\n")
+    os.chmod(env / "bin" / "python", 0o700)  # as made under an agent's umask 077
+    (env / "lib.py").write_text("x = 1\n")
+    os.chmod(env / "lib.py", 0o600)
+    (env / "bin" / "py").symlink_to("python")
+    shared(env)
+    modes = {p.relative_to(tmp_path).as_posix(): stat.S_IMODE(os.stat(p).st_mode)
+             for p in (tmp_path / "envs", tmp_path / "envs" / "envs", env, env / "bin",
+                       env / "bin" / "python", env / "lib.py")}
+    assert modes == {"envs": 0o755, "envs/envs": 0o755, "envs/envs/abc": 0o755,
+                     "envs/envs/abc/bin": 0o755, "envs/envs/abc/bin/python": 0o755,
+                     "envs/envs/abc/lib.py": 0o644}
