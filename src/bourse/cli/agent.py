@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
 import socket
 import sys
@@ -16,7 +15,6 @@ import click
 
 from bourse.agent.daemon import AgentConfig, Spot, run_agent
 from bourse.agent.indexes import PackageSources
-from bourse.agent.isolation import check_tmpfs
 from bourse.agent.probe import ProbeOptions, run_probe
 from bourse.cli.errors import EXIT_NO_RESULT, EXIT_OK, handles_errors
 from bourse.cli.render import echo_json
@@ -123,7 +121,6 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
                                                  no_index),
                          torch_index=torch_index, metrics_interval_s=metrics_interval,
                          job_users=job_users, tmpfs_size=tmpfs_size)
-    check_tmpfs(tmpfs_size, os.geteuid())
     asyncio.run(run_agent(config))
 
 
