@@ -77,7 +77,8 @@ print(sorted(os.environ.items()))
 
 @pytest.fixture
 def open_root() -> Iterator[Path]:
-    """An agent root that other users can reach (pytest's tmp_path sits in a 0700 dir)."""
+    """An agent root that other users can reach (pytest's tmp_path sits in a 0700 dir).
+    Tests ask for it before ``agent_factory``, so that it is removed after the agents."""
     path = Path(tempfile.mkdtemp(prefix="bourse-isolation-", dir="/tmp"))
     os.chmod(path, 0o711)
     yield path
@@ -106,7 +107,7 @@ async def _gone(path: Path, agent: Agent) -> None:
 @root_only
 @needs_python
 async def test_two_jobs_cannot_read_or_signal_each_other_and_leave_nothing(
-        agent_factory: Callable[..., Agent], open_root: Path,
+        open_root: Path, agent_factory: Callable[..., Agent],
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BOURSE_NODE_SECRET", "agent-credential-xyz")  # the agent's own env
     agent = _isolated(agent_factory, open_root)
@@ -142,7 +143,7 @@ async def test_two_jobs_cannot_read_or_signal_each_other_and_leave_nothing(
 @async_test
 @root_only
 async def test_the_logs_stay_until_the_coordinator_acknowledged_them(
-        agent_factory: Callable[..., Agent], open_root: Path) -> None:
+        open_root: Path, agent_factory: Callable[..., Agent]) -> None:
     agent = _isolated(agent_factory, open_root)
     agent.coordinator.ack = False
     await agent.start("l", ["sh", "-c", "echo out-line; echo err-line >&2"])
@@ -160,7 +161,7 @@ async def test_the_logs_stay_until_the_coordinator_acknowledged_them(
 @async_test
 @root_only
 async def test_a_restarted_agent_adopts_a_job_user_and_still_wipes_it(
-        agent_factory: Callable[..., Agent], open_root: Path) -> None:
+        open_root: Path, agent_factory: Callable[..., Agent]) -> None:
     agent = _isolated(agent_factory, open_root)
     await agent.start("r", ["sh", "-c", "sleep 0.5; id -u"])
     await agent.coordinator.until(lambda: agent.coordinator.event("r", "started") is not None)
@@ -175,7 +176,7 @@ async def test_a_restarted_agent_adopts_a_job_user_and_still_wipes_it(
 @async_test
 @root_only
 async def test_a_tmpfs_work_dir_is_mounted_for_the_attempt_and_unmounted_after(
-        agent_factory: Callable[..., Agent], open_root: Path) -> None:
+        open_root: Path, agent_factory: Callable[..., Agent]) -> None:
     agent = _isolated(agent_factory, open_root, tmpfs="8m")
     await agent.start("t", ["sh", "-c", 'stat -f -c %T . "$TMPDIR"; touch x'])
     await agent.coordinator.until(agent.coordinator.exited("t"))
