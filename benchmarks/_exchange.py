@@ -15,9 +15,11 @@ from bourse.sdk.config import load_credentials
 
 
 @contextlib.contextmanager
-def local_exchange(agents: int = 1, cpus: int | None = None,
-                   keep_alive_s: float = 5.0) -> Iterator[tuple[Client, Status, Path]]:
+def local_exchange(agents: int = 1, cpus: int | None = None, keep_alive_s: float = 5.0,
+                   reachable: bool = False) -> Iterator[tuple[Client, Status, Path]]:
     root = Path(tempfile.mkdtemp(prefix="bourse-bench-"))
+    if reachable:  # a root agent then runs each job as its own user (docs/security.md)
+        root.chmod(0o711)
     previous = os.environ.get("BOURSE_HOME")
     os.environ["BOURSE_HOME"] = str(root / "home")
     exchange = LocalExchange(root / "local", keep_alive_s=keep_alive_s)

@@ -83,9 +83,9 @@ def cpu_seconds(pid: int, children: bool = False) -> float:
     return own + (times.children_user + times.children_system if children else 0.0)
 
 
-def run(mode: str, jobs: int, agents: int) -> float:
+def run(mode: str, jobs: int, agents: int, job_users: bool = False) -> float:
     batch = 1 if mode == "single" else 100
-    with local_exchange(agents=agents) as (_, status, _):
+    with local_exchange(agents=agents, reachable=job_users) as (_, status, _):
         def spent() -> tuple[float, float]:
             return (cpu_seconds(status.server_pid),
                     sum(cpu_seconds(pid, children=True) for pid in status.agent_pids))
@@ -101,6 +101,7 @@ def run(mode: str, jobs: int, agents: int) -> float:
     elapsed = last - t0
     rate = count / elapsed
     coordinator, agent = ((a - b) / count * 1000 for a, b in zip(after, before, strict=True))
+    mode += " (job users)" if job_users else ""
     print(f"{mode:6s}  {count} jobs, {agents} agents: submitted in {submitted:5.1f} s, all ended "
           f"after {elapsed:5.1f} s ({ok} succeeded, {failed} failed): {rate:6.1f} jobs/s; "
           f"CPU per job: coordinator {coordinator:.1f} ms, agents and jobs {agent:.1f} ms")
@@ -112,10 +113,13 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--agents", type=int, default=4)
     parser.add_argument("--mode", choices=["single", "batch", "both"], default="both")
+    parser.add_argument("--job-users", action="store_true",
+                        help="run as root with a work dir other users can reach, so that each "
+                             "job runs as its own user (docs/security.md)")
     args = parser.parse_args()
     baseline = spawn_rate()
     modes = ["single", "batch"] if args.mode == "both" else [args.mode]
-    rates = {mode: run(mode, args.jobs, args.agents) for mode in modes}
+    rates = {mode: run(mode, args.jobs, args.agents, args.job_users) for mode in modes}
     print(f"baseline: this machine alone spawns and reaps `true` at {baseline:.0f}/s")
     for mode, rate in rates.items():
         print(f"target >= 100 jobs/s ({mode} submits): {'met' if rate >= 100 else 'NOT met'}")

@@ -316,3 +316,42 @@ def test_environments_are_readable_and_runnable_by_job_users_not_writable(
     assert modes == {"envs": 0o755, "envs/envs": 0o755, "envs/envs/abc": 0o755,
                      "envs/envs/abc/bin": 0o755, "envs/envs/abc/bin/python": 0o755,
                      "envs/envs/abc/lib.py": 0o644}
+
+
+@root_only
+@pytest.mark.parametrize("setpriv", [True, False], ids=["setpriv", "python-fallback"])
+def test_the_drop_and_the_kill_work_with_and_without_setpriv(
+        setpriv: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from bourse.agent import users
+
+    if not setpriv:
+        monkeypatch.setattr(users, "SETPRIV", None)
+    elif users.SETPRIV is None:
+        pytest.skip("no setpriv on this machine")
+    user = users.JobUser(users.FIRST_UID + 4000)
+    seen = subprocess.run(user.wrap(["/bin/sh", "-c", "id -u; id -G; umask"]), check=True,
+                          capture_output=True, text=True).stdout.split()
+    assert seen == [str(user.uid), str(user.gid), "0077"]
+    missing = subprocess.run(user.wrap(["no-such-command-xyz"]), capture_output=True,
+                             check=False, cwd="/", env={"PATH": "/usr/bin:/bin"})
+    assert missing.returncode == 127
+    sleeper = subprocess.Popen(user.wrap(["/bin/sleep", "60"]), start_new_session=True)
+    try:
+        wait_until(lambda: bool(processes_of(user.uid)))
+        users.kill_all(user)
+        assert processes_of(user.uid) == []
+        assert sleeper.wait(timeout=10) == -9
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from bourse.agent.attempt import StartError
 from bourse.agent.shim import AttemptDir
-from bourse.agent.users import JobUser, UidPool, clear
+from bourse.agent.users import JobUser, UidPool, clear, kill_all
 from bourse.core.errors import InvalidInput
 
 log = logging.getLogger(__name__)
@@ -164,7 +164,7 @@ class Isolation:
         among its outputs for the agent to follow."""
         user = self.user_of(adir)
         if user is not None:
-            clear(user)
+            kill_all(user)  # its files in the shared temp dirs go when the attempt ends
             drop_links(adir.root / "outputs")
 
     def end(self, root: Path) -> None:
