@@ -152,6 +152,15 @@ async def test_a_broken_stream_resumes_where_it_stopped(tmp_path: Path) -> None:
     assert resumed == (broken[0] + 200, broken[1] - 200)  # only what was missing
 
 
+async def test_writes_in_pieces_smaller_than_a_chunk_land_in_place(tmp_path: Path) -> None:
+    store = await filled()
+    fetch = prefetcher(tmp_path, store, write_size=7)  # divides neither chunks nor parts
+    result = await fetch.prefetch({"data": "s3://data/digits/"}, tmp_path / "job", holder="j")
+    for key, (payload, _) in store.objects.items():
+        if key.startswith("digits/") and not key.endswith("/"):
+            assert (result.paths["data"] / key.removeprefix("digits/")).read_bytes() == payload
+
+
 async def test_a_failed_prefetch_leaves_no_partial_file(tmp_path: Path) -> None:
     store = await filled()
     store.fail("get_range", StoreUnavailable("down"), times=100)

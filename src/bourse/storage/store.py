@@ -17,6 +17,7 @@ from typing_extensions import Buffer
 
 from bourse.storage.uri import StoreURI
 
+KiB = 1 << 10
 MiB = 1 << 20
 DEFAULT_PART_SIZE = 16 * MiB
 
