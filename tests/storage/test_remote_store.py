@@ -41,6 +41,10 @@ async def exercise(store: ObjectStore, tmp_path: Path, base: str = "") -> None:
     assert bytes(await store.get_range(base + "a/b/c.txt", 1, 3)) == b"ell"
     streamed = [bytes(c) async for c in store.stream_range(base + "a/b/c.txt", 1, 4, chunk=2)]
     assert b"".join(streamed) == b"ello" and all(len(c) >= 2 for c in streamed[:-1])
+    read = [bytes(c) for c in store.read_range(base + "a/b/c.txt", 1, 4, chunk=2)]
+    assert b"".join(read) == b"ello" and all(len(c) >= 2 for c in read[:-1])
+    with pytest.raises(ObjectNotFound):
+        list(store.read_range(base + "nothing/here", 0, 1))
     head = await store.head(base + "a/b/c.txt")
     assert (head.key, head.size, head.etag) == (base + "a/b/c.txt", 5, etag)
     listed = await store.list(base + "a")

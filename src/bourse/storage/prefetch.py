@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from typing_extensions import Buffer
 
@@ -35,14 +36,14 @@ from bourse.storage.uri import StoreURI, parse_uri
 
 _INPUT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 ProgressCallback = Callable[[Progress], None]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
 class PrefetchOptions:
-    concurrency: int = 32  # requests in flight
+    concurrency: int = 32  # requests in flight, each in a thread of its own
     part_size: int = 16 * MiB  # objects larger than this are fetched in ranges of this size
     chunk: int = 1 * MiB  # each range is written in chunks of this size as they arrive
-    io_threads: int = 2  # threads for open/pwrite/rename
     write_size: int = 256 * KiB  # bytes per pwrite (see `_File.write`)
     progress_interval: float = 0.5
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -249,12 +250,13 @@ class _Fetched:
 
 
 class _Download:
-    """The download of a set of missing objects: ``concurrency`` workers drain one request
-    list; parts of a large object land in one temp file, published when its last part lands.
-
-    File system calls run in a thread pool: ``open`` and ``rename`` can block for
-    milliseconds while the kernel writes back earlier downloads, and on the event loop that
-    would stall every connection at once."""
+    """The download of a set of missing objects: ``concurrency`` requests in flight, each
+    fetched and written by a worker thread (`ObjectStore.read_range`), so a chunk goes from
+    the HTTP client to ``pwrite`` without an event-loop round trip; those round trips (a
+    thread wake-up each way per chunk) were most of the client's CPU per byte. Parts of a
+    large object land in one temp file, published when its last part lands. File system
+    calls stay off the event loop: ``open`` and ``rename`` can block for milliseconds while
+    the kernel writes back earlier downloads."""
 
     def __init__(self, owner: Prefetcher, missing: list[tuple[str, ObjectStore, ObjectInfo]],
                  need: int, meter: ProgressMeter, on_progress: ProgressCallback | None) -> None:
@@ -264,20 +266,23 @@ class _Download:
             ((d, i) for d, _, i in missing), self.options.part_size))
         self.need, self.meter, self.on_progress = need, meter, on_progress
         self.files: dict[str, _File] = {}
-        self.writing: set[concurrent.futures.Future[bool]] = set()
+        self.running: set[concurrent.futures.Future[Any]] = set()
+        self.stopping = threading.Event()  # a request failed: threads stop at the next chunk
+        self.lock = threading.Lock()  # guards the meter, which every thread advances
 
     async def run(self) -> None:
-        threads = max(1, self.options.io_threads)
-        with concurrent.futures.ThreadPoolExecutor(threads, "bourse-prefetch") as self.pool:
-            workers = [asyncio.ensure_future(self._worker())
-                       for _ in range(max(1, self.options.concurrency))]
+        self.loop = asyncio.get_running_loop()
+        concurrency = max(1, self.options.concurrency)
+        with concurrent.futures.ThreadPoolExecutor(concurrency, "bourse-prefetch") as self.pool:
+            workers = [asyncio.ensure_future(self._worker()) for _ in range(concurrency)]
             try:
                 await asyncio.gather(*workers)
             except BaseException:
+                self.stopping.set()
                 for worker in workers:
                     worker.cancel()
                 await asyncio.gather(*workers, return_exceptions=True)
-                concurrent.futures.wait(self.writing)  # no thread may touch a file below
+                concurrent.futures.wait(self.running)  # no thread may touch a file below
                 for file in self.files.values():
                     file.discard()
                 raise
@@ -297,42 +302,51 @@ class _Download:
                                    hint="retry the prefetch once the object stops changing")
             if fetched.complete:
                 del self.files[request.digest]
-            progress = self.meter.add(0, self.clock(), objects=int(fetched.complete))
-            if progress and self.on_progress:
-                self.on_progress(progress)
+            self._advance(0, objects=int(fetched.complete))
 
     async def _fetch(self, request: Request, file: _File, fetched: _Fetched) -> None:
-        """Stream the request's bytes (from where an earlier try stopped) into the file, each
-        chunk written while the next one arrives."""
-        store = self.stores[request.digest]
         if request.length == 0:  # an empty object: nothing to range over
-            await store.get(request.key)
-            fetched.complete = await self._write_part(file, request, request.offset, b"")
-            return
-        start, left = request.offset + fetched.bytes, request.length - fetched.bytes
-        async for chunk in store.stream_range(request.key, start, left, self.options.chunk):
-            size = memoryview(chunk).nbytes
-            if fetched.bytes + size > request.length:
-                raise StorageError(f"{request.key} changed while it was downloading",
-                                   hint="retry the prefetch once the object stops changing")
-            fetched.complete = await self._write_part(file, request, start, chunk)
-            start += size
-            fetched.bytes += size
-            progress = self.meter.add(size, self.clock())
-            if progress and self.on_progress:
-                self.on_progress(progress)
+            await self.stores[request.digest].get(request.key)
+            fetched.complete = await self._in_thread(self._write, file, request, 0, b"")
+        else:
+            await self._in_thread(self._stream, request, file, fetched)
 
-    async def _write_part(self, file: _File, request: Request, offset: int,
-                          data: Buffer) -> bool:
-        future = self.pool.submit(self._write, file, request, offset, data)
-        self.writing.add(future)
+    async def _in_thread(self, call: Callable[..., T], *args: Any) -> T:
+        future = self.pool.submit(call, *args)
+        self.running.add(future)
         try:
             return await asyncio.wrap_future(future)
         finally:
-            self.writing.discard(future)
+            self.running.discard(future)
+
+    def _stream(self, request: Request, file: _File, fetched: _Fetched) -> None:
+        """In a worker thread: stream the request's bytes (from where an earlier try
+        stopped) into the file, each chunk written as it arrives."""
+        store = self.stores[request.digest]
+        start, left = request.offset + fetched.bytes, request.length - fetched.bytes
+        with contextlib.closing(store.read_range(request.key, start, left,
+                                                 self.options.chunk)) as chunks:
+            for chunk in chunks:
+                if self.stopping.is_set():
+                    return
+                size = memoryview(chunk).nbytes
+                if fetched.bytes + size > request.length:
+                    raise StorageError(f"{request.key} changed while it was downloading",
+                                       hint="retry the prefetch once the object stops changing")
+                fetched.complete = self._write(file, request, start, chunk)
+                start += size
+                fetched.bytes += size
+                self._advance(size)
+
+    def _advance(self, nbytes: int, *, objects: int = 0) -> None:
+        """Count progress, from any thread; reports run on the event loop's thread, in order."""
+        with self.lock:
+            progress = self.meter.add(nbytes, self.clock(), objects=objects)
+            if progress and self.on_progress:
+                self.loop.call_soon_threadsafe(self.on_progress, progress)
 
     def _write(self, file: _File, request: Request, offset: int, data: Buffer) -> bool:
-        """In a pool thread: write one chunk, publish the file when it is complete."""
+        """In a worker thread: write one chunk, publish the file when it is complete."""
         try:
             if not file.write(offset, data):
                 return False

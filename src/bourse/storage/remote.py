@@ -9,7 +9,7 @@ not the downloader, should get the cores, and it speaks GCS and Azure through th
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Generator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -108,6 +108,14 @@ class RemoteStore(ObjectStore):
                                              options={"range": (start, start + length)})
             async for piece in result.stream(min_chunk_size=chunk):
                 yield piece
+        except Exception as exc:
+            raise translate(exc, self.uri(key)) from None
+
+    def read_range(self, key: str, start: int, length: int,
+                   chunk: int = DEFAULT_STREAM_CHUNK) -> Generator[Buffer, None, None]:
+        try:
+            result = obstore.get(self._store, key, options={"range": (start, start + length)})
+            yield from result.stream(min_chunk_size=chunk)
         except Exception as exc:
             raise translate(exc, self.uri(key)) from None
 

@@ -2,16 +2,19 @@
 (`bourse.storage.remote`) and an in-memory one for tests (`bourse.storage.memory`).
 
 A store is bound to one bucket (or, for ``file://``, to the filesystem root); keys are relative
-to it. Calls are async because their callers (coordinator, agent) run on an event loop.
+to it. Calls are async because their callers (coordinator, agent) run on an event loop, except
+`ObjectStore.read_range`, the blocking stream that prefetch's worker threads use.
 """
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import cast
 
 from typing_extensions import Buffer
 
@@ -80,6 +83,24 @@ class ObjectStore(ABC):
         """``length`` bytes from ``start`` as they arrive, in chunks of about ``chunk``
         bytes (the last may be shorter), so a caller can write while the rest downloads."""
         yield await self.get_range(key, start, length)
+
+    def read_range(self, key: str, start: int, length: int,
+                   chunk: int = DEFAULT_STREAM_CHUNK) -> Generator[Buffer, None, None]:
+        """`stream_range` for a worker thread: blocks for each chunk, so a thread can fetch
+        and write a whole range with no event-loop round trip per chunk. This default drives
+        `stream_range` on an event loop of its own; `RemoteStore` streams natively."""
+        loop = asyncio.new_event_loop()
+        chunks = aiter(self.stream_range(key, start, length, chunk))
+        try:
+            while True:
+                try:
+                    piece = loop.run_until_complete(anext(chunks))
+                except StopAsyncIteration:
+                    return
+                yield piece
+        finally:
+            loop.run_until_complete(cast(AsyncGenerator[Buffer, None], chunks).aclose())
+            loop.close()
 
     @abstractmethod
     async def put(self, key: str, data: Buffer) -> str:
