@@ -12,6 +12,7 @@ import pytest
 from typing_extensions import Buffer
 
 from bourse.storage import (
+    AccessDenied,
     CacheFull,
     ContentCache,
     MemoryStore,
@@ -170,6 +171,34 @@ async def test_a_failed_prefetch_leaves_no_partial_file(tmp_path: Path) -> None:
     assert list(fetch.cache.tmp.iterdir()) == []
     big = fetch.cache.entries()
     assert all(e.size != 5 * PART + 17 for e in big)
+
+
+class SlowAndDenied(MemoryStore):
+    """``slow.bin`` streams in 100 chunks, 20 ms apart; ``denied.bin`` is refused."""
+
+    def __init__(self) -> None:
+        super().__init__("data")
+        self.served = 0
+
+    async def stream_range(self, key: str, start: int, length: int,
+                           chunk: int = 0) -> AsyncIterator[Buffer]:
+        if key.endswith("denied.bin"):
+            raise AccessDenied("access denied to s3://data/x/denied.bin")
+        for at in range(start, start + length, 10):
+            await asyncio.sleep(0.02)
+            self.served += 1
+            yield self.objects[key][0][at:min(at + 10, start + length)]
+
+
+async def test_a_failed_request_stops_the_others_at_their_next_chunk(tmp_path: Path) -> None:
+    store = SlowAndDenied()
+    await store.put("x/slow.bin", os.urandom(1000))
+    await store.put("x/denied.bin", b"secret")
+    fetch = prefetcher(tmp_path, store)
+    with pytest.raises(AccessDenied):
+        await fetch.prefetch({"x": "s3://data/x/"}, tmp_path / "job", holder="j")
+    assert store.served < 20  # not the 100 chunks (2 s) a thread left running would read
+    assert list(fetch.cache.tmp.iterdir()) == [] and fetch.cache.entries() == []
 
 
 async def test_full_disk_fails_with_the_path_and_no_partial_file(
