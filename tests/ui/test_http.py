@@ -10,9 +10,10 @@ import httpx
 import pytest
 from ui_site import BASE_URL, Site
 
+from bourse.server.cookie import COOKIE
 from bourse.server.ui import routes
 from bourse.server.ui.render import STATIC_DIR, VENDOR
-from bourse.server.ui.session import COOKIE, csrf_token, safe_next
+from bourse.server.ui.session import csrf_token, safe_next
 
 pytestmark = pytest.mark.anyio
 IDS = {"job_id": "j-missing", "node_id": "n-missing"}

@@ -19,13 +19,14 @@ from bourse.core.errors import BourseError, NotFound
 from bourse.protocol.common import ID_PATTERN, Port
 from bourse.protocol.stream import PortTarget
 from bourse.server.auditing import remember
+from bourse.server.cookie import COOKIE
 from bourse.server.errors import Forbidden, Unauthorized
 from bourse.server.proxy import BadGateway, Upstream, proxy_http, proxy_websocket
 from bourse.server.routes.deps import bearer, get_state, principal_of
 from bourse.server.services.streams import Running, declared_port, running_job
 from bourse.server.services.tokens import Principal
 from bourse.server.tunnels import Unreachable
-from bourse.server.ui.session import COOKIE, authenticate_secret, same_origin
+from bourse.server.ui.session import authenticate_secret, same_origin
 from bourse.tunnel.stream import Stream
 
 PREFIX = "/jobs/{job_id}/ports/{port}"

@@ -26,11 +26,11 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 
 from bourse.server.auditing import remember
+from bourse.server.cookie import COOKIE
 from bourse.server.errors import Forbidden
 from bourse.server.services.tokens import Principal, authenticate
 from bourse.server.state import ServerState
 
-COOKIE = "bourse_session"
 COOKIE_PATH = "/"
 MAX_FORM_BYTES = 16 * 1024  # the UI's forms hold a token, a CSRF token and a path
 MAX_AGE_S = 12 * 3600  # a browser session outlives no token, and no working day
