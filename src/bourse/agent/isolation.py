@@ -176,7 +176,7 @@ class Isolation:
         adir = AttemptDir(root)
         user = self.user_of(adir)
         if user is not None:
-            clear(user)
+            clear(user, since_ns=_started_ns(adir))
         for folder in (adir.work, adir.tmp):
             unmount(folder)
         for entry in root.iterdir():
@@ -193,6 +193,15 @@ class Isolation:
             shutil.rmtree(root, ignore_errors=True)
             with contextlib.suppress(OSError):  # jobs/<id>/, once its last attempt is gone
                 root.parent.rmdir()
+
+
+def _started_ns(adir: AttemptDir) -> int:
+    """When the job's shim started (it writes the pid file first; root's, the job cannot
+    touch it); 0 — scan everything — when there is none (the shim never ran, or it is gone)."""
+    try:
+        return os.stat(adir.pid_file).st_mtime_ns
+    except OSError:
+        return 0
 
 
 def _remove(path: Path) -> None:

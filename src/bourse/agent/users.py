@@ -156,11 +156,24 @@ class UidPool:
             os.close(fd)
 
 
-def clear(user: JobUser, *, surely: bool = False) -> None:
-    """Kill every process of ``user`` and remove what it left in the shared temp dirs."""
+def clear(user: JobUser, *, surely: bool = False, since_ns: int | None = None) -> None:
+    """Kill every process of ``user`` and remove what it left in the shared temp dirs.
+
+    ``since_ns``: when the user's job started (the shim's pid file's mtime). A temp dir not
+    modified since holds nothing of it — an entry the user owns was created (or renamed) there
+    by it, which changes the folder's mtime — so it is not scanned (a busy /tmp of thousands of
+    entries cost ms per attempt)."""
     kill_all(user, surely=surely)
     for folder in SHARED_TMP:
-        remove_owned(folder, user.uid)
+        if since_ns is None or _modified_since(folder, since_ns):
+            remove_owned(folder, user.uid)
+
+
+def _modified_since(folder: Path, since_ns: int) -> bool:
+    try:
+        return os.stat(folder).st_mtime_ns >= since_ns
+    except OSError:
+        return False
 
 
 def kill_all(user: JobUser, *, surely: bool = False, tries: int = 50) -> None:
