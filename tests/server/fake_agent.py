@@ -31,6 +31,7 @@ class FakeAgent:
         self.frames: list[Envelope] = []  # received, not yet taken by expect()
         self.acked: set[str] = set()
         self.close_code: int | None = None
+        self.close_reason = ""
         self._ws: ClientConnection | None = None
         self._reader: asyncio.Task[None] | None = None
         self._changed = asyncio.Condition()
@@ -76,6 +77,7 @@ class FakeAgent:
         finally:
             async with self._changed:
                 self.close_code = self._ws.close_code or 1006
+                self.close_reason = self._ws.close_reason or ""
                 self._changed.notify_all()
 
     async def _until(self, ready: Callable[[], Any]) -> Any:

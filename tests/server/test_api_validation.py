@@ -82,6 +82,12 @@ GARBAGE = [
           field="compute.gpu"),
     _case("negative cpus", "POST", "/api/v1/jobs", job_spec(compute={"cpus": -2}),
           field="compute.cpus"),
+    _case("cpus null", "POST", "/api/v1/jobs", job_spec(compute={"cpus": None}),
+          field="compute.cpus"),  # found by the fuzzer: was a 500
+    _case("memory a list", "POST", "/api/v1/offers", {"compute": {"memory": [1]}},
+          field="compute.memory"),  # found by the fuzzer: was a 500
+    _case("max_price an object", "POST", "/api/v1/offers", {"compute": {"max_price": {}}},
+          field="compute.max_price"),  # found by the fuzzer: was a 500
     _case("bad gpu count", "POST", "/api/v1/jobs", job_spec(compute={"gpu": {"count": 0}}),
           field="compute.gpu.count"),
     _case("several nodes", "POST", "/api/v1/jobs", job_spec(compute={"num_nodes": 4}),

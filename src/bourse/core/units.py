@@ -20,10 +20,22 @@ _UNITS_GIB = {
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
+_JSON_TYPES = {type(None): "null", bool: "a boolean", list: "a list", dict: "an object"}
+
+
+def _scalar(value: object, field: str, expected: str) -> None:
+    """Refuse what is neither a number nor a string (null, a list, an object of a JSON
+    body): the parsers below read only those."""
+    if isinstance(value, bool) or not isinstance(value, str | float | int):
+        kind = _JSON_TYPES.get(type(value), f"a {type(value).__name__}")
+        raise InvalidInput(f"expected {expected}, got {kind}", field=field)
+
+
 def parse_size_gib(text: str | float | int, *, field: str) -> float:
     """Parse ``"24GB"``, ``"512MiB"``, ``"1.5TB"`` or a number (GiB) into GiB."""
     if isinstance(text, bool):
         raise InvalidInput(f"expected a size, got {text!r}", field=field, hint="write e.g. 24GB")
+    _scalar(text, field, "a size such as 24GB")
     if isinstance(text, int | float):
         value = float(text)
     else:
@@ -67,8 +79,7 @@ def parse_range(text: str | float | int | Range, *, field: str, sizes: bool = Tr
     """Parse ``"40GB+"``, ``"16GB..80GB"``, ``"..64GB"`` or ``"8"`` (meaning at least 8)."""
     if isinstance(text, Range):
         return text
-    if isinstance(text, bool):
-        raise InvalidInput(f"expected a number or range, got {text!r}", field=field)
+    _scalar(text, field, "a number or a range such as '8' or '16GB..80GB'")
 
     def one(value: str | float | int) -> float:
         return parse_size_gib(value, field=field) if sizes else _parse_number(value, field=field)
@@ -107,6 +118,7 @@ def parse_price(text: str | float | int, *, field: str = "max_price") -> float:
     """Parse a price in US dollars per hour: ``0.5``, ``"$0.50"``, ``"0.5/h"``."""
     if isinstance(text, bool):
         raise InvalidInput(f"price must be a number, got {text!r}", field=field)
+    _scalar(text, field, "a price such as 0.5 or $0.50/h")
     if isinstance(text, int | float):
         value = float(text)
     else:

@@ -237,7 +237,15 @@ class OfferList(Wire):
     explanation: list[str] | None = None
 
 
+class FieldErrorView(Wire):
+    field: str | None = None
+    error: str
+
+
 class ErrorView(Wire):
+    """The body of every error response; ``details`` lists each invalid field (422 only)."""
+
     error: str
     field: str | None = None
     hint: str | None = None
+    details: list[FieldErrorView] | None = None

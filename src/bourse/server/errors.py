@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from bourse.core.errors import BourseError, InvalidInput
+from bourse.protocol.api import ErrorView
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,25 @@ class Conflict(BourseError):
 class TooLarge(BourseError):
     exit_code = 2
     http_status = 413
+
+
+# What each error status means, as the OpenAPI document says it; every body is an ErrorView.
+_MEANINGS = {
+    400: "The body could not be decoded (not UTF-8).",
+    401: "No token, or one that is unknown, revoked or expired.",
+    403: "The token's role may not do this.",
+    404: "Not found, or not visible to the token's project.",
+    409: "Conflicts with the current state.",
+    413: "The body is larger than the limit.",
+    422: "A parameter or a field of the body is invalid; `field` says which.",
+    503: "A part of the exchange this needs is unavailable; retry later.",
+}
+
+
+def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI declarations of the error responses a route returns."""
+    return {status: {"model": ErrorView, "description": _MEANINGS[status]}
+            for status in statuses}
 
 
 def _body(message: str, field: str | None = None, hint: str | None = None) -> dict[str, object]:

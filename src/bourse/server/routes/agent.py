@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request, WebSocket
 
 from bourse.core.errors import BourseError
 from bourse.protocol.api import EnrollRequest, EnrollResponse
+from bourse.server.errors import responses
 from bourse.server.routes.deps import State, bearer, get_state, principal_of
 from bourse.server.routes.sockets import record_socket
 from bourse.server.services import tokens
@@ -14,7 +15,7 @@ router = APIRouter(prefix="/api/v1/agent", tags=["agent"])
 CLOSE_UNAUTHORIZED = 4401
 
 
-@router.post("/enroll", status_code=201)
+@router.post("/enroll", status_code=201, responses=responses(400, 401, 413, 422))
 async def enroll(body: EnrollRequest, request: Request, state: State) -> EnrollResponse:
     async with state.db.write() as session:
         node_id, credential = await tokens.enroll_node(

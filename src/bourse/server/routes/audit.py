@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from bourse.protocol.access import AuditList, AuditVerdict
+from bourse.server.errors import responses
 from bourse.server.routes.deps import Admin, State, User
 from bourse.server.services import audit
 
@@ -15,7 +16,7 @@ router = APIRouter(prefix="/api/v1/audit", tags=["audit"])
 MAX_ID = 2**63 - 1
 
 
-@router.get("")
+@router.get("", responses=responses(401, 422))
 async def list_records(state: State, user: User,
                        since: Annotated[float | None, Query(ge=0, le=1e11)] = None,
                        after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
@@ -28,7 +29,7 @@ async def list_records(state: State, user: User,
                      cursor=rows[-1].id if rows else after)
 
 
-@router.get("/verify")
+@router.get("/verify", responses=responses(401, 403))
 async def verify(state: State, _admin: Admin) -> AuditVerdict:
     """Recompute the hash chain: an edited, deleted or inserted row is reported."""
     async with state.db.read() as session:

@@ -7,13 +7,14 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from bourse.protocol.api import CostSummary
+from bourse.server.errors import responses
 from bourse.server.routes.deps import State, User
 from bourse.server.services import costs
 
 router = APIRouter(prefix="/api/v1", tags=["cost"])
 
 
-@router.get("/cost")
+@router.get("/cost", responses=responses(401, 422))
 async def cost(state: State, user: User,
                by: Annotated[Literal["day", "node", "job", "project"], Query()] = "day",
                since: Annotated[float | None, Query(ge=0, le=1e11)] = None) -> CostSummary:

@@ -12,6 +12,7 @@ from bourse.core.states import JobState
 from bourse.protocol.api import EventList, JobBatch, JobDetail, JobList, JobView, LogPage
 from bourse.protocol.common import ID_PATTERN, JobSpec
 from bourse.server.access import Scope
+from bourse.server.errors import responses
 from bourse.server.routes.deps import State, User
 from bourse.server.services import jobs
 from bourse.server.state import ServerState
@@ -22,7 +23,7 @@ JobIdPath = Annotated[str, Path(pattern=ID_PATTERN, max_length=64)]
 KEEP_ALIVE_S = 15.0
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, responses=responses(400, 401, 413, 422))
 async def submit(spec: JobSpec, state: State, user: User) -> JobView:
     async with state.db.write() as session:
         job = await jobs.submit_job(session, spec, user.project_id, state.clock(),
@@ -31,7 +32,7 @@ async def submit(spec: JobSpec, state: State, user: User) -> JobView:
     return jobs.job_view(job)
 
 
-@router.post("/batch", status_code=201)
+@router.post("/batch", status_code=201, responses=responses(400, 401, 413, 422))
 async def submit_batch(batch: JobBatch, state: State, user: User) -> JobList:
     """Submit up to 1,000 jobs at once, in one transaction."""
     now = state.clock()
@@ -45,7 +46,7 @@ async def submit_batch(batch: JobBatch, state: State, user: User) -> JobList:
     return JobList(jobs=[jobs.job_view(j) for j in created])
 
 
-@router.get("")
+@router.get("", responses=responses(401, 422))
 async def list_jobs(state: State, user: User, job_state: Annotated[
         JobState | None, Query(alias="state")] = None,
         limit: Annotated[int, Query(ge=1, le=10000)] = 100,
@@ -56,14 +57,14 @@ async def list_jobs(state: State, user: User, job_state: Annotated[
         return JobList(jobs=[jobs.job_view(j) for j in found])
 
 
-@router.get("/{job_id}")
+@router.get("/{job_id}", responses=responses(401, 404, 422))
 async def show(job_id: JobIdPath, state: State, user: User) -> JobDetail:
     async with state.db.read() as session:
         return await jobs.job_detail(session, await jobs.get_job(session, job_id, user.scope),
                                      user.scope, state.clock())
 
 
-@router.post("/{job_id}/cancel")
+@router.post("/{job_id}/cancel", responses=responses(401, 404, 422))
 async def cancel(job_id: JobIdPath, state: State, user: User) -> JobView:
     async with state.db.write() as session:
         job, commands = await jobs.cancel_job(session, job_id, user.scope, state.clock())
@@ -72,14 +73,14 @@ async def cancel(job_id: JobIdPath, state: State, user: User) -> JobView:
     return jobs.job_view(job)
 
 
-@router.get("/{job_id}/events")
+@router.get("/{job_id}/events", responses=responses(401, 404, 422))
 async def events(job_id: JobIdPath, state: State, user: User,
                  after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0) -> EventList:
     async with state.db.read() as session:
         return EventList(events=await jobs.list_events(session, job_id, user.scope, after))
 
 
-@router.get("/{job_id}/logs")
+@router.get("/{job_id}/logs", responses=responses(401, 404, 422, 503))
 async def logs(job_id: JobIdPath, state: State, user: User,
                after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
                limit: Annotated[int, Query(ge=1, le=10000)] = 1000) -> LogPage:
@@ -88,7 +89,7 @@ async def logs(job_id: JobIdPath, state: State, user: User,
                                     archive=state.logs)
 
 
-@router.get("/{job_id}/logs/follow")
+@router.get("/{job_id}/logs/follow", responses=responses(401, 404, 422))
 async def follow(job_id: JobIdPath, state: State, user: User,
                  after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0) -> StreamingResponse:
     async with state.db.read() as session:

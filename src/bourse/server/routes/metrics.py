@@ -8,6 +8,7 @@ from fastapi import APIRouter, Path, Query
 
 from bourse.protocol.common import ID_PATTERN
 from bourse.protocol.metrics import MetricsView, StallView
+from bourse.server.errors import responses
 from bourse.server.routes.deps import State, User
 from bourse.server.services import jobs, metrics, nodes
 
@@ -17,7 +18,7 @@ Since = Annotated[float, Query(ge=0, le=2**40, description="UNIX seconds: sample
 Limit = Annotated[int, Query(ge=1, le=50_000, description="at most this many, the newest")]
 
 
-@router.get("/jobs/{job_id}/metrics")
+@router.get("/jobs/{job_id}/metrics", responses=responses(401, 404, 422))
 async def job_metrics(job_id: Id, state: State, user: User, since: Since = 0.0,
                       limit: Limit = 5000) -> MetricsView:
     """The resource samples of a job of the caller's project, oldest first: raw ones
@@ -31,7 +32,7 @@ async def job_metrics(job_id: Id, state: State, user: User, since: Since = 0.0,
                        stalled=StallView.model_validate(stalled) if stalled else None)
 
 
-@router.get("/nodes/{node_id}/metrics")
+@router.get("/nodes/{node_id}/metrics", responses=responses(401, 404, 422))
 async def node_metrics(node_id: Id, state: State, user: User, since: Since = 0.0,
                        limit: Limit = 5000) -> MetricsView:
     """The node's own samples (the whole machine, every GPU, the cache, the disks), for the

@@ -16,28 +16,28 @@ from bourse.protocol.api import (
     ReclaimResult,
 )
 from bourse.protocol.common import ID_PATTERN
-from bourse.server.errors import Forbidden
+from bourse.server.errors import Forbidden, responses
 from bourse.server.routes.deps import Admin, Provider, State, User
 from bourse.server.services import nodes, projects, reclaim, tokens
 
 router = APIRouter(prefix="/api/v1", tags=["nodes"])
 
 
-@router.get("/nodes")
+@router.get("/nodes", responses=responses(401))
 async def list_nodes(state: State, user: User) -> NodeList:
     async with state.db.read() as session:
         return NodeList(nodes=await nodes.list_nodes(session, user.scope,
                                                      set(state.hub.connections)))
 
 
-@router.get("/nodes/{node_id}")
+@router.get("/nodes/{node_id}", responses=responses(401, 404, 422))
 async def show_node(node_id: Annotated[str, Path(pattern=ID_PATTERN, max_length=64)],
                     state: State, user: User) -> NodeView:
     async with state.db.read() as session:
         return await nodes.get_node(session, node_id, user.scope, set(state.hub.connections))
 
 
-@router.put("/nodes/{node_id}/tags")
+@router.put("/nodes/{node_id}/tags", responses=responses(400, 401, 403, 404, 413, 422))
 async def set_node_tags(node_id: Annotated[str, Path(pattern=ID_PATTERN, max_length=64)],
                         body: NodeTags, state: State, admin: Admin) -> NodeView:
     """Set a node's compliance tags (admins: they vouch for the machine). Projects that
@@ -48,7 +48,7 @@ async def set_node_tags(node_id: Annotated[str, Path(pattern=ID_PATTERN, max_len
         return await nodes.get_node(session, node_id, admin.scope, set(state.hub.connections))
 
 
-@router.post("/nodes/{node_id}/reclaim")
+@router.post("/nodes/{node_id}/reclaim", responses=responses(400, 401, 403, 404, 413, 422))
 async def reclaim_node(node_id: Annotated[str, Path(pattern=ID_PATTERN, max_length=64)],
                        body: ReclaimRequest, state: State, _admin: Admin) -> ReclaimResult:
     """Give a node's jobs a preemption notice (admin only): they are retried elsewhere."""
@@ -60,7 +60,7 @@ async def reclaim_node(node_id: Annotated[str, Path(pattern=ID_PATTERN, max_leng
     return result
 
 
-@router.post("/enrollments", status_code=201)
+@router.post("/enrollments", status_code=201, responses=responses(400, 401, 403, 404, 413, 422))
 async def create_enrollment(body: EnrollmentCreate, state: State,
                             owner: Provider) -> EnrollmentToken:
     """A one-time token that enrols a node into the caller's project (an admin may name

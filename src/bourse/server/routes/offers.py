@@ -6,13 +6,14 @@ from fastapi import APIRouter
 
 from bourse.core.match import explain, match
 from bourse.protocol.api import OfferList, OfferQuery, OfferView
+from bourse.server.errors import responses
 from bourse.server.routes.deps import State, User
 from bourse.server.services.placement import live_capacity, node_offer, public_offer
 
 router = APIRouter(prefix="/api/v1", tags=["offers"])
 
 
-@router.post("/offers")
+@router.post("/offers", responses=responses(400, 401, 413, 422))
 async def offers(query: OfferQuery, state: State, user: User) -> OfferList:
     """The market: every project sees every node's free capacity, but a node of another
     project only under an opaque offer id, without its node id or name."""

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bourse.core.states import JobState
 from bourse.server import exposition
 from bourse.server.db.schema import Attempt, Job, Node
+from bourse.server.errors import responses
 from bourse.server.exposition import Family
 from bourse.server.routes.deps import Admin, State
 from bourse.server.services.jobs import stalled_in
@@ -27,7 +28,8 @@ NODE_STATES = ("online", "offline", "lost")
 
 
 @router.get("/metrics", response_class=Response,
-            responses={200: {"content": {exposition.CONTENT_TYPE: {}}}})
+            responses={200: {"content": {exposition.CONTENT_TYPE: {}}},
+                       **responses(401, 403)})
 async def prometheus_metrics(state: State, _admin: Admin) -> Response:
     async with state.db.read() as session:
         families = await _families(session)

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Path, Query
 
 from bourse.protocol.api import RunDetail, RunList
 from bourse.protocol.common import ID_PATTERN
+from bourse.server.errors import responses
 from bourse.server.routes.deps import State, User
 from bourse.server.services import runs
 
@@ -15,14 +16,14 @@ router = APIRouter(prefix="/api/v1/runs", tags=["runs"])
 RunIdPath = Annotated[str, Path(pattern=ID_PATTERN, max_length=64)]
 
 
-@router.get("")
+@router.get("", responses=responses(401, 422))
 async def list_runs(state: State, user: User,
                     limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> RunList:
     async with state.db.read() as session:
         return RunList(runs=await runs.list_runs(session, user.scope, limit))
 
 
-@router.get("/{run_id}")
+@router.get("/{run_id}", responses=responses(401, 404, 422))
 async def show(run_id: RunIdPath, state: State, user: User) -> RunDetail:
     async with state.db.read() as session:
         return await runs.run_detail(session, run_id, user.scope)

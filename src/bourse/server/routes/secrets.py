@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 
 from bourse.protocol.access import SECRET_NAME_PATTERN, SecretList, SecretSet, SecretView
+from bourse.server.errors import responses
 from bourse.server.routes.deps import State, User
 from bourse.server.services import secrets
 
@@ -14,7 +15,7 @@ router = APIRouter(prefix="/api/v1/secrets", tags=["secrets"])
 NamePath = Annotated[str, Path(pattern=SECRET_NAME_PATTERN, max_length=128)]
 
 
-@router.get("")
+@router.get("", responses=responses(401))
 async def list_secrets(state: State, user: User) -> SecretList:
     """Names and times only."""
     async with state.db.read() as session:
@@ -22,7 +23,7 @@ async def list_secrets(state: State, user: User) -> SecretList:
     return SecretList(secrets=[secrets.secret_view(r) for r in rows])
 
 
-@router.put("/{name}", status_code=201)
+@router.put("/{name}", status_code=201, responses=responses(400, 401, 413, 422))
 async def set_secret(name: NamePath, body: SecretSet, state: State, user: User) -> SecretView:
     """Create or replace a secret; jobs started from now on get the new value."""
     async with state.db.write() as session:
@@ -31,7 +32,7 @@ async def set_secret(name: NamePath, body: SecretSet, state: State, user: User) 
         return secrets.secret_view(row)
 
 
-@router.delete("/{name}")
+@router.delete("/{name}", responses=responses(401, 404, 422))
 async def delete_secret(name: NamePath, state: State, user: User) -> SecretView:
     async with state.db.write() as session:
         return secrets.secret_view(await secrets.delete_secret(session, user.project_id, name))
