@@ -29,7 +29,7 @@ from sqlalchemy import make_url
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from bourse.protocol.agent import AGENT_TO_SERVER, Heartbeat, JobEvent
+from bourse.protocol.agent import AGENT_TO_SERVER, Heartbeat, Hello, JobEvent
 
 pytestmark = pytest.mark.anyio
 CLOSE_MALFORMED, CLOSE_POLICY, CLOSE_REPLACED = 1003, 1008, 4000
@@ -92,6 +92,22 @@ async def test_the_first_frame_must_be_a_hello(live: Live,
     assert (node["state"], node["connected"]) == ("offline", False)
 
 
+async def test_a_hello_with_infinity_is_refused_and_the_node_stays_offline(
+        live: Live, agent_factory: Callable[..., Any]) -> None:
+    """Found by the fuzzer: on PostgreSQL, storing the capabilities failed inside the hub
+    (an abnormal close, 1006) and left the node listed as connected."""
+    agent: FakeAgent = await agent_factory(connect=False)
+    await agent.open()
+    hello = json.loads(agent.frame(Hello(name="inf", capabilities=capabilities(),
+                                         keep_alive_s=20.0)))
+    hello["body"]["capabilities"]["disk_free_gib"] = float("inf")
+    await agent.send_raw(json.dumps(hello))
+    assert await agent.wait_closed() == CLOSE_POLICY
+    assert not live.exchange.state.hub.connected(agent.node_id)
+    node = await _node(live.exchange, agent.node_id)
+    assert (node["state"], node["connected"]) == ("offline", False)
+
+
 async def test_an_unknown_message_type_gets_an_error_and_the_connection_stays(
         live: Live, agent_factory: Callable[..., Any]) -> None:
     agent: FakeAgent = await agent_factory()
@@ -114,8 +130,12 @@ async def test_an_unknown_message_type_gets_an_error_and_the_connection_stays(
     json.dumps({"v": 1, "id": "m", "type": "heartbeat", "body": {"running": "all"}}),
     json.dumps({"v": 2, "id": "m", "type": "heartbeat", "body": {"time": 0}}),
     "[" * 100_000,
+    # found by the fuzzer: Python reads NaN and Infinity, the JSON columns of PostgreSQL do not
+    '{"v": 1, "id": "m", "type": "heartbeat", "body": {"time": Infinity}}',
+    '{"v": 1, "id": "m", "type": "job_event", "body": {"job_id": "j-1", "attempt": 1, '
+    '"seq": 0, "kind": "info", "time": 0, "data": {"x": NaN}}}',
 ], ids=["not json", "a list", "no id", "event without fields", "attempt 0", "running a string",
-        "protocol 2", "deep nesting"])
+        "protocol 2", "deep nesting", "Infinity", "NaN in event data"])
 async def test_a_malformed_frame_closes_only_that_connection(
         live: Live, agent_factory: Callable[..., Any], frame: str) -> None:
     bad: FakeAgent = await agent_factory("bad")

@@ -116,7 +116,7 @@ class Batch:
 def parse_frame(text: str) -> tuple[Envelope, Wire | None]:
     """An envelope and its validated body; body None for a type we do not know."""
     try:
-        frame = Envelope.model_validate(json.loads(text))
+        frame = Envelope.model_validate(json.loads(text, parse_constant=_not_json))
     except (ValueError, ValidationError, RecursionError) as exc:
         raise Malformed(f"not a protocol frame: {str(exc)[:200]}") from None
     if frame.v != PROTOCOL_VERSION:
@@ -129,6 +129,11 @@ def parse_frame(text: str) -> tuple[Envelope, Wire | None]:
         return frame, model.model_validate(frame.body)
     except ValidationError as exc:
         raise Malformed(f"invalid {frame.type} body: {str(exc)[:300]}") from None
+
+
+def _not_json(constant: str) -> None:
+    """NaN and Infinity: Python reads them, JSON has neither, and a database refuses them."""
+    raise ValueError(f"{constant} is not JSON")
 
 
 class Hub:
