@@ -158,6 +158,9 @@ def test_json_round_trip(compute: Compute) -> None:
         (("mi300x",), {"cuda": "12.1"}, "cuda"),
         (("a100",), {"torch": "9.9"}, "torch"),
         ((), {"num_nodes": 0}, "num_nodes"),
+        ((), {"regions": 1}, "regions"),  # found by the API fuzzer: was a TypeError
+        ((), {"cpus": None}, "cpus"),
+        ((), {"max_price": {}}, "max_price"),
         ((), {"regions": "us-east-1", "exclude_regions": "us-*"}, "regions"),
         ((), {"providers": "aws", "exclude_providers": "aws"}, "providers"),
         ((), {"colour": "red"}, "colour"),

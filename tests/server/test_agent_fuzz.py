@@ -47,7 +47,7 @@ from bourse.protocol.stream import StreamClose, StreamData, StreamWindow
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-EXAMPLES = budget(60)
+EXAMPLES = budget(40)
 PROTOCOL_CLOSES = {1003, 1008}
 HUGE: list[Any] = [2**63, -(2**63) - 1, int("9" * 400), 1e308, float("inf"), float("nan"),
                    "x" * 70_000, [0] * 5_000, {"k" * 200: None}]

@@ -86,6 +86,11 @@ GARBAGE = [
           field="compute.cpus"),  # found by the fuzzer: was a 500
     _case("memory a list", "POST", "/api/v1/offers", {"compute": {"memory": [1]}},
           field="compute.memory"),  # found by the fuzzer: was a 500
+    _case("regions a number", "POST", "/api/v1/offers", {"compute": {"regions": 1}},
+          field="compute.regions"),  # found by the fuzzer: was a 500
+    _case("tags a number", "POST", "/api/v1/jobs/batch",
+          {"jobs": [job_spec(compute={"tags": 1.5})]},
+          field="jobs.0.compute.tags"),  # found by the fuzzer: was a 500
     _case("max_price an object", "POST", "/api/v1/offers", {"compute": {"max_price": {}}},
           field="compute.max_price"),  # found by the fuzzer: was a 500
     _case("bad gpu count", "POST", "/api/v1/jobs", job_spec(compute={"gpu": {"count": 0}}),

@@ -154,6 +154,9 @@ def _is_memory(term: str) -> bool:
 def _globs(value: Any, field: str) -> tuple[str, ...]:
     if value is None:
         return ()
+    if not isinstance(value, str | list | tuple | set | frozenset):
+        raise InvalidInput(f"expected a list of names or globs, got {value!r:.80}",
+                           field=field)
     items = value.split(",") if isinstance(value, str) else list(value)
     if not all(isinstance(i, str) for i in items):
         raise InvalidInput(f"expected names or globs, got {value!r}", field=field)
