@@ -25,11 +25,12 @@ from server_harness import (
     until,
     until_disconnected,
 )
-from sqlalchemy import make_url
+from sqlalchemy import delete, make_url
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from bourse.protocol.agent import AGENT_TO_SERVER, Heartbeat, Hello, JobEvent
+from bourse.server.db.schema import Node
 
 pytestmark = pytest.mark.anyio
 CLOSE_MALFORMED, CLOSE_POLICY, CLOSE_REPLACED = 1003, 1008, 4000
@@ -106,6 +107,19 @@ async def test_a_hello_with_infinity_is_refused_and_the_node_stays_offline(
     assert not live.exchange.state.hub.connected(agent.node_id)
     node = await _node(live.exchange, agent.node_id)
     assert (node["state"], node["connected"]) == ("offline", False)
+
+
+async def test_a_hello_that_cannot_be_recorded_leaves_the_node_unlisted(
+        live: Live, agent_factory: Callable[..., Any]) -> None:
+    """A hello whose write fails (here the node's row is gone, its credential still valid)
+    ends the session, and the hub does not keep listing the node as connected (it did)."""
+    agent: FakeAgent = await agent_factory(connect=False)
+    async with live.exchange.state.db.write() as session:
+        await session.execute(delete(Node).where(Node.id == agent.node_id))
+    with pytest.raises(ConnectionError):
+        await agent.connect()
+    assert await agent.wait_closed()
+    assert not live.exchange.state.hub.connected(agent.node_id)
 
 
 async def test_an_unknown_message_type_gets_an_error_and_the_connection_stays(

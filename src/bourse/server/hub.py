@@ -274,8 +274,13 @@ class Hub:
         if previous is not None:
             await _close(previous.ws, CLOSE_REPLACED, "replaced by a newer connection")
         now = self.clock()
-        async with self.db.write() as session:
-            commands = await node_hello(session, node_id, hello, connection.session, now)
+        try:
+            async with self.db.write() as session:
+                commands = await node_hello(session, node_id, hello, connection.session, now)
+        except BaseException:  # not registered after all: never listed as connected
+            if self.connections.get(node_id) is connection:
+                del self.connections[node_id]
+            raise
         connection.send(Welcome(node_id=node_id, keep_alive_s=hello.keep_alive_s,
                                 server_time=now, accepts=["metrics"]))
         self.send(commands)
