@@ -76,6 +76,10 @@ GARBAGE = [
     _case("absolute workdir", "POST", "/api/v1/jobs", job_spec(workdir="/etc"),
           field="workdir"),
     _case("bundle not a sha", "POST", "/api/v1/jobs", job_spec(bundle="zz"), field="bundle"),
+    _case("command item too long", "POST", "/api/v1/jobs", job_spec(["x" * 65537]),
+          field="command.0"),  # the fuzzer leaves lengths past 4 Ki to this test
+    _case("env value too long", "POST", "/api/v1/jobs", job_spec(env={"X": "x" * 131073}),
+          field="env.X"),
     _case("name too long", "POST", "/api/v1/jobs", job_spec(name="n" * 201), field="name"),
     _case("compute a string", "POST", "/api/v1/jobs", job_spec(compute="big"), field="compute"),
     _case("unknown gpu", "POST", "/api/v1/jobs", job_spec(compute={"gpu": "a9000"}),

@@ -46,7 +46,9 @@ async def exists(sha256: Sha, state: State, who: UserOrNode) -> Response:
                     else 404)
 
 
-@router.get("/{sha256}", response_model=None, responses=responses(401, 404, 422))
+@router.get("/{sha256}", response_model=None, response_class=Response, responses={
+    200: {"description": "The bundle (a gzipped tar).", "content": {"application/gzip": {}}},
+    **responses(401, 404, 422)})
 async def download(sha256: Sha, state: State,
                    who: UserOrNode) -> FileResponse | StreamingResponse:
     size = await state.bundles.size(sha256) if await _readable(state, sha256, who) else None
