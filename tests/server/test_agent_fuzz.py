@@ -68,11 +68,10 @@ class Frame:
 
 @dataclass
 class Scene:
-    """The good agent's running job, and the fuzzed node's ids."""
+    """The good agent's running job, and valid messages to start mutating from."""
 
     job_id: str
     attempt: int
-    node_id: str
     templates: list[Wire] = field(default_factory=list)
 
 
@@ -230,6 +229,7 @@ class Session:
         self.offset += len(line)
         job = await self.live.exchange.job(self.scene.job_id)
         assert job["state"] == "RUNNING", job
+        assert [a["node_id"] for a in job["attempts"]] == [self.good.node_id], job
         async with httpx.AsyncClient() as client:
             assert (await client.get(f"{self.live.http_url}/healthz")).status_code == 200
 
@@ -241,7 +241,7 @@ async def test_bad_frames_never_hurt_the_hub_or_other_agents(
     await good.event(job_id, attempt, "accepted")
     await good.event(job_id, attempt, "started", pid=1)
     node_id, credential = await live.exchange.enroll("fuzzed")
-    scene = Scene(job_id, attempt, node_id, templates(job_id, attempt))
+    scene = Scene(job_id, attempt, templates(job_id, attempt))
     session = Session(live, scene, good, lambda: FakeAgent(
         live.ws_url, node_id, credential, capabilities(), name="fuzzed"))
     bridge = Bridge()
