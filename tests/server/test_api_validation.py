@@ -126,6 +126,10 @@ GARBAGE = [
           field="expires_in_s"),
     _case("enrolment inf", "POST", "/api/v1/enrollments", raw=b'{"expires_in_s": 1e400}',
           field="expires_in_s"),
+    _case("enrolment expiry a boolean", "POST", "/api/v1/enrollments", {"expires_in_s": True},
+          field="expires_in_s"),  # found by the fuzzer: was taken as one second
+    _case("token expiry a boolean", "POST", "/api/v1/tokens",
+          {"project": "default", "expires_in_s": True}, field="expires_in_s"),
     _case("node name with a space", "POST", "/api/v1/agent/enroll", {"name": "my box"},
           field="name"),
     _case("offers limit", "POST", "/api/v1/offers", {"limit": 0}, field="limit"),

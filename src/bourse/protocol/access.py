@@ -34,7 +34,8 @@ class TokenCreate(Wire):
     project: str = Field(default="default", pattern=PROJECT_PATTERN)
     role: Role = "member"
     name: str | None = Field(default=None, max_length=128, pattern=r"^[^\x00]*$")
-    expires_in_s: float | None = Field(default=None, gt=0, le=5 * 365 * 24 * 3600)
+    expires_in_s: float | None = Field(default=None, gt=0, le=5 * 365 * 24 * 3600,
+                                       strict=True)  # `true` is not one second
 
 
 class TokenView(Wire):

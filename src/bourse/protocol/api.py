@@ -192,7 +192,8 @@ class NodeList(Wire):
 
 class EnrollmentCreate(Wire):
     name: str | None = Field(default=None, max_length=128, pattern=r"^[^\x00]*$")
-    expires_in_s: float = Field(default=24 * 3600, gt=0, le=365 * 24 * 3600)
+    expires_in_s: float = Field(default=24 * 3600, gt=0, le=365 * 24 * 3600,
+                                strict=True)  # `true` is not one second
     # the project the node will belong to (admins only; a provider enrols into its own)
     project: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
 
