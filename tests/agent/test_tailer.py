@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import pytest
 
 from bourse.agent.spool import Spool
-from bourse.agent.tailer import LogTailer, cut
+from bourse.agent.tailer import MAX_DROPS, LogTailer, cut
+from bourse.core.ratelimit import LogLimit
 
 
 @pytest.mark.parametrize(("data", "full", "flush", "expected"), [
@@ -92,3 +94,88 @@ def test_resumes_from_given_offsets(tmp_path: Path) -> None:
                        chunk_bytes=8, max_pending=100)
     assert tailer.step(0.0)
     assert logs.chunks() == [("stdout", 4, 4)]
+
+
+class Limited(Logs):
+    """A tailer under a rate limit of 10 bytes a second with a burst of 20."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        super().__init__(tmp_path, chunk=64)
+        self.limit = LogLimit(rate=10, burst=20)
+        self.tailer = LogTailer(self.spool, "j", 1, paths=(self.out, self.err), offsets=(0, 0),
+                                chunk_bytes=64, max_pending=1000, limit=self.limit, now=0.0)
+
+    def sent(self, stream: str = "stdout") -> bytes:
+        return b"".join(base64.b64decode(r.body()["data"]) for r in self.spool.pending()
+                        if r.type == "log_chunk" and r.stream == stream)
+
+    def events(self) -> list[str]:
+        return [r.body()["data"]["text"] for r in self.spool.pending() if r.type == "job_event"]
+
+
+def test_output_within_the_burst_and_rate_is_all_sent(tmp_path: Path) -> None:
+    logs = Limited(tmp_path)
+    logs.write(logs.out, b"a" * 19 + b"\n")  # the whole burst at once
+    assert logs.tailer.step(0.0)
+    logs.write(logs.out, b"b" * 9 + b"\n")  # then the rate
+    assert logs.tailer.step(1.0)
+    assert logs.sent() == b"a" * 19 + b"\n" + b"b" * 9 + b"\n"
+    assert logs.events() == []
+
+
+def test_output_past_the_limit_is_dropped_with_a_marker_line(tmp_path: Path) -> None:
+    logs = Limited(tmp_path)
+    logs.write(logs.out, b"ok\n")
+    assert logs.tailer.step(0.0)
+    logs.write(logs.out, b"x" * 30 + b"\n")  # 31 bytes: past the 17 left
+    logs.write(logs.err, b"y\n")  # what was written in the same step goes too
+    assert logs.tailer.step(0.5)
+    logs.write(logs.out, b"after\n")  # 6 bytes: 17 + 5 refilled fit
+    assert logs.tailer.step(1.0)
+    marker = b"bourse: 31 bytes dropped, log rate limit 10 B/s exceeded\n"
+    assert logs.sent() == b"ok\n" + marker + b"after\n"
+    assert logs.sent("stderr") == b"bourse: 2 bytes dropped, log rate limit 10 B/s exceeded\n"
+    assert logs.tailer.offsets == (40, 2)  # the dropped bytes are behind the tailer
+    assert len(logs.events()) == 1 and "log rate limit 10 B/s exceeded" in logs.events()[0]
+
+
+def test_a_marker_after_a_partial_line_starts_a_line_of_its_own(tmp_path: Path) -> None:
+    logs = Limited(tmp_path)
+    logs.write(logs.out, b"half")
+    assert not logs.tailer.step(0.0)
+    logs.write(logs.out, b"z" * 40)
+    assert logs.tailer.step(0.1, final=True)
+    assert logs.sent() == b"half\nbourse: 40 bytes dropped, log rate limit 10 B/s exceeded\n"
+
+
+def test_drops_are_measured_while_the_coordinator_is_slow(tmp_path: Path) -> None:
+    logs = Limited(tmp_path)
+    logs.tailer = LogTailer(logs.spool, "j", 1, paths=(logs.out, logs.err), offsets=(0, 0),
+                            chunk_bytes=4, max_pending=4, limit=logs.limit, now=0.0)
+    logs.write(logs.out, b"abc\n" * 4)  # 16 bytes fit; only one chunk may be pending
+    assert not logs.tailer.step(0.0)
+    logs.write(logs.out, b"d" * 50)  # dropped, though the tailer has not reached it yet
+    assert not logs.tailer.step(0.01)
+    sent = b""
+    while True:
+        done = logs.tailer.step(0.02, final=True)
+        sent += logs.sent()
+        logs.spool.ack([r.id for r in logs.spool.pending()])
+        if done:
+            break
+    assert sent == b"abc\n" * 4 + logs.limit.marker(50)
+    assert logs.tailer.offsets == (66, 0)
+
+
+def test_many_separate_drops_are_bounded(tmp_path: Path) -> None:
+    logs = Limited(tmp_path)
+    logs.tailer = LogTailer(logs.spool, "j", 1, paths=(logs.out, logs.err), offsets=(0, 0),
+                            chunk_bytes=64, max_pending=0, limit=logs.limit, now=0.0)
+    now = 0.0
+    for _ in range(200):  # the coordinator takes nothing: drops pile up behind the tailer
+        now += 1.0
+        logs.write(logs.out, b"k" * 10)  # fits
+        logs.tailer.step(now)
+        logs.write(logs.out, b"d" * 100)  # does not
+        logs.tailer.step(now + 0.001)
+    assert len(logs.tailer._streams[0].drops) <= MAX_DROPS

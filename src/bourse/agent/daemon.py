@@ -20,7 +20,7 @@ import random
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ from bourse.agent.spool import Spool
 from bourse.agent.tunnel import NodeTunnel
 from bourse.core.backoff import backoff_delay
 from bourse.core.cuda import PYTORCH_INDEX
+from bourse.core.ratelimit import LogLimit
 from bourse.protocol.agent import (
     MAX_FRAME_BYTES,
     SERVER_TO_AGENT,
@@ -94,6 +95,7 @@ class AgentConfig:
     metrics_interval_s: float = 5.0  # 0: send no resource samples
     job_users: str = "auto"  # auto | on | off: see bourse.agent.isolation
     tmpfs_size: str | None = None  # a tmpfs of this size on each attempt's work/ and tmp/
+    log_limit: LogLimit = field(default_factory=LogLimit)  # per job; rate 0: none
 
 
 @dataclass(frozen=True)
@@ -241,7 +243,7 @@ class Agent:
             shutil.disk_usage(self.work_dir).free))
         self.caps: Capabilities | None = None  # what the last hello said (GPUs, driver)
         self.runtime = Runtime(self.work_dir, self.spool, hooks=self._hooks(),
-                               isolation=self.isolation)
+                               isolation=self.isolation, log_limit=config.log_limit)
         self.sampler = Sampler(self.work_dir, self.work_dir / "cache", open_gpu_meter(),
                                cache_used=self.data.cache.used)
         self.cred: credentials.NodeCredential | None = None

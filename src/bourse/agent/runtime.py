@@ -49,6 +49,7 @@ from bourse.agent.shim import AttemptDir
 from bourse.agent.spool import AttemptRecord, AttemptStatus, Spool
 from bourse.agent.tailer import LogTailer
 from bourse.core.errors import BourseError
+from bourse.core.ratelimit import LogLimit
 from bourse.protocol.agent import LOG_CHUNK_BYTES, StartJob
 from bourse.protocol.common import AttemptRef
 
@@ -112,11 +113,13 @@ class Runtime:
                  max_pending_log_bytes: int = 16 * 1024 * 1024,
                  environ: Mapping[str, str] | None = None,
                  hooks: AttemptHooks | None = None,
-                 isolation: Isolation | None = None) -> None:
+                 isolation: Isolation | None = None, log_limit: LogLimit | None = None) -> None:
         """``environ``: where PATH, HOME and LANG for jobs come from (default: the agent's).
         ``hooks``: work before the process starts and after it ended (`bourse.agent.hooks`).
         ``isolation``: who jobs run as and what is wiped after them (default: nothing,
-        jobs run as the agent's user; `bourse.agent.isolation`)."""
+        jobs run as the agent's user; `bourse.agent.isolation`).
+        ``log_limit``: each job's log rate limit (`bourse.core.ratelimit`)."""
+        self._log_limit = log_limit or LogLimit()
         self._hooks = hooks or AttemptHooks()
         self._isolation = isolation or Isolation()
         self._preparing: dict[Key, asyncio.Future[dict[str, str]]] = {}
@@ -387,7 +390,8 @@ class Runtime:
         adir = AttemptDir(Path(record.dir))
         tailer = LogTailer(self._spool, *key, paths=(adir.stdout, adir.stderr),
                            offsets=(record.stdout_offset, record.stderr_offset),
-                           chunk_bytes=self._chunk, max_pending=self._max_pending)
+                           chunk_bytes=self._chunk, max_pending=self._max_pending,
+                           limit=self._log_limit, now=time.time())
         watch = _Watch(key, adir, record.pid, record.proc_start, tailer, kill_at=record.kill_at,
                        stale=record.state is AttemptStatus.STALE, start=start)
         self._watches[key] = watch

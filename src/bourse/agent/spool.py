@@ -14,6 +14,7 @@ was not acknowledged:
   *references* bytes of the job's log file; they are read (and base64-encoded) only by
   :meth:`OutboxRow.body`, so the spool stays small however much a job prints. ``append_log``
   also advances the attempt's spooled offset for that stream, in the same transaction.
+  ``append_note`` spools a log chunk of the agent's own text instead (the rate limit's marker).
 - ``pending(after_id, limit)`` returns rows in id order (ids are never reused, so they serve as
   message ids); ``ack(ids)`` deletes them; ``pending_count()``; ``pending_log_bytes(job_id,
   attempt)`` is what the runtime's backpressure reads.
@@ -157,12 +158,14 @@ class OutboxRow:
     def body(self) -> dict[str, Any]:
         """The wire body, as :class:`~bourse.protocol.agent.JobEvent` or ``LogChunk`` expects.
 
-        A log chunk whose file was removed or truncated carries the bytes still there."""
+        A log chunk whose file was removed or truncated carries the bytes still there; a note
+        (no path) carries its own text."""
         head = {"job_id": self.job_id, "attempt": self.attempt, "seq": self.seq,
                 "time": self.time}
         if self.type == "job_event":
             return {**head, "kind": self.kind, "data": json.loads(self.data or "{}")}
-        chunk = _read_range(self.path or "", self.offset or 0, self.length or 0)
+        chunk = ((self.data or "").encode() if self.path is None
+                 else _read_range(self.path, self.offset or 0, self.length or 0))
         return {**head, "stream": self.stream, "offset": self.offset,
                 "data": base64.b64encode(chunk).decode("ascii")}
 
@@ -238,6 +241,21 @@ class Spool:
                 (job_id, attempt, seq, time, stream, path, offset, length))
             self._db.execute(f"UPDATE attempts SET {column} = ? WHERE job_id = ? AND attempt = ?",
                              (offset + length, job_id, attempt))
+            return row
+
+    def append_note(self, job_id: str, attempt: int, *, stream: Stream, offset: int,
+                    resume: int, text: str, time: float) -> int:
+        """A log chunk of the agent's own ``text`` at ``offset`` (what the job wrote from
+        there to ``resume`` is not sent: see the tailer's rate limit)."""
+        column = _offset_column(stream)
+        with self.atomic():
+            seq = self._next_seq(job_id, attempt)
+            row = self._insert(
+                "INSERT INTO outbox (type, job_id, attempt, seq, time, stream, data, offset, "
+                "length) VALUES ('log_chunk', ?, ?, ?, ?, ?, ?, ?, ?)",
+                (job_id, attempt, seq, time, stream, text, offset, len(text.encode())))
+            self._db.execute(f"UPDATE attempts SET {column} = ? WHERE job_id = ? AND attempt = ?",
+                             (resume, job_id, attempt))
             return row
 
     def pending(self, after_id: int = 0, limit: int = 100) -> list[OutboxRow]:

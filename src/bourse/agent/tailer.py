@@ -7,17 +7,25 @@ are. The tailer never holds more than one chunk in memory. Backpressure: while t
 unacknowledged log bytes in the spool reach ``max_pending`` it spools nothing (the bytes wait in
 the file), so the spool exceeds the cap by less than one chunk. The spool persists each stream's
 offset with the chunk, so a restarted agent resumes exactly where the last one stopped.
+
+Rate limit (:mod:`bourse.core.ratelimit`): each step measures what the job wrote since the last
+one against the attempt's token bucket; what does not fit is marked dropped — a range of the
+file, never bytes in memory — and when the tailer reaches it, it spools a marker line in its
+place ("bourse: N bytes dropped, log rate limit X exceeded") and an ``info`` event, once.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bourse.agent.spool import Spool, Stream
+from bourse.core.ratelimit import Bucket, LogLimit
 
 PARTIAL_WAIT_S = 0.5
+MAX_DROPS = 64  # dropped ranges remembered per stream; past it, the newest ones merge
 
 
 def cut(data: bytes, *, full: bool, flush: bool) -> int:
@@ -38,17 +46,29 @@ class _Stream:
     path: Path
     offset: int
     partial_since: float | None = None  # when a partial line was first left waiting
+    seen: int = 0  # the file's size when last measured against the rate limit
+    drops: deque[list[int]] = field(default_factory=deque)  # [start, end) not yet passed
+
+    def drop(self, start: int, end: int) -> None:
+        if self.drops and (self.drops[-1][1] >= start or len(self.drops) >= MAX_DROPS):
+            self.drops[-1][1] = end  # adjacent, or too many: what lies between goes too
+        else:
+            self.drops.append([start, end])
 
 
 class LogTailer:
     def __init__(self, spool: Spool, job_id: str, attempt: int, *, paths: tuple[Path, Path],
                  offsets: tuple[int, int], chunk_bytes: int, max_pending: int,
-                 partial_wait_s: float = PARTIAL_WAIT_S) -> None:
-        """``paths`` and ``offsets``: of stdout and stderr, offsets being what is spooled."""
+                 partial_wait_s: float = PARTIAL_WAIT_S, limit: LogLimit | None = None,
+                 now: float = 0.0) -> None:
+        """``paths`` and ``offsets``: of stdout and stderr, offsets being what is spooled;
+        ``limit``: the log rate limit (None: none), its bucket full at ``now``."""
         self._spool = spool
         self._job = (job_id, attempt)
-        self._streams = (_Stream("stdout", paths[0], offsets[0]),
-                         _Stream("stderr", paths[1], offsets[1]))
+        self._streams = (_Stream("stdout", paths[0], offsets[0], seen=offsets[0]),
+                         _Stream("stderr", paths[1], offsets[1], seen=offsets[1]))
+        self._bucket = Bucket(limit or LogLimit(rate=0), now)
+        self._warned = False
         self._chunk = chunk_bytes
         self._max_pending = max_pending
         self._partial_wait = partial_wait_s
@@ -61,6 +81,7 @@ class LogTailer:
         """Spool what is new; True when both files are spooled to their end. ``final`` (the job
         has ended) sends partial lines at once."""
         sizes = [_size(s.path) for s in self._streams]
+        self._meter(sizes, now)
         if all(s.offset >= size for s, size in zip(self._streams, sizes, strict=True)):
             return True
         budget = self._max_pending - self._spool.pending_log_bytes(*self._job)
@@ -70,14 +91,31 @@ class LogTailer:
             done = done and stream.offset >= size
         return done
 
+    def _meter(self, sizes: list[int], now: float) -> None:
+        """What the job wrote since the last step, against the bucket: all of it counts, or
+        all of it is dropped."""
+        grown = sum(max(0, size - s.seen) for s, size in zip(self._streams, sizes, strict=True))
+        if grown == 0:
+            return
+        fits = self._bucket.take(grown, now)
+        for s, size in zip(self._streams, sizes, strict=True):
+            if size > s.seen and not fits:
+                s.drop(s.seen, size)
+            s.seen = max(s.seen, size)
+
     def _drain(self, s: _Stream, size: int, budget: int, now: float, final: bool) -> int:
         """Spool chunks of one stream while the budget lasts; returns what is left of it."""
         sent = False
         waiting = s.partial_since
         flush = final or (waiting is not None and now - waiting >= self._partial_wait)
         while s.offset < size and budget > 0:
-            data = _read(s.path, s.offset, min(size - s.offset, self._chunk))
-            n = cut(data, full=len(data) == self._chunk, flush=flush)
+            if s.drops and s.offset >= s.drops[0][0]:
+                budget -= self._skip(s, now)
+                continue
+            stop = min(size, s.drops[0][0]) if s.drops else size
+            data = _read(s.path, s.offset, min(stop - s.offset, self._chunk))
+            before_drop = stop < size and s.offset + len(data) == stop
+            n = cut(data, full=len(data) == self._chunk, flush=flush or before_drop)
             if n == 0:
                 if waiting is None or sent:
                     s.partial_since = now
@@ -90,6 +128,24 @@ class LogTailer:
         if s.offset >= size:
             s.partial_since = None
         return budget
+
+    def _skip(self, s: _Stream, now: float) -> int:
+        """Spool the marker of the first dropped range in its place; returns its size."""
+        _, end = s.drops.popleft()
+        dropped = end - s.offset
+        text = self._bucket.limit.marker(dropped)
+        if s.offset > 0 and _read(s.path, s.offset - 1, 1) != b"\n":
+            text = b"\n" + text  # the marker is a line of its own
+        with self._spool.atomic():
+            self._spool.append_note(*self._job, stream=s.name, offset=s.offset, resume=end,
+                                    text=text.decode(), time=now)
+            if not self._warned:
+                self._spool.append_event(*self._job, "info", {"text": (
+                    f"log rate limit {self._bucket.limit.describe()} exceeded: output beyond "
+                    "it is dropped, a line in the log says how much")}, now)
+        self._warned = True
+        s.offset, s.partial_since = end, None
+        return len(text)
 
 
 def _size(path: Path) -> int:
