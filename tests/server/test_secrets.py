@@ -146,3 +146,51 @@ async def test_redaction_survives_a_coordinator_restart(live: Live,
     await agent.log(job_id, attempt, 1, VALUE.encode() + b"\n")
     logs = await exchange.client.get(f"/api/v1/jobs/{job_id}/logs")
     assert base64.b64decode(logs.json()["chunks"][0]["data"]) == b"[redacted]\n"
+
+
+async def _stored(exchange: Exchange, job_id: str, stream: str = "stdout") -> bytes:
+    logs = await exchange.client.get(f"/api/v1/jobs/{job_id}/logs")
+    return b"".join(base64.b64decode(c["data"]) for c in logs.json()["chunks"]
+                    if c["stream"] == stream)
+
+
+async def test_a_secret_split_between_chunks_is_redacted(live: Live,
+                                                        agent_factory: Factory) -> None:
+    """Each form split at each place, in chunks of one message each (so each is stored in a
+    transaction of its own) and in one batch; the other stream and re-sent chunks too."""
+    exchange = live.exchange
+    await _set(exchange)
+    agent: FakeAgent = await agent_factory()
+    job_id, attempt = await place_job(exchange, agent, project_secrets=["API_TOKEN"])
+    cases = 0
+    for form in _forms(VALUE):
+        for cut in (1, len(form) // 2, len(form) - 1):
+            first, second = b"a " + form[:cut], form[cut:] + b" b\n"
+            await agent.log(job_id, attempt, agent.next_seq(job_id, attempt), first)
+            await agent.log(job_id, attempt, agent.next_seq(job_id, attempt), second)
+            cases += 1
+    printed = VALUE.encode() + b"\n"
+    chunks = [agent.log_chunk(job_id, attempt, agent.next_seq(job_id, attempt), printed[i:i + 1],
+                              stream="stderr") for i in range(len(printed))]
+    ids = [await agent.send(c, ack=False) for c in chunks]  # one batch, byte by byte
+    await agent.wait_acked(*ids)
+    await agent.send(chunks[-2])  # a re-sent chunk changes nothing
+    stored = await _stored(exchange, job_id)
+    assert stored.count(b"[redacted]") == cases == stored.count(b"\n"), stored
+    for form in _forms(VALUE):
+        assert form not in stored
+    assert await _stored(exchange, job_id, "stderr") == b"[redacted]\n"
+
+
+async def test_a_split_secret_is_redacted_after_a_coordinator_restart(
+        live: Live, agent_factory: Factory) -> None:
+    """The start of the value is read back from the database, not from memory."""
+    exchange = live.exchange
+    await _set(exchange)
+    agent: FakeAgent = await agent_factory()
+    job_id, attempt = await place_job(exchange, agent, project_secrets=["API_TOKEN"])
+    await agent.log(job_id, attempt, 1, b"token: " + VALUE.encode()[:5])
+    assert exchange.state.hub.secrets is not None
+    exchange.state.hub.secrets._patterns.clear()  # what a new coordinator process starts with
+    await agent.log(job_id, attempt, 2, VALUE.encode()[5:] + b"\n")
+    assert await _stored(exchange, job_id) == b"token: [redacted]\n"

@@ -21,6 +21,7 @@ from bourse.cli.render import echo_json
 from bourse.cli.verification import render_probe
 from bourse.core.compute import Compute
 from bourse.core.cuda import PYTORCH_INDEX
+from bourse.core.ratelimit import LogLimit
 from bourse.core.verification import verify
 from bourse.protocol.common import Declared
 
@@ -81,6 +82,11 @@ LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # as protocol.common.L
 @click.option("--tmpfs-work-dir", "tmpfs_size", metavar="SIZE", help="Mount a tmpfs of SIZE "
               "(e.g. 8g) on each attempt's work and temp dirs, so its files never reach a "
               "disk; needs root.")
+@click.option("--log-rate", default="8MB", show_default=True, metavar="SIZE",
+              help="Each job's log rate limit, per second on average (0: none); output past "
+              "it is dropped and a line in the log says how much (docs/security.md).")
+@click.option("--log-burst", default="256MB", show_default=True, metavar="SIZE",
+              help="What a job may print at once above --log-rate.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 @click.pass_context
@@ -92,7 +98,7 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
           spot_price: float | None, provider_label: str | None, region: str | None,
           index_url: str | None, extra_index_url: tuple[str, ...], find_links: tuple[str, ...],
           no_index: bool, torch_index: str, metrics_interval: float, job_users: str,
-          tmpfs_size: str | None, log_level: str) -> None:
+          tmpfs_size: str | None, log_rate: str, log_burst: str, log_level: str) -> None:
     """Run a node agent: it dials out to the coordinator and runs the jobs placed here."""
     if ctx.invoked_subcommand is not None:
         return
@@ -120,7 +126,8 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
                          sources=package_sources(index_url, extra_index_url, find_links,
                                                  no_index),
                          torch_index=torch_index, metrics_interval_s=metrics_interval,
-                         job_users=job_users, tmpfs_size=tmpfs_size)
+                         job_users=job_users, tmpfs_size=tmpfs_size,
+                         log_limit=LogLimit.parse(log_rate, log_burst))
     asyncio.run(run_agent(config))
 
 

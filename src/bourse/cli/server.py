@@ -15,9 +15,11 @@ import uvicorn
 
 from bourse.cli.errors import handles_errors
 from bourse.core.health import StallRules
+from bourse.core.ratelimit import LogLimit
 from bourse.server.app import create_app
 from bourse.server.config import MetricsConfig, ServerConfig, StoreConfig
 from bourse.server.db.database import sqlite_url
+from bourse.server.limits import MAX_FRAME_BYTES
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -107,13 +109,20 @@ def metrics_config(stall_after: float, disk_warn_percent: float, raw_hours: floa
               "then one mean per minute.")
 @click.option("--metrics-keep-days", type=click.FloatRange(min=0.01, max=3650), default=14.0,
               show_default=True, help="Keep the minute means this long.")
+@click.option("--log-rate", default="8MB", show_default=True, metavar="SIZE",
+              help="Each job's log rate limit, per second on average (0: none). Agents drop "
+              "what goes past it; the coordinator stores nothing past twice the burst plus "
+              "this rate since the attempt started, whatever the agent does.")
+@click.option("--log-burst", default="256MB", show_default=True, metavar="SIZE",
+              help="What a job may print at once above --log-rate.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 @handles_errors
 def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_alive: float,
            credentials: Path | None, allow_unverified: bool, archive_logs_after: float,
            stall_after: float, disk_warn_percent: float, metrics_raw_hours: float,
-           metrics_keep_days: float, log_level: str, **store: Any) -> None:
+           metrics_keep_days: float, log_rate: str, log_burst: str, log_level: str,
+           **store: Any) -> None:
     """Run a coordinator (the exchange's API, agent hub and scheduler)."""
     data_dir = data_dir.expanduser()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -128,10 +137,11 @@ def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_
         allow_unverified=allow_unverified, store=store_config(**store),
         archive_logs_after_s=archive_logs_after,
         metrics=metrics_config(stall_after, disk_warn_percent, metrics_raw_hours,
-                               metrics_keep_days))
+                               metrics_keep_days),
+        log_limit=LogLimit.parse(log_rate, log_burst))
     app = create_app(config)
     uv = uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False,
-                                       ws_max_size=16 * 1024 * 1024, lifespan="on"))
+                                       ws_max_size=MAX_FRAME_BYTES, lifespan="on"))
     write_state(data_dir, url)
     click.echo(f"bourse coordinator listening on {url}", err=True)
     asyncio.run(uv.serve(sockets=[sock]))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bourse.core.errors import InvalidInput
-from bourse.core.units import format_bytes
+from bourse.core.units import format_bytes, parse_size_gib
 
 MIB = 1024 * 1024
 DEFAULT_RATE = 8 * MIB  # bytes a second, sustained
@@ -34,6 +34,11 @@ class LogLimit:
                                f"one second of the rate ({format_bytes(self.rate)})",
                                hint="raise the burst or lower the rate")
 
+    @classmethod
+    def parse(cls, rate: str, burst: str) -> LogLimit:
+        """From sizes as people write them (``8MB``, ``256MB``; MB == MiB, as everywhere)."""
+        return cls(rate=_bytes(rate, "--log-rate"), burst=_bytes(burst, "--log-burst"))
+
     @property
     def enabled(self) -> bool:
         return self.rate > 0
@@ -49,6 +54,10 @@ class LogLimit:
     def allowance(self, elapsed_s: float) -> float:
         """The most an attempt keeping to the bucket can have printed after ``elapsed_s``."""
         return self.burst + self.rate * max(0.0, elapsed_s) if self.enabled else float("inf")
+
+
+def _bytes(text: str, field: str) -> int:
+    return int(parse_size_gib(text, field=field) * (1 << 30))
 
 
 class Bucket:

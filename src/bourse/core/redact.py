@@ -4,12 +4,17 @@ A value is searched for as it is and in the encodings a program is likely to pri
 base64 (standard and URL-safe, at each of the three alignments it can have inside a longer
 base64 text), URL-encoding, and hex. Values and encodings shorter than ``MIN_BYTES`` are not
 searched (they would match by chance and destroy the logs); secrets are refused that short.
+
+A job's output arrives in chunks, and a value may be split between two (a partial line flushed
+in the middle of it, a line longer than a chunk, a job printing it byte by byte):
+``redact_parts`` redacts consecutive pieces of one stream as if they were one text, so the
+coordinator joins a new chunk to the tail of what it stored before (``tail_bytes`` of it).
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from urllib.parse import quote, quote_plus
 
 MASK = b"[redacted]"
@@ -56,3 +61,50 @@ def redact(data: bytes, searched: tuple[bytes, ...]) -> bytes:
 
 def redact_text(text: str, searched: tuple[bytes, ...]) -> str:
     return redact(text.encode(), searched).decode("utf-8", "replace") if searched else text
+
+
+def tail_bytes(searched: tuple[bytes, ...]) -> int:
+    """How much of the text before a chunk can hold the start of a value split by it."""
+    return max((len(p) for p in searched), default=1) - 1
+
+
+def spans(data: bytes, searched: tuple[bytes, ...]) -> list[tuple[int, int]]:
+    """Where the patterns occur in ``data``, longest first, never overlapping; in order."""
+    taken: list[tuple[int, int]] = []
+    for pattern in searched:
+        start = data.find(pattern)
+        while start >= 0:
+            end = start + len(pattern)
+            if any(a < end and start < b for a, b in taken):
+                start = data.find(pattern, start + 1)
+            else:
+                taken.append((start, end))
+                start = data.find(pattern, end)
+    return sorted(taken)
+
+
+def redact_parts(parts: Sequence[bytes], searched: tuple[bytes, ...]) -> list[bytes]:
+    """Consecutive pieces of one text, redacted as one: a value split between pieces becomes
+    one mask in the piece where it starts, and its bytes in the pieces after it go."""
+    joined = b"".join(parts)
+    found = spans(joined, searched)
+    if not found:
+        return list(parts)
+    redacted, low = [], 0
+    for part in parts:
+        high = low + len(part)
+        redacted.append(_redact_piece(joined, low, high, found))
+        low = high
+    return redacted
+
+
+def _redact_piece(joined: bytes, low: int, high: int, found: list[tuple[int, int]]) -> bytes:
+    pieces, cursor = [], low
+    for start, end in found:
+        if end <= low or start >= high:
+            continue
+        if start >= low:
+            pieces += [joined[cursor:start], MASK]
+        cursor = max(cursor, min(end, high))
+    pieces.append(joined[cursor:high])
+    return b"".join(pieces)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from bourse.core.health import StallRules
+from bourse.core.ratelimit import LogLimit
 from bourse.server.db.database import sqlite_url
 
 StoreKind = Literal["embedded", "external", "none"]
@@ -73,6 +74,7 @@ class ServerConfig:
     store: StoreConfig = field(default_factory=StoreConfig)
     archive_logs_after_s: float = 3600.0  # an ended job's logs move to the store after this
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    log_limit: LogLimit = field(default_factory=LogLimit)  # per job (docs/security.md)
 
     @property
     def db_url(self) -> str:

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from bourse.core.errors import BourseError
+from bourse.core.ratelimit import LogLimit
 from bourse.protocol.agent import (
     AGENT_TO_SERVER,
     Ack,
@@ -46,6 +47,8 @@ from bourse.server.config import MetricsConfig
 from bourse.server.dataplane import DataPlane, Failure
 from bourse.server.db.database import Database
 from bourse.server.ids import new_id
+from bourse.server.limits import MAX_FRAME_BYTES
+from bourse.server.logmeter import LogMeter
 from bourse.server.notifier import Notifier
 from bourse.server.services.agents import (
     node_disconnected,
@@ -153,6 +156,7 @@ class Hub:
         self._dispatcher: asyncio.Task[None] | None = None
         self.tunnels = Tunnels()  # streams to jobs' ports and exec sessions
         self.metrics = MetricsConfig()
+        self.log_meter = LogMeter(LogLimit())  # what agents that ignore the limit may send
 
     def connected(self, node_id: str) -> bool:
         return node_id in self.connections
@@ -411,7 +415,7 @@ class Hub:
         async with self.db.write() as session:
             for connection, batch in group.items():
                 commands += await _record(session, connection.node_id, batch, now,
-                                          self.secrets)
+                                          secrets=self.secrets, meter=self.log_meter)
                 if batch.metrics:
                     timeline |= await record_metrics(session, connection.node_id,
                                                      batch.metrics, self.metrics, now)
@@ -429,14 +433,15 @@ class Hub:
             self.on_change()  # a newly verified node can take work
 
 
-async def _record(session: AsyncSession, node_id: str, batch: Batch, now: float,
-                  secrets: SecretKeeper | None) -> list[Command]:
+async def _record(session: AsyncSession, node_id: str, batch: Batch, now: float, *,
+                  secrets: SecretKeeper | None, meter: LogMeter) -> list[Command]:
     """One connection's messages, in the caller's transaction; secrets redacted first."""
     commands: list[Command] = []
     if batch.chunks:
-        chunks = batch.chunks if secrets is None else await secrets.scrub_chunks(
-            session, batch.chunks)
-        await record_log_chunks(session, node_id, chunks)
+        patterns = None if secrets is None else await secrets.patterns(
+            session, {c.job_id for c in batch.chunks})
+        await record_log_chunks(session, node_id, batch.chunks, patterns=patterns,
+                                meter=meter, now=now)
     if batch.events:
         events = batch.events if secrets is None else await secrets.scrub_events(
             session, batch.events)
@@ -480,6 +485,9 @@ async def receive_text(ws: WebSocket) -> str:
     text = message.get("text")
     if text is None:
         raise Malformed("binary frames are not part of the protocol")
+    if len(text) > MAX_FRAME_BYTES:  # characters: a lower bound of its bytes
+        raise Malformed(f"a frame of {len(text)} characters is larger than the limit of "
+                        f"{MAX_FRAME_BYTES} bytes")
     return str(text)
 
 

@@ -1,4 +1,6 @@
-"""The size limit of request bodies (bundles have their own, ``bundle_max_bytes``).
+"""The size limit of request bodies (bundles have their own, ``bundle_max_bytes``) and of
+WebSocket messages (``MAX_FRAME_BYTES``: uvicorn refuses a larger one with close code 1009
+before it is assembled, and the hub checks again whatever server runs the app).
 
 A body announced larger than the limit is refused before it is read; one that grows past it
 while it streams (chunked, or a lying ``Content-Length``) is cut off with the same 413.
@@ -14,6 +16,7 @@ from bourse.core.units import format_bytes
 from bourse.server.errors import TooLarge
 
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a batch of 1,000 job specs fits many times over
+MAX_FRAME_BYTES = MAX_BODY_BYTES  # one WebSocket message, from an agent or a user
 EXEMPT_PREFIX = "/api/v1/bundles/"
 
 

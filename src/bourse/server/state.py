@@ -14,6 +14,7 @@ from bourse.server.dataplane import DataPlane
 from bourse.server.db.database import Database
 from bourse.server.hub import Hub
 from bourse.server.logarchive import LogArchive
+from bourse.server.logmeter import LogMeter
 from bourse.server.notifier import Notifier
 from bourse.server.scheduler import Scheduler
 from bourse.server.services import audit
@@ -65,6 +66,7 @@ class ServerState:
         hub.on_change = scheduler.kick
         hub.place_in = scheduler.place_in
         hub.metrics = config.metrics
+        hub.log_meter = LogMeter(config.log_limit)
         bundles = BundleStore(config.bundles_dir, config.bundle_max_bytes)
         return cls(config, db, notifier, hub, scheduler, bundles, clock)
 

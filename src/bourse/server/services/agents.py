@@ -11,10 +11,10 @@ import base64
 import binascii
 import logging
 import math
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from sqlalchemy import Table, select, update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.states import AttemptState, JobState, exit_outcome
@@ -22,9 +22,8 @@ from bourse.protocol.agent import CancelJob, Heartbeat, Hello, JobEvent, LogChun
 from bourse.protocol.common import AttemptRef
 from bourse.server.commands import Command
 from bourse.server.db.schema import Attempt, Event, Job, Node
-from bourse.server.db.schema import LogChunk as LogRow
-from bourse.server.db.upsert import insert_ignore
-from bourse.server.services import verification
+from bourse.server.logmeter import LogMeter
+from bourse.server.services import logs, verification
 from bourse.server.services.jobs import CANCEL_GRACE_S, active_attempt_states
 from bourse.server.services.lifecycle import (
     add_event,
@@ -34,7 +33,6 @@ from bourse.server.services.lifecycle import (
 )
 from bourse.server.services.specs import spec_of
 
-LOG_TABLE = cast(Table, LogRow.__table__)
 log = logging.getLogger(__name__)
 
 
@@ -269,16 +267,20 @@ def _decode(chunk: LogChunk) -> bytes | None:
         return None
 
 
-async def record_log_chunks(session: AsyncSession, node_id: str,
-                            chunks: Sequence[LogChunk]) -> int:
-    """Store chunks from attempts of this node; duplicates are dropped. Returns how many new."""
+async def record_log_chunks(session: AsyncSession, node_id: str, chunks: Sequence[LogChunk],
+                            *, patterns: Mapping[str, tuple[bytes, ...]] | None = None,
+                            meter: LogMeter | None = None, now: float = 0.0) -> int:
+    """Store chunks from attempts of this node; duplicates are dropped. Returns how many new.
+
+    ``patterns``: what to redact from each job's output (``services.logs``); ``meter``: the
+    coordinator's log rate limit."""
     attempts = await load_attempts(session, {(c.job_id, c.attempt) for c in chunks})
     owned = {key for key, attempt in attempts.items() if attempt.node_id == node_id}
     rows = [{"job_id": c.job_id, "attempt": c.attempt, "seq": c.seq, "stream": c.stream,
              "offset": c.offset, "data": data, "time": c.time}
             for c in chunks
             if (c.job_id, c.attempt) in owned and (data := _decode(c)) is not None]
-    inserted = 0
-    for start in range(0, len(rows), 200):
-        inserted += await insert_ignore(session, LOG_TABLE, rows[start:start + 200])
-    return inserted
+    if meter is not None:
+        rows = logs.metered(rows, attempts, meter, now)
+        logs.note_limited(session, meter, now)
+    return await logs.store_rows(session, rows, patterns or {})

@@ -10,8 +10,6 @@ events (and read again from the database after a restart).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import os
 from collections.abc import Iterable, Sequence
 
@@ -23,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bourse.core import redact
 from bourse.core.errors import BourseError, InvalidInput, NotFound
 from bourse.protocol.access import SecretView
-from bourse.protocol.agent import JobEvent, LogChunk, StartJob
+from bourse.protocol.agent import JobEvent, StartJob
 from bourse.server.commands import Command
 from bourse.server.db.schema import Job, Secret
 from bourse.server.keys import subkey
@@ -154,24 +152,10 @@ class SecretKeeper:
                 self._remember(job_id, found.values())
         return {j: self._patterns.get(j, ()) for j in job_ids}
 
-    async def scrub_chunks(self, session: AsyncSession,
-                           chunks: Sequence[LogChunk]) -> list[LogChunk]:
-        found = await self.patterns(session, {c.job_id for c in chunks})
-        return [_scrub_chunk(c, found[c.job_id]) if found[c.job_id] else c for c in chunks]
-
     async def scrub_events(self, session: AsyncSession,
                            events: Sequence[JobEvent]) -> list[JobEvent]:
         found = await self.patterns(session, {e.job_id for e in events})
         return [_scrub_event(e, found[e.job_id]) if found[e.job_id] else e for e in events]
-
-
-def _scrub_chunk(chunk: LogChunk, searched: tuple[bytes, ...]) -> LogChunk:
-    try:
-        data = base64.b64decode(chunk.data, validate=True)
-    except binascii.Error:
-        return chunk  # dropped by the handler
-    return chunk.model_copy(update={
-        "data": base64.b64encode(redact.redact(data, searched)).decode()})
 
 
 def _scrub_event(event: JobEvent, searched: tuple[bytes, ...]) -> JobEvent:
