@@ -25,6 +25,7 @@ from bourse.server.app import create_app
 from bourse.server.config import ServerConfig, StoreConfig
 from bourse.server.dataplane import DataPlane
 from bourse.server.db.schema import Attempt, Job, Node
+from bourse.server.limits import MAX_FRAME_BYTES
 from bourse.server.scheduler import PlacementReport
 from bourse.server.services import tokens
 from bourse.server.state import ServerState
@@ -202,7 +203,8 @@ async def serve(exchange: Exchange) -> AsyncIterator[Live]:
     """uvicorn's startup and shutdown without its main loop (which polls for the exit flag
     every 100 ms) or its signal handlers; the app's lifespan is the exchange's."""
     config = uvicorn.Config(exchange.app, host="127.0.0.1", port=0, lifespan="off",
-                            log_level="warning", timeout_graceful_shutdown=2)
+                            log_level="warning", timeout_graceful_shutdown=2,
+                            ws_max_size=MAX_FRAME_BYTES)  # as `bourse server`
     config.load()
     server = uvicorn.Server(config)
     server.lifespan = config.lifespan_class(config)
