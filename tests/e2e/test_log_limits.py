@@ -29,9 +29,9 @@ show(value, 3)
 show(base64.b64encode(value), 2)
 show(value.hex().encode(), 2)
 show(value, len(value), pause=0.01)  # byte by byte
-sys.stdout.buffer.write(b"x" * (%d - 7) + value + b"\\n")  # across a full chunk
+sys.stdout.buffer.write(b"x" * (CHUNK - 7) + value + b"\\n")  # across a full chunk
 sys.stdout.flush()
-""" % LOG_CHUNK_BYTES
+""".replace("CHUNK", str(LOG_CHUNK_BYTES))
 
 
 def test_a_secret_printed_in_pieces_never_reaches_the_stored_logs(exchange: Exchange) -> None:
