@@ -21,6 +21,7 @@ from ui_exchange import UiExchange, _free_port, wait_for
 
 from bourse.core.compute import Compute
 from bourse.protocol.common import JobSpec, Port
+from bourse.protocol.stream import MAX_STREAMS
 
 pytestmark = pytest.mark.slow
 
@@ -106,6 +107,42 @@ def test_a_websocket_echoes_through_the_coordinator(served: Served) -> None:
     assert path == f"/jobs/{served.job_id}/ports/{served.ws_port}/socket?a=b"  # a `keep` port
     assert text == "hi"
     assert back != b"mismatch"
+
+
+def test_a_node_carries_a_bounded_number_of_streams(served: Served) -> None:
+    """MAX_STREAMS WebSockets held open through the proxy: one more HTTP request, and one more
+    WebSocket handshake, are answered 429 with Retry-After, `bourse exec` says why it cannot;
+    all work again once the others close."""
+
+    async def scenario() -> tuple[int, str, str, int, int]:
+        url = served.url(served.ws_port, "/held").replace("http://", "ws://")
+        held = [await websockets.connect(url, additional_headers=served.auth)
+                for _ in range(MAX_STREAMS)]
+        try:
+            for ws in held:
+                await ws.recv()  # the path: the stream is open end to end
+            async with httpx.AsyncClient(headers=served.auth) as client:
+                busy = await client.get(served.url(served.http_port, "/hello.txt"))
+            with pytest.raises(websockets.InvalidStatus) as refused:
+                await websockets.connect(url, additional_headers=served.auth)
+            code = refused.value.response.status_code
+            execed = await asyncio.to_thread(_bourse, served, "exec", served.job_id, "--", "pwd")
+            assert execed.returncode == 1
+            assert f"already carries {MAX_STREAMS} streams".encode() in execed.stderr
+        finally:
+            for ws in held:
+                await ws.close()
+        await asyncio.sleep(0.5)  # the streams' closes reach the node and come back
+        async with httpx.AsyncClient(headers=served.auth) as client:
+            again = await client.get(served.url(served.http_port, "/hello.txt"))
+        return (busy.status_code, busy.headers.get("retry-after", ""), busy.json()["error"],
+                code, again.status_code)
+
+    status, retry_after, error, code, again = asyncio.run(scenario())
+    assert (status, retry_after) == (429, "5")
+    assert f"already carries {MAX_STREAMS} streams" in error
+    assert code == 429
+    assert again == 200
 
 
 def test_undeclared_ports_and_other_tokens_are_refused(served: Served) -> None:

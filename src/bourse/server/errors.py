@@ -37,6 +37,18 @@ class TooLarge(BourseError):
     http_status = 413
 
 
+class TooMany(BourseError):
+    """A limit on what is open at once was reached: answered 429 with ``Retry-After``."""
+
+    exit_code = 1
+    http_status = 429
+
+    def __init__(self, message: str, *, hint: str | None = None,
+                 retry_after_s: int = 5) -> None:
+        super().__init__(message, hint=hint)
+        self.retry_after_s = retry_after_s
+
+
 # What each error status means, as the OpenAPI document says it; every body is an ErrorView.
 _MEANINGS = {
     400: "The body could not be decoded (not UTF-8).",
@@ -46,6 +58,7 @@ _MEANINGS = {
     409: "Conflicts with the current state.",
     413: "The body is larger than the limit.",
     422: "A parameter or a field of the body is invalid; `field` says which.",
+    429: "Too many open at once (a node's streams); retry after `Retry-After` seconds.",
     503: "A part of the exchange this needs is unavailable; retry later.",
 }
 
@@ -62,8 +75,14 @@ def _body(message: str, field: str | None = None, hint: str | None = None) -> di
 
 async def _bourse_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, BourseError)
+    return error_response(exc)
+
+
+def error_response(exc: BourseError) -> JSONResponse:
     field = exc.field if isinstance(exc, InvalidInput) else None
     headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
+    if isinstance(exc, TooMany):
+        headers = {"Retry-After": str(exc.retry_after_s)}
     return JSONResponse(_body(exc.message, field, exc.hint), exc.http_status, headers=headers)
 
 

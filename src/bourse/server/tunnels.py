@@ -1,9 +1,11 @@
 """The coordinator's streams over agent connections (``bourse.protocol.stream``).
 
 ``Tunnels.open`` asks a node to connect a stream to a job's port or to start an exec, and
-returns the coordinator's end once the node says it is open. Frames coming back are routed by
-stream id — only from the connection the stream was opened on, so a node cannot write into
-another node's streams. When a connection ends, every stream it carried ends with it.
+returns the coordinator's end once the node says it is open; a node carries at most
+``MAX_STREAMS`` at once (``TooMany``: HTTP 429 with Retry-After, WebSocket close 1013).
+Frames coming back are routed by stream id — only from the connection the stream was opened
+on, so a node cannot write into another node's streams. When a connection ends, every stream
+it carried ends with it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from bourse.protocol.stream import (
     StreamOpen,
     StreamOpened,
 )
-from bourse.server.errors import Conflict
+from bourse.server.errors import Conflict, TooMany
 from bourse.tunnel.stream import Stream
 
 OPEN_TIMEOUT_S = 15.0
@@ -61,8 +63,9 @@ class Tunnels:
             raise Conflict(f"the agent of node {carrier.node_id} does not support ports or "
                            "exec", hint="upgrade bourse on that node and restart its agent")
         if self.count(carrier) >= MAX_STREAMS:
-            raise Conflict(f"node {carrier.node_id} already carries {MAX_STREAMS} streams",
-                           hint="close some proxied connections or exec sessions and retry")
+            raise TooMany(f"node {carrier.node_id} already carries {MAX_STREAMS} streams "
+                          "(proxied connections and exec sessions)",
+                          hint="close some of them, or retry in a few seconds")
         stream = Stream(next(self._ids), carrier.send)
         opened: asyncio.Future[Wire] = asyncio.get_running_loop().create_future()
         self._streams[stream.id] = (carrier, stream)

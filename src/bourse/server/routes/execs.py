@@ -26,7 +26,7 @@ from bourse.core.errors import BourseError, InvalidInput
 from bourse.protocol.stream import ExecTarget, StreamResize
 from bourse.server.routes.deps import get_state, principal_of
 from bourse.server.routes.jobs import JobIdPath
-from bourse.server.routes.sockets import record_socket
+from bourse.server.routes.sockets import record_socket, refusal_code
 from bourse.server.services.streams import running_job
 from bourse.server.tunnels import Unreachable
 from bourse.tunnel.stream import Stream, StreamClosed
@@ -44,7 +44,7 @@ async def exec_socket(ws: WebSocket, job_id: JobIdPath) -> None:
     except BourseError as exc:
         await record_socket(ws, "exec", f"refused: {exc.message}", asked)
         await _send_json(ws, {"type": "error", "message": exc.message, "hint": exc.hint})
-        await _close(ws)
+        await _close(ws, refusal_code(exc, 1000))
         return
     await record_socket(ws, "exec", "started", asked)
     tunnels = get_state(ws).hub.tunnels
@@ -132,6 +132,6 @@ async def _send_json(ws: WebSocket, value: dict[str, Any]) -> None:
         await ws.send_text(json.dumps(value))
 
 
-async def _close(ws: WebSocket) -> None:
+async def _close(ws: WebSocket, code: int = 1000) -> None:
     with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
-        await ws.close()
+        await ws.close(code)

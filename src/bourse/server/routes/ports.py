@@ -23,6 +23,7 @@ from bourse.server.cookie import COOKIE
 from bourse.server.errors import Forbidden, Unauthorized
 from bourse.server.proxy import BadGateway, Upstream, proxy_http, proxy_websocket
 from bourse.server.routes.deps import bearer, get_state, principal_of
+from bourse.server.routes.sockets import refuse
 from bourse.server.services.streams import Running, declared_port, running_job
 from bourse.server.services.tokens import Principal
 from bourse.server.tunnels import Unreachable
@@ -102,7 +103,7 @@ async def websocket_endpoint(ws: WebSocket) -> None:
     try:
         _running, port, stream = await _open(ws)
     except BourseError as exc:
-        await ws.close(code=CLOSE_REFUSED, reason=exc.message[:120])
+        await refuse(ws, exc, CLOSE_REFUSED)
         return
     try:
         await proxy_websocket(ws, stream, upstream(ws, port))
