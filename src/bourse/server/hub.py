@@ -14,6 +14,7 @@ import itertools
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -67,7 +68,11 @@ log = logging.getLogger(__name__)
 HELLO_TIMEOUT_S = 15.0
 MAX_BATCH = 500  # messages per transaction
 MAX_BATCH_BYTES = 8 * 1024 * 1024  # and log bytes: a burst of output never balloons memory
-CLOSE_MALFORMED, CLOSE_POLICY, CLOSE_REPLACED = 1003, 1008, 4000
+CLOSE_MALFORMED, CLOSE_POLICY, CLOSE_TRY_AGAIN, CLOSE_REPLACED = 1003, 1008, 1013, 4000
+# A node holds one session (a newer one replaces it: an agent reconnecting after its old TCP
+# connection went half-open must not wait for that one to time out), and this many
+# connections waiting for their hello (each may wait HELLO_TIMEOUT_S).
+MAX_WAITING_PER_NODE = 4
 # The database refusing what a message says (a value out of range, a broken constraint): the
 # message is dropped and reported. Anything else (a lost connection) is retried by replay.
 REFUSED = (DataError, IntegrityError, ProgrammingError, OverflowError)
@@ -149,6 +154,7 @@ class Hub:
         self._processor: asyncio.Task[None] | None = None
         self.keep_alive_s, self.clock = keep_alive_s, clock
         self.connections: dict[str, Connection] = {}
+        self._waiting: Counter[str] = Counter()  # connections per node awaiting their hello
         self.dataplane: DataPlane | None = None
         self.secrets: SecretKeeper | None = None  # set at start, with the server key
         self._dispatch: asyncio.Queue[list[Command]] = asyncio.Queue()
@@ -248,12 +254,23 @@ class Hub:
 
     async def serve(self, ws: WebSocket, node_id: str) -> None:
         """Run one agent connection until it ends. The route has authenticated the node."""
+        if self._waiting[node_id] >= MAX_WAITING_PER_NODE:
+            log.warning("agent %s: refusing a connection, %d are waiting for their hello",
+                        node_id, MAX_WAITING_PER_NODE)
+            await _close(ws, CLOSE_TRY_AGAIN, f"node {node_id} already has "
+                         f"{MAX_WAITING_PER_NODE} connections waiting to say hello")
+            return
+        self._waiting[node_id] += 1
         try:
             hello = await self._hello(ws, node_id)
         except (Malformed, TimeoutError, WebSocketDisconnect) as exc:
             log.warning("agent %s: no valid hello (%s)", node_id, exc)
             await _close(ws, CLOSE_POLICY, "the first message must be a valid hello")
             return
+        finally:
+            self._waiting[node_id] -= 1
+            if not self._waiting[node_id]:
+                del self._waiting[node_id]
         connection = await self._register(ws, node_id, hello)
         try:
             await self._run(connection)
@@ -276,7 +293,8 @@ class Hub:
         connection = Connection(node_id, new_id("s"), ws, features=frozenset(hello.features))
         self.connections[node_id] = connection
         if previous is not None:
-            await _close(previous.ws, CLOSE_REPLACED, "replaced by a newer connection")
+            await _close(previous.ws, CLOSE_REPLACED, "replaced by a newer connection with this "
+                         "node's credential (is a second agent using it?)")
         now = self.clock()
         try:
             async with self.db.write() as session:

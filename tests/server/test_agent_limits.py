@@ -1,5 +1,5 @@
-"""The coordinator's own limits on what agents send: each attempt's log rate, whatever its
-agent does, and the size of one WebSocket frame."""
+"""The coordinator's own limits on agents: each attempt's log rate, whatever its agent does,
+the size of one WebSocket frame, and a node's connections."""
 
 from __future__ import annotations
 
@@ -9,10 +9,16 @@ from typing import Any
 
 import pytest
 from fake_agent import FakeAgent
-from server_harness import Live, place_job
+from server_harness import Live, place_job, until
 
 from bourse.core.ratelimit import LogLimit
-from bourse.server.hub import Malformed, receive_text
+from bourse.server.hub import (
+    CLOSE_REPLACED,
+    CLOSE_TRY_AGAIN,
+    MAX_WAITING_PER_NODE,
+    Malformed,
+    receive_text,
+)
 from bourse.server.limits import MAX_FRAME_BYTES
 from bourse.server.logmeter import LogMeter
 
@@ -75,3 +81,28 @@ async def test_the_hub_refuses_a_large_frame_under_any_server() -> None:
     assert await receive_text(_Socket("x" * MAX_FRAME_BYTES)) == "x" * MAX_FRAME_BYTES  # type: ignore[arg-type]
     with pytest.raises(Malformed, match="larger than the limit"):
         await receive_text(_Socket("x" * (MAX_FRAME_BYTES + 1)))  # type: ignore[arg-type]
+
+
+async def test_a_node_has_a_bounded_number_of_connections_waiting_for_hello(
+        live: Live, agent_factory: Factory) -> None:
+    first: FakeAgent = await agent_factory("crowded")
+    waiting = [FakeAgent(live.ws_url, first.node_id, first.credential, first.capabilities,
+                         name="crowded") for _ in range(MAX_WAITING_PER_NODE + 1)]
+    for agent in waiting[:-1]:
+        await agent.open()  # and never says hello
+    hub = live.exchange.state.hub
+
+    async def waiting_now(count: int) -> bool:
+        return hub._waiting[first.node_id] == count
+
+    await until(lambda: waiting_now(MAX_WAITING_PER_NODE))
+    await waiting[-1].open()
+    assert await waiting[-1].wait_closed() == CLOSE_TRY_AGAIN
+    assert first.close_code is None  # the session itself goes on
+    await first.heartbeat()
+    await waiting[0].close()  # one waiting place is free again
+    await until(lambda: waiting_now(MAX_WAITING_PER_NODE - 1))
+    await waiting[-1].connect()  # a hello: it replaces the session, and says why
+    assert await first.wait_closed() == CLOSE_REPLACED
+    for agent in waiting:
+        await agent.close()
