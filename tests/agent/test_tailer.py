@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bourse.agent.spool import Spool
-from bourse.agent.tailer import MAX_DROPS, LogTailer, cut
+from bourse.agent.tailer import HOLD_S, MAX_DROPS, LogTailer, cut, held
 from bourse.core.ratelimit import LogLimit
 
 
@@ -179,3 +179,54 @@ def test_many_separate_drops_are_bounded(tmp_path: Path) -> None:
         logs.write(logs.out, b"d" * 100)  # does not
         logs.tailer.step(now + 0.001)
     assert len(logs.tailer._streams[0].drops) <= MAX_DROPS
+
+
+@pytest.mark.parametrize(("data", "expected"), [
+    (b"token: s3c", 3),
+    (b"token: s3cret-valu", 11),
+    (b"token: s3cret-value", 0),  # whole: redacted by the coordinator, nothing to wait for
+    (b"token: x\n", 0),
+    (b"s", 1),
+    (b"", 0),
+])
+def test_held(data: bytes, expected: int) -> None:
+    assert held(data, (b"s3cret-value", b"czNjcmV0")) == expected
+
+
+class Holding(Limited):
+    def __init__(self, tmp_path: Path) -> None:
+        super().__init__(tmp_path)
+        self.tailer = LogTailer(self.spool, "j", 1, paths=(self.out, self.err), offsets=(0, 0),
+                                chunk_bytes=64, max_pending=1000, holds=(b"s3cret-value",))
+
+    def sends(self) -> list[bytes]:
+        return [base64.b64decode(r.body()["data"]) for r in self.spool.pending()]
+
+
+def test_the_start_of_a_secret_waits_for_the_rest(tmp_path: Path) -> None:
+    logs = Holding(tmp_path)
+    logs.write(logs.out, b"token: s3c")
+    assert not logs.tailer.step(0.0)
+    assert not logs.tailer.step(0.6)  # a partial line is due, but not the start of the value
+    assert logs.sends() == [b"token: "]
+    logs.write(logs.out, b"ret-value\n")
+    assert logs.tailer.step(1.0)
+    assert logs.sends() == [b"token: ", b"s3cret-value\n"]  # in one chunk
+
+
+def test_a_possible_start_waits_at_most_hold_s(tmp_path: Path) -> None:
+    logs = Holding(tmp_path)
+    logs.write(logs.out, b"progress s")
+    logs.tailer.step(0.0)
+    logs.tailer.step(0.6)
+    assert logs.sends() == [b"progress "]
+    assert not logs.tailer.step(HOLD_S - 0.1)
+    assert logs.tailer.step(HOLD_S + 0.7)
+    assert logs.sends() == [b"progress ", b"s"]
+
+
+def test_the_end_of_the_job_sends_a_held_start(tmp_path: Path) -> None:
+    logs = Holding(tmp_path)
+    logs.write(logs.err, b"s3cret")
+    assert logs.tailer.step(0.0, final=True)
+    assert logs.sends() == [b"s3cret"]

@@ -48,6 +48,7 @@ from bourse.agent.isolation import Isolation
 from bourse.agent.shim import AttemptDir
 from bourse.agent.spool import AttemptRecord, AttemptStatus, Spool
 from bourse.agent.tailer import LogTailer
+from bourse.core import redact
 from bourse.core.errors import BourseError
 from bourse.core.ratelimit import LogLimit
 from bourse.protocol.agent import LOG_CHUNK_BYTES, StartJob
@@ -391,7 +392,8 @@ class Runtime:
         tailer = LogTailer(self._spool, *key, paths=(adir.stdout, adir.stderr),
                            offsets=(record.stdout_offset, record.stderr_offset),
                            chunk_bytes=self._chunk, max_pending=self._max_pending,
-                           limit=self._log_limit, now=time.time())
+                           limit=self._log_limit, now=time.time(),
+                           holds=redact.patterns(start.secret_env.values()) if start else ())
         watch = _Watch(key, adir, record.pid, record.proc_start, tailer, kill_at=record.kill_at,
                        stale=record.state is AttemptStatus.STALE, start=start)
         self._watches[key] = watch

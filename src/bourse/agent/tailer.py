@@ -12,6 +12,13 @@ Rate limit (:mod:`bourse.core.ratelimit`): each step measures what the job wrote
 one against the attempt's token bucket; what does not fit is marked dropped — a range of the
 file, never bytes in memory — and when the tailer reaches it, it spools a marker line in its
 place ("bourse: N bytes dropped, log rate limit X exceeded") and an ``info`` event, once.
+
+Secrets: the coordinator redacts a value split between chunks, but someone following the log
+live would see its first part before the rest arrives. So a chunk that ends with what could be
+the start of one of the job's secrets (``holds``: their forms, ``core.redact.patterns``) keeps
+that end back — the bytes wait in the file — until more output shows what it is, for at most
+``HOLD_S``. Only the agent that started the job knows them (they are never on disk): an
+adopted attempt relies on the coordinator alone.
 """
 
 from __future__ import annotations
@@ -26,6 +33,18 @@ from bourse.core.ratelimit import Bucket, LogLimit
 
 PARTIAL_WAIT_S = 0.5
 MAX_DROPS = 64  # dropped ranges remembered per stream; past it, the newest ones merge
+HOLD_S = 2.0  # the most a possible start of a secret waits for the rest of it
+
+
+def held(data: bytes, holds: tuple[bytes, ...]) -> int:
+    """How many bytes at the end of ``data`` could start one of ``holds`` (the longest)."""
+    best = 0
+    for pattern in holds:
+        for size in range(min(len(pattern) - 1, len(data)), best, -1):
+            if data.endswith(pattern[:size]):
+                best = size
+                break
+    return best
 
 
 def cut(data: bytes, *, full: bool, flush: bool) -> int:
@@ -60,9 +79,11 @@ class LogTailer:
     def __init__(self, spool: Spool, job_id: str, attempt: int, *, paths: tuple[Path, Path],
                  offsets: tuple[int, int], chunk_bytes: int, max_pending: int,
                  partial_wait_s: float = PARTIAL_WAIT_S, limit: LogLimit | None = None,
-                 now: float = 0.0) -> None:
+                 now: float = 0.0, holds: tuple[bytes, ...] = ()) -> None:
         """``paths`` and ``offsets``: of stdout and stderr, offsets being what is spooled;
-        ``limit``: the log rate limit (None: none), its bucket full at ``now``."""
+        ``limit``: the log rate limit (None: none), its bucket full at ``now``; ``holds``: what
+        a chunk must not end with the start of."""
+        self._holds = holds
         self._spool = spool
         self._job = (job_id, attempt)
         self._streams = (_Stream("stdout", paths[0], offsets[0], seen=offsets[0]),
@@ -116,6 +137,8 @@ class LogTailer:
             data = _read(s.path, s.offset, min(stop - s.offset, self._chunk))
             before_drop = stop < size and s.offset + len(data) == stop
             n = cut(data, full=len(data) == self._chunk, flush=flush or before_drop)
+            if n and self._holds and not (final or before_drop):
+                n = self._unheld(data[:n], waiting, now)
             if n == 0:
                 if waiting is None or sent:
                     s.partial_since = now
@@ -128,6 +151,13 @@ class LogTailer:
         if s.offset >= size:
             s.partial_since = None
         return budget
+
+    def _unheld(self, data: bytes, waiting: float | None, now: float) -> int:
+        """How much of ``data`` goes now: not an end that could start a secret, unless it has
+        waited ``HOLD_S`` already."""
+        if waiting is not None and now - waiting >= HOLD_S:
+            return len(data)
+        return len(data) - held(data, self._holds)
 
     def _skip(self, s: _Stream, now: float) -> int:
         """Spool the marker of the first dropped range in its place; returns its size."""
