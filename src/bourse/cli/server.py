@@ -124,6 +124,7 @@ def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_
            metrics_keep_days: float, log_rate: str, log_burst: str, log_level: str,
            **store: Any) -> None:
     """Run a coordinator (the exchange's API, agent hub and scheduler)."""
+    log_limit = LogLimit.parse(log_rate, log_burst)  # refused before anything starts
     data_dir = data_dir.expanduser()
     data_dir.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(level=log_level.upper(),
@@ -138,7 +139,7 @@ def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_
         archive_logs_after_s=archive_logs_after,
         metrics=metrics_config(stall_after, disk_warn_percent, metrics_raw_hours,
                                metrics_keep_days),
-        log_limit=LogLimit.parse(log_rate, log_burst))
+        log_limit=log_limit)
     app = create_app(config)
     uv = uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False,
                                        ws_max_size=MAX_FRAME_BYTES, lifespan="on"))
