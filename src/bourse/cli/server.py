@@ -112,7 +112,7 @@ def metrics_config(stall_after: float, disk_warn_percent: float, raw_hours: floa
 @click.option("--log-rate", default="8MB", show_default=True, metavar="SIZE",
               help="Each job's log rate limit, per second on average (0: none). Agents drop "
               "what goes past it; the coordinator stores nothing past twice the burst plus "
-              "this rate since the attempt started, whatever the agent does.")
+              "this rate since the attempt was placed, whatever the agent does.")
 @click.option("--log-burst", default="256MB", show_default=True, metavar="SIZE",
               help="What a job may print at once above --log-rate.")
 @click.option("--log-level", default="info", show_default=True,

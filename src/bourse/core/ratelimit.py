@@ -4,7 +4,7 @@ A job may print ``burst`` bytes at once and ``rate`` bytes a second on average a
 token bucket). What goes past it is dropped — never buffered — by whoever enforces it, and a
 marker line in the log says how much. The agent's tailer enforces the bucket on what the job
 writes (docs/security.md); the coordinator, against an agent that does not, caps what one
-attempt may send in all at ``burst + rate x seconds since it started`` (``allowance``), which
+attempt may send in all at ``burst + rate x seconds since it was placed`` (``allowance``), which
 an agent keeping to the bucket never reaches, however long it was disconnected.
 """
 

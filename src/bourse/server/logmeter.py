@@ -2,7 +2,7 @@
 
 Agents drop what a job prints past its limit (``bourse.agent.tailer``). The coordinator does
 not trust them to: it counts what each attempt has sent since this coordinator started and
-stores nothing past ``2 x burst + rate x seconds since the attempt started``
+stores nothing past ``2 x burst + rate x seconds since the attempt was placed``
 (:meth:`LogLimit.allowance` plus one more burst for chunks re-sent after reconnects), which an
 agent keeping to the limit never reaches. A dropped chunk is acknowledged (the agent must not
 re-send it); the next chunk of that stream that is stored starts with the marker line, and the
@@ -35,14 +35,14 @@ class LogMeter:
         self._counts: dict[Key, _Count] = {}
         self.newly_limited: list[Key] = []  # attempts that went past it in this batch
 
-    def admit(self, key: Key, stream: str, data: bytes, started: float, now: float) -> bytes | None:
+    def admit(self, key: Key, stream: str, data: bytes, placed: float, now: float) -> bytes | None:
         """What to store of a chunk: None when it is dropped, else its bytes, after the marker
         of what was dropped before it."""
         if not self.limit.enabled:
             return data
         count = self._count(key)
         count.sent += len(data)
-        if count.sent > self.limit.allowance(now - started) + self.limit.burst:
+        if count.sent > self.limit.allowance(now - placed) + self.limit.burst:
             count.dropped[stream] = count.dropped.get(stream, 0) + len(data)
             if not count.warned:
                 count.warned = True

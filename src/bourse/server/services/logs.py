@@ -37,9 +37,9 @@ def metered(rows: Sequence[Row], attempts: Mapping[tuple[str, int], Attempt], me
     kept = []
     for row in rows:
         attempt = attempts[(row["job_id"], row["attempt"])]
-        started = attempt.started_at or attempt.placed_at
+        # placed_at is the coordinator's clock; started_at is the agent's, which it could lie
         data = meter.admit((row["job_id"], row["attempt"]), row["stream"], row["data"],
-                           started, now)
+                           attempt.placed_at, now)
         if data is not None:
             kept.append({**row, "data": data})
     return kept
