@@ -33,7 +33,7 @@ async def test_an_agent_ignoring_the_log_rate_limit_is_cut_off(live: Live,
     exchange.state.hub.log_meter = LogMeter(LIMIT)
     agent: FakeAgent = await agent_factory()
     job_id, attempt = await place_job(exchange, agent)
-    await agent.event(job_id, attempt, "started", pid=1)  # at time 0: an agent's clock can lie
+    await agent.send(agent.job_event(job_id, attempt, "started", time=1.0, pid=1))  # it lies
     line = b"x" * 499 + b"\n"
     for _ in range(4):  # 2,000 bytes: within what the limit allows at once
         await agent.log(job_id, attempt, agent.next_seq(job_id, attempt), line)
