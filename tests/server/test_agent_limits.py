@@ -12,13 +12,8 @@ from fake_agent import FakeAgent
 from server_harness import Live, place_job, until
 
 from bourse.core.ratelimit import LogLimit
-from bourse.server.hub import (
-    CLOSE_REPLACED,
-    CLOSE_TRY_AGAIN,
-    MAX_WAITING_PER_NODE,
-    Malformed,
-    receive_text,
-)
+from bourse.server.hub import CLOSE_REPLACED, CLOSE_TRY_AGAIN, MAX_WAITING_PER_NODE
+from bourse.server.hub_frames import Malformed, receive_text
 from bourse.server.limits import MAX_FRAME_BYTES
 from bourse.server.logmeter import LogMeter
 

@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
-import json
 import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 
-from pydantic import ValidationError
 from sqlalchemy.exc import DataError, IntegrityError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -26,29 +22,28 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from bourse.core.errors import BourseError
 from bourse.core.ratelimit import LogLimit
 from bourse.protocol.agent import (
-    AGENT_TO_SERVER,
     Ack,
     Envelope,
     Error,
-    Heartbeat,
     Hello,
-    JobEvent,
-    LogChunk,
-    Metrics,
-    ProbeReportMessage,
     StartJob,
     Welcome,
-    envelope,
 )
-from bourse.protocol.common import ProbeReport, Wire
+from bourse.protocol.common import Wire
 from bourse.protocol.stream import STREAM_MESSAGES
-from bourse.protocol.version import PROTOCOL_VERSION
 from bourse.server.commands import Command
 from bourse.server.config import MetricsConfig
 from bourse.server.dataplane import DataPlane, Failure
 from bourse.server.db.database import Database
+from bourse.server.hub_frames import (
+    Batch,
+    Connection,
+    Malformed,
+    add_frame,
+    parse_frame,
+    receive_text,
+)
 from bourse.server.ids import new_id
-from bourse.server.limits import MAX_FRAME_BYTES
 from bourse.server.logmeter import LogMeter
 from bourse.server.notifier import Notifier
 from bourse.server.services.agents import (
@@ -76,72 +71,6 @@ MAX_WAITING_PER_NODE = 4
 # The database refusing what a message says (a value out of range, a broken constraint): the
 # message is dropped and reported. Anything else (a lost connection) is retried by replay.
 REFUSED = (DataError, IntegrityError, ProgrammingError, OverflowError)
-
-
-class Malformed(Exception):
-    """A frame that is not a valid message: the connection is closed."""
-
-
-@dataclass(eq=False)  # compared and hashed by identity
-class Connection:
-    node_id: str
-    session: str
-    ws: WebSocket
-    outbox: asyncio.Queue[str] = field(default_factory=asyncio.Queue)
-    features: frozenset[str] = frozenset()  # what the agent said it speaks (Hello.features)
-    _ids: itertools.count[int] = field(default_factory=itertools.count)
-
-    def send(self, message: Wire) -> None:
-        frame = envelope(f"{self.session}:{next(self._ids)}", message)
-        self.outbox.put_nowait(frame.model_dump_json())
-
-
-@dataclass
-class Batch:
-    ids: list[str] = field(default_factory=list)
-    events: list[JobEvent] = field(default_factory=list)
-    chunks: list[LogChunk] = field(default_factory=list)
-    heartbeat: Heartbeat | None = None
-    reports: list[ProbeReport] = field(default_factory=list)
-    metrics: list[Metrics] = field(default_factory=list)
-    log_bytes: int = 0
-    frames: list[tuple[Envelope, Wire]] = field(default_factory=list)
-
-    @property
-    def frees_capacity(self) -> bool:
-        return any(e.kind in ("exited", "start_failed") for e in self.events)
-
-    def split(self) -> list[Batch]:
-        """One batch per message, in order."""
-        singles = []
-        for frame, body in self.frames:
-            single = Batch()
-            _add(single, frame, body)
-            singles.append(single)
-        return singles
-
-
-def parse_frame(text: str) -> tuple[Envelope, Wire | None]:
-    """An envelope and its validated body; body None for a type we do not know."""
-    try:
-        frame = Envelope.model_validate(json.loads(text, parse_constant=_not_json))
-    except (ValueError, ValidationError, RecursionError) as exc:
-        raise Malformed(f"not a protocol frame: {str(exc)[:200]}") from None
-    if frame.v != PROTOCOL_VERSION:
-        raise Malformed(f"protocol version {frame.v} is not supported "
-                        f"(this coordinator speaks {PROTOCOL_VERSION})")
-    model = AGENT_TO_SERVER.get(frame.type)
-    if model is None:
-        return frame, None
-    try:
-        return frame, model.model_validate(frame.body)
-    except ValidationError as exc:
-        raise Malformed(f"invalid {frame.type} body: {str(exc)[:300]}") from None
-
-
-def _not_json(constant: str) -> None:
-    """NaN and Infinity: Python reads them, JSON has neither, and a database refuses them."""
-    raise ValueError(f"{constant} is not JSON")
 
 
 class Hub:
@@ -379,7 +308,7 @@ class Hub:
             connection, frame, body = item
             batch = group.setdefault(connection, Batch())
             before = batch.log_bytes
-            _add(batch, frame, body)
+            add_frame(batch, frame, body)
             count, size = count + 1, size + batch.log_bytes - before
             if self.inbox.empty() or count >= MAX_BATCH or size >= MAX_BATCH_BYTES:
                 return group
@@ -473,40 +402,6 @@ async def _record(session: AsyncSession, node_id: str, batch: Batch, now: float,
 
 async def _no_place(_session: AsyncSession, _now: float) -> list[Command]:
     return []
-
-
-def _add(batch: Batch, frame: Envelope, body: Wire | None) -> None:
-    if body is not None:
-        batch.frames.append((frame, body))
-    if isinstance(body, JobEvent):
-        batch.events.append(body)
-    elif isinstance(body, LogChunk):
-        batch.chunks.append(body)
-        batch.log_bytes += len(body.data)
-    elif isinstance(body, Heartbeat):
-        batch.heartbeat = body
-    elif isinstance(body, ProbeReportMessage):
-        batch.reports.append(body.report)
-    elif isinstance(body, Metrics):
-        batch.metrics.append(body)
-    elif isinstance(body, Hello):
-        return  # a second hello on the same connection changes nothing
-    if not isinstance(body, Ack | Error):
-        batch.ids.append(frame.id)
-
-
-async def receive_text(ws: WebSocket) -> str:
-    """The next text frame; a binary frame is malformed; a close raises WebSocketDisconnect."""
-    message = await ws.receive()
-    if message["type"] == "websocket.disconnect":
-        raise WebSocketDisconnect(message.get("code", 1000), message.get("reason"))
-    text = message.get("text")
-    if text is None:
-        raise Malformed("binary frames are not part of the protocol")
-    if len(text) > MAX_FRAME_BYTES:  # characters: a lower bound of its bytes
-        raise Malformed(f"a frame of {len(text)} characters is larger than the limit of "
-                        f"{MAX_FRAME_BYTES} bytes")
-    return str(text)
 
 
 async def _write(connection: Connection) -> None:
