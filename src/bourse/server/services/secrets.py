@@ -142,7 +142,7 @@ class SecretKeeper:
                        job_ids: set[str]) -> dict[str, tuple[bytes, ...]]:
         """What to redact from each job's reports: its secrets' values, remembered from its
         start or read again."""
-        unknown = job_ids - self._patterns.keys()
+        unknown = {j for j in job_ids if j not in self._patterns}  # not `- keys()`: O(cache)
         if unknown:
             rows = await session.execute(select(Job.id, Job.project_id, Job.spec).where(
                 Job.id.in_(list(unknown))))
