@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import socket
 import sys
@@ -37,8 +38,10 @@ LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # as protocol.common.L
 @click.option("--keep-alive", type=click.FloatRange(min=0.1), default=20.0, show_default=True,
               help="Seconds between heartbeats and WebSocket pings: keep it below the idle "
                    "timeout of any load balancer or NAT on the way.")
-@click.option("--work-dir", type=click.Path(path_type=Path), default=Path("~/.bourse/agent"),
-              show_default=True, help="Jobs, logs, the spool and the node credential live here.")
+@click.option("--work-dir", type=click.Path(path_type=Path), default=None,
+              help="Jobs, logs, the spool and the node credential live here (default: "
+                   "/var/lib/bourse/agent as root, where job users can reach it; else "
+                   "~/.bourse/agent).")
 @click.option("--cpus", type=click.IntRange(min=1), help="CPUs to offer (default: all).")
 @click.option("--declare-gpus", help="GPUs the provider claims, e.g. a100-80gb:8; the probe "
               "must confirm them or the node is rejected.")
@@ -92,7 +95,8 @@ LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # as protocol.common.L
 @click.pass_context
 @handles_errors
 def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
-          keep_alive: float, work_dir: Path, cpus: int | None, declare_gpus: str | None,
+          keep_alive: float, work_dir: Path | None, cpus: int | None,
+          declare_gpus: str | None,
           declare_cpus: int | None, declare_memory: float | None, verify_every: float,
           storage_mb: int, cache_gb: float | None, interruptible: bool,
           spot_price: float | None, provider_label: str | None, region: str | None,
@@ -116,7 +120,8 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
         if declare_gpus:
             Compute(gpu=declare_gpus)  # a wrong label fails here, not at verification
         declared = Declared(gpus=declare_gpus, cpus=declare_cpus, memory_gib=declare_memory)
-    config = AgentConfig(server=server.rstrip("/"), work_dir=work_dir.expanduser(), name=name,
+    work_dir = (work_dir or default_work_dir(os.geteuid(), Path.home())).expanduser()
+    config = AgentConfig(server=server.rstrip("/"), work_dir=work_dir, name=name,
                          token=token, keep_alive_s=keep_alive, cpus=cpus, declared=declared,
                          verify_every_s=verify_every * 3600, storage_mb=storage_mb,
                          cache_bytes=int(cache_gb * (1 << 30)) if cache_gb else None,
@@ -189,3 +194,17 @@ def probe_command(as_json: bool, work_dir: Path, storage_mb: int, skip_checks: b
     else:
         click.echo(render_probe(report, verification, elapsed))
     sys.exit(EXIT_NO_RESULT if verification.status == "fail" else EXIT_OK)
+
+
+ROOT_WORK_DIR = Path("/var/lib/bourse/agent")
+
+
+def default_work_dir(euid: int, home: Path) -> Path:
+    """Where an agent keeps its state when not told: as root, a system directory other users
+    can reach (each job then runs as its own user; a private home such as /root would leave
+    them out: docs/security.md) — unless an agent already enrolled in the old default, whose
+    credential and spool stay where they are."""
+    personal = home / ".bourse" / "agent"
+    if euid != 0 or (personal / "node.json").exists():
+        return personal
+    return ROOT_WORK_DIR
