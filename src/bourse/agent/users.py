@@ -182,11 +182,11 @@ def kill_all(user: JobUser, *, surely: bool = False, tries: int = 50) -> None:
     see — a setuid program the user started runs under another effective uid, yet it is the
     user's to kill; that costs a process start (~3 ms), so it is done for a uid whose last
     holder's agent died, not after every attempt (docs/security.md)."""
+    killer = user.killer()
     for attempt in range(tries):
         if not (surely and attempt == 0) and not processes_of(user.uid):
             return
-        pid = os.posix_spawn(user.killer()[0], user.killer(), {})
-        os.waitpid(pid, 0)
+        os.waitpid(os.posix_spawn(killer[0], killer, {}), 0)
         time.sleep(0.01 if attempt else 0)
     log.error("processes of job user %s survive SIGKILL: %s", user.uid, processes_of(user.uid))
 

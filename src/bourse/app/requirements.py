@@ -22,6 +22,15 @@ def unmet(specs: Iterable[str],
           version_of: Callable[[str], str | None] = installed_version) -> list[str]:
     """The requirement specifiers among ``specs`` this interpreter does not satisfy, each
     with what it has instead (``numpy>=9 (found 2.1.0)``, ``tqdm (not installed)``)."""
+    return [_phrase(*pair) for pair in _unmet(specs, version_of)]
+
+
+def _phrase(spec: str, found: str) -> str:
+    return f"{spec} ({found})"
+
+
+def _unmet(specs: Iterable[str],
+           version_of: Callable[[str], str | None]) -> list[tuple[str, str]]:
     found = []
     for spec in specs:
         try:
@@ -33,18 +42,19 @@ def unmet(specs: Iterable[str],
             continue
         version = version_of(req.name)
         if version is None:
-            found.append(f"{spec} (not installed)")
+            found.append((spec, "not installed"))
         elif req.specifier and not req.specifier.contains(version, prereleases=True):
-            found.append(f"{spec} (found {version})")
+            found.append((spec, f"found {version}"))
     return found
 
 
 def check_local(stage: str, specs: Iterable[str]) -> None:
     """Refuse a local run of ``stage`` before it starts when a package it needs is missing."""
-    missing = unmet(specs)
+    missing = _unmet(specs, installed_version)
     if missing:
-        names = " ".join(f"'{m.split(' (')[0]}'" for m in missing)
-        raise InvalidInput(f"stage {stage!r} needs packages this Python does not have: "
-                           f"{', '.join(missing)}", field="requirements",
+        said = ", ".join(_phrase(*pair) for pair in missing)
+        names = " ".join(f"'{spec}'" for spec, _ in missing)
+        raise InvalidInput(f"stage {stage!r} needs packages this Python does not have: {said}",
+                           field="requirements",
                            hint=f"pip install {names}, or run it on an exchange, whose nodes "
                                 "install them")
