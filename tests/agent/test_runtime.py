@@ -13,6 +13,7 @@ import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agent_harness import Agent
@@ -52,6 +53,12 @@ async def test_exit_info(file_status: int | None, wait_status: int | None, cance
     assert exit_info(file_status, wait_status, cancel) == expected
 
 
+def without_time(event: dict[str, Any] | None) -> dict[str, Any]:
+    """An ``exited`` event's data less the time the process exited (checked elsewhere)."""
+    assert event is not None and isinstance(event["data"]["exited_at"], float)
+    return {k: v for k, v in event["data"].items() if k != "exited_at"}
+
+
 async def test_resolve_workdir(tmp_path: Path) -> None:
     (tmp_path / "a" / "b").mkdir(parents=True)
     assert resolve_workdir(tmp_path, "") == tmp_path.resolve()
@@ -85,7 +92,11 @@ async def test_output_is_spooled_exactly_then_the_exit(agent: Agent) -> None:
     assert [k for k in c.order if k[0] == "j"] == sorted(k for k in c.order if k[0] == "j")
     assert kinds(agent)[:2] == ["accepted", "started"]
     assert items[-1]["kind"] == "exited"
-    assert items[-1]["data"] == {"exit_code": 0, "signal": None, "reason": "exited with code 0"}
+    started = c.event("j", "started")
+    assert started is not None and started["time"] <= items[-1]["data"]["exited_at"] \
+        <= items[-1]["time"]  # when the process ended, before the outputs went up
+    assert without_time(items[-1]) == {
+        "exit_code": 0, "signal": None, "reason": "exited with code 0"}
     assert c.event("j", "started")["data"]["pid"] > 0  # type: ignore[index]
 
 
@@ -106,7 +117,7 @@ async def test_cancel_lets_the_job_handle_sigterm(agent: Agent) -> None:
     await c.until(lambda: b"ready" in c.stream("j", "stdout"))
     await agent.runtime.cancel("j", 1, grace_s=10, reason="user asked")
     await c.until(c.exited("j"))
-    assert c.event("j", "exited")["data"] == {  # type: ignore[index]
+    assert without_time(c.event("j", "exited")) == {
         "exit_code": 0, "signal": None, "reason": "user asked"}
     assert c.stream("j", "stdout") == b"ready\nbye\n"
 
@@ -119,7 +130,7 @@ async def test_cancel_kills_a_job_ignoring_sigterm_after_the_grace(agent: Agent)
     await agent.runtime.cancel("j", 1, grace_s=0.2)
     await c.until(c.exited("j"))
     assert time.monotonic() - began >= 0.2
-    assert c.event("j", "exited")["data"] == {  # type: ignore[index]
+    assert without_time(c.event("j", "exited")) == {
         "exit_code": None, "signal": 9, "reason": "cancelled"}
 
 
@@ -357,7 +368,7 @@ async def test_adoption_after_the_agent_is_killed_9(agent_factory: Callable[...,
     await c.until(lambda: c.exited("survives")() and c.exited("killed")())
     assert c.stream("survives", "stdout") == b"before\nafter\n"
     assert c.event("survives", "exited")["data"]["exit_code"] == 4  # type: ignore[index]
-    assert c.event("killed", "exited")["data"] == {  # type: ignore[index]
+    assert without_time(c.event("killed", "exited")) == {
         "exit_code": None, "signal": None, "reason": LOST_REASON}
     for job in ("survives", "killed"):
         items = c.items(job)

@@ -83,15 +83,18 @@ def test_failures_accumulate_and_expired_entries_go() -> None:
     assert [(e["kind"], e["value"]) for e in blocks] == [("node", "b"), ("provider", "p")]
 
 
-@pytest.mark.parametrize(("started", "ended", "checkpoint", "lost"), [
-    (100.0, 200.0, 180.0, 20.0),  # since the last checkpoint
-    (100.0, 200.0, None, 100.0),  # none: the whole attempt
-    (100.0, 200.0, 50.0, 100.0),  # one from an earlier attempt kept nothing of this one
-    (100.0, 200.0, 201.0, 0.0),   # saved on SIGTERM, just before the end
-    (None, 200.0, None, None), (100.0, None, None, None)])
-def test_lost_work(started: float | None, ended: float | None, checkpoint: float | None,
-                   lost: float | None) -> None:
-    assert lost_work(started, ended, checkpoint) == lost
+@pytest.mark.parametrize(("started", "stopped", "checkpoint", "notice", "lost"), [
+    (100.0, 200.0, 180.0, None, 20.0),  # since the last checkpoint
+    (100.0, 200.0, None, None, 100.0),  # none: the whole attempt
+    (100.0, 200.0, 50.0, None, 100.0),  # one from an earlier attempt kept nothing of this one
+    (100.0, 200.0, 201.0, None, 0.0),   # saved just before the end was recorded
+    (100.0, 200.0, 180.0, 150.0, 0.0),  # saved on the notice: the rest was shutting down
+    (100.0, 200.0, 140.0, 150.0, 60.0),  # not saved since the notice: all since then is lost
+    (100.0, 200.0, None, 150.0, 100.0),
+    (None, 200.0, None, None, None), (100.0, None, None, None, None)])
+def test_lost_work(started: float | None, stopped: float | None, checkpoint: float | None,
+                   notice: float | None, lost: float | None) -> None:
+    assert lost_work(started, stopped, checkpoint, notice) == lost
 
 
 def test_on_demand_cost_counts_useful_work_only() -> None:

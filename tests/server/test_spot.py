@@ -84,6 +84,8 @@ async def test_preempted_attempt_resumes_elsewhere_with_its_lost_work(live: Live
     b = await node("b", 0.05, region="us")
     await a.event(job_id, number, "accepted")
     await a.event(job_id, number, "started", pid=1)
+    exchange.clock.advance(30)
+    saved = exchange.clock() - 4  # its last checkpoint, before the notice
     response = await exchange.client.post(f"/api/v1/nodes/{a.node_id}/reclaim",
                                           json={"notice_s": 7})
     assert response.status_code == 200, response.text
@@ -91,13 +93,13 @@ async def test_preempted_attempt_resumes_elsewhere_with_its_lost_work(live: Live
     notice = await a.expect("preempt")
     assert notice["notice_s"] == 7
     started = (await exchange.attempt_row(job_id, 1)).started_at
-    exchange.clock.advance(30)
-    await a.event(job_id, 1, "exited", exit_code=143,
-                  checkpoint={"name": "step-9", "step": 9, "created_at": exchange.clock() - 4})
+    exchange.clock.advance(3)  # it exited 1 s before its outputs were up
+    await a.event(job_id, 1, "exited", exit_code=143, exited_at=exchange.clock() - 1,
+                  checkpoint={"name": "step-9", "step": 9, "created_at": saved})
     detail = await exchange.job(job_id)
     first = detail["attempts"][0]
     assert first["state"] == "PREEMPTED" and detail["resume"] is True
-    assert first["lost_work_s"] == pytest.approx(4.0, abs=0.01)
+    assert first["lost_work_s"] == pytest.approx(6.0, abs=0.01)  # from the checkpoint to exit
     assert first["preempted_at"] is not None and first["ended_at"] > started
     assert (await exchange.node_row(a.node_id)).state == "reclaimed"
     await exchange.tick()

@@ -36,7 +36,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +106,7 @@ class _Watch:
 @dataclass(frozen=True)
 class _Ended:
     wait_status: int | None  # None when the process was not our child
+    at: float = field(default_factory=time.time)  # when the agent saw the process gone
 
 
 class Runtime:
@@ -424,6 +425,7 @@ class Runtime:
         assert record is not None
         status = shim.read_int(watch.adir.exit_file)
         info = exit_info(status, ended.wait_status, record.cancel_reason)
+        info["exited_at"] = ended.at
         info |= await self._finish(watch, record, info)
         record = self._spool.get_attempt(*watch.key)
         assert record is not None

@@ -33,15 +33,19 @@ def total_cost(costs: list[float | None]) -> float | None:
     return sum(known) if known else None
 
 
-def lost_work(started_at: float | None, ended_at: float | None,
-              checkpoint_at: float | None) -> float | None:
+def lost_work(started_at: float | None, stopped_at: float | None,
+              checkpoint_at: float | None, notice_at: float | None = None) -> float | None:
     """Seconds of an interrupted attempt's work that no checkpoint kept: from its last complete
-    checkpoint written during the attempt (or, without one, from its start) to its end. None
-    for an attempt that never started or has not ended."""
-    if started_at is None or ended_at is None:
+    checkpoint written during the attempt (or, without one, from its start) to when its work
+    stopped (its process's exit as its node saw it, else the attempt's end). A checkpoint
+    completed after a notice to stop kept everything: what follows it is the shutdown the
+    notice asked for. None for an attempt that never started or has not ended."""
+    if started_at is None or stopped_at is None:
         return None
+    if notice_at is not None and checkpoint_at is not None and checkpoint_at >= notice_at:
+        return 0.0
     kept_until = started_at if checkpoint_at is None else max(started_at, checkpoint_at)
-    return max(0.0, ended_at - kept_until)
+    return max(0.0, stopped_at - kept_until)
 
 
 def on_demand_cost(list_price: float | None, billed: float, lost: float | None) -> float | None:

@@ -232,7 +232,16 @@ def _exited(session: AsyncSession, job: Job, attempt: Attempt, data: dict[str, A
     outputs = data.get("outputs")
     if outcome is AttemptState.SUCCEEDED and isinstance(outputs, dict) and outputs:
         job.outputs = {str(k): str(v) for k, v in outputs.items()}
-    end_attempt(session, job, attempt, outcome, now=now, reason=reason, exit_code=code)
+    end_attempt(session, job, attempt, outcome, now=now, reason=reason, exit_code=code,
+                stopped_at=_stopped_at(data.get("exited_at"), attempt.started_at, now))
+
+
+def _stopped_at(value: Any, started_at: float | None, now: float) -> float | None:
+    """When the node saw the process exit, within the attempt's run; None when unknown."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value):
+        return None
+    return min(max(float(value), started_at or value), now)
 
 
 def _exit_code(value: object) -> int | None:

@@ -55,10 +55,12 @@ def set_attempt_state(attempt: Attempt, target: AttemptState, now: float,
 
 
 def end_attempt(session: AsyncSession, job: Job, attempt: Attempt, outcome: AttemptState, *,
-                now: float, reason: str, exit_code: int | None = None) -> None:
+                now: float, reason: str, exit_code: int | None = None,
+                stopped_at: float | None = None) -> None:
     """Close an attempt and move its job: to the outcome, or back to PENDING for another
     attempt when its retry policy allows (``core.retry``). An attempt whose node gave notice
-    of a reclaim ends PREEMPTED unless it finished meanwhile.
+    of a reclaim ends PREEMPTED unless it finished meanwhile. ``stopped_at``: when its process
+    exited, as its node saw it (the attempt ends later, once its outputs are up).
 
     The attempt is noted in ``session.info[ENDED_INFO]``: once the transaction commits, the
     data plane revokes its store credentials (a network call, so never inside it)."""
@@ -67,8 +69,8 @@ def end_attempt(session: AsyncSession, job: Job, attempt: Attempt, outcome: Atte
     set_attempt_state(attempt, outcome, now, reason)
     attempt.exit_code = exit_code
     if outcome.interrupted:
-        attempt.lost_work_s = lost_work(attempt.started_at, attempt.ended_at,
-                                        attempt.checkpoint_at)
+        attempt.lost_work_s = lost_work(attempt.started_at, stopped_at or attempt.ended_at,
+                                        attempt.checkpoint_at, attempt.preempt_at)
     job.cost = total_cost([job.cost, attempt_cost(attempt.price, attempt.started_at,
                                                   attempt.ended_at, now)])
     session.info.setdefault(ENDED_INFO, []).append((job.id, attempt.number))
