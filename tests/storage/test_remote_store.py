@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +133,35 @@ async def test_prefetch_upload_and_checkpoints_end_to_end(
     again = await fetch.prefetch({"ckpt": latest.uri}, tmp_path / "job3", holder="j3")
     assert (again.paths["ckpt"] / "weights.bin").read_bytes() == (
         out / "weights.bin").read_bytes()
+
+
+SHORT_LIVED = """
+import asyncio, os
+from bourse.storage import Stores, StoreSettings, latest_complete
+stores = Stores(StoreSettings.from_env(os.environ))
+print(asyncio.run(latest_complete(stores, os.environ["URI"])))
+"""
+
+
+@pytest.mark.slow
+async def test_short_lived_processes_using_a_store_exit_cleanly(
+        seaweed: SeaweedServer, bucket: str, make_tree: Any) -> None:
+    """A job saving or reading a checkpoint and exiting: without the exit hook, about 1 in 8
+    such processes died of SIGABRT after their last line (obstore's runtime threads racing
+    Python's finalization); 40 of them all aborting-free is 0.4 % likely under that bug."""
+    await save_checkpoint(Stores(seaweed.settings()), make_tree({"w": b"1"}),
+                          f"s3://{bucket}/ck/", step=1)
+    env = os.environ | seaweed.settings().env() | seaweed.root_key.env() | {
+        "URI": f"s3://{bucket}/ck/"}
+    gate = asyncio.Semaphore(4)
+
+    async def one() -> tuple[int | None, bytes]:
+        async with gate:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", SHORT_LIVED, env=env, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT)
+            out, _ = await proc.communicate()
+            return proc.returncode, out
+    results = await asyncio.gather(*(one() for _ in range(40)))
+    assert [code for code, _ in results] == [0] * 40, [r for r in results if r[0]]
+    assert all(b"step=1" in out for _, out in results)

@@ -38,6 +38,7 @@ class Request:
     offset: int
     length: int
     size: int
+    etag: str = ""  # the listed version: a store that can tell refuses another
 
     @property
     def ranged(self) -> bool:
@@ -51,11 +52,11 @@ def requests(objects: Iterable[tuple[str, ObjectInfo]], part_size: int) -> list[
     out: list[Request] = []
     for digest, info in sorted(objects, key=lambda pair: -pair[1].size):
         if info.size <= part_size:
-            out.append(Request(digest, info.key, 0, info.size, info.size))
+            out.append(Request(digest, info.key, 0, info.size, info.size, info.etag))
             continue
         for offset in range(0, info.size, part_size):
             length = min(part_size, info.size - offset)
-            out.append(Request(digest, info.key, offset, length, info.size))
+            out.append(Request(digest, info.key, offset, length, info.size, info.etag))
     return out
 
 

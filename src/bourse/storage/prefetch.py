@@ -31,7 +31,15 @@ from bourse.storage.errors import InvalidURI, ObjectNotFound, StorageError
 from bourse.storage.plan import Request, cache_digest, relative_path, requests
 from bourse.storage.progress import Progress, ProgressMeter
 from bourse.storage.retry import RetryPolicy, retrying
-from bourse.storage.store import KiB, MiB, ObjectInfo, ObjectStore, Opener, directory
+from bourse.storage.store import (
+    DEFAULT_WRITE_SIZE,
+    MiB,
+    ObjectInfo,
+    ObjectStore,
+    Opener,
+    RangeSink,
+    directory,
+)
 from bourse.storage.uri import StoreURI, parse_uri
 
 _INPUT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -44,7 +52,7 @@ class PrefetchOptions:
     concurrency: int = 32  # requests in flight, each in a thread of its own
     part_size: int = 16 * MiB  # objects larger than this are fetched in ranges of this size
     chunk: int = 1 * MiB  # each range is written in chunks of this size as they arrive
-    write_size: int = 256 * KiB  # bytes per pwrite (see `_File.write`)
+    write_size: int = DEFAULT_WRITE_SIZE  # bytes per pwrite (see `RangeSink.write`)
     progress_interval: float = 0.5
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
@@ -191,14 +199,20 @@ def _link(source: Path, target: Path) -> None:
 
 class _File:
     """One object being downloaded into its temporary file. Parts are written by pool
-    threads, so opening and the count of missing bytes are guarded by a lock; ``pwrite`` to
-    distinct ranges needs none."""
+    threads, so opening and the count of missing bytes are guarded by a lock; writes to
+    distinct ranges need none."""
 
-    def __init__(self, tmp: Path, size: int, *, preallocate: bool, write_size: int) -> None:
+    def __init__(self, tmp: Path, size: int, *, preallocate: bool) -> None:
         self.tmp, self.size, self.remaining = tmp, size, size
-        self.preallocate, self.write_size = preallocate, max(1, write_size)
+        self.preallocate = preallocate
         self.fd = -1
         self.lock = threading.Lock()
+
+    def descriptor(self) -> int:
+        with self.lock:
+            if self.fd < 0:
+                self._open()
+            return self.fd
 
     def _open(self) -> None:
         # read-only from birth: the open descriptor may still write, no chmod needed later
@@ -212,21 +226,10 @@ class _File:
             raise
         self.fd = fd
 
-    def write(self, offset: int, data: Buffer) -> bool:
-        """Write one part, ``write_size`` bytes per ``pwrite``; True when the file is complete
-        (then it is closed). Measured on ext4, Linux 6.18, in a VM: a 1 MiB ``pwrite`` spent
-        ~3-5x the kernel copy CPU of four 256 KiB ones (the kernel allocates page-cache
-        folios as large as the write); smaller pieces cost a few more syscalls only."""
-        view = memoryview(data)
+    def account(self, nbytes: int) -> bool:
+        """``nbytes`` more were written; True when the file is complete (then it is closed)."""
         with self.lock:
-            if self.fd < 0:
-                self._open()
-        while view.nbytes:
-            written = os.pwrite(self.fd, view[:self.write_size], offset)
-            view, offset = view[written:], offset + written
-            with self.lock:
-                self.remaining -= written
-        with self.lock:
+            self.remaining -= nbytes
             if self.remaining == 0 and self.fd >= 0:
                 os.close(self.fd)
                 self.fd = -1
@@ -282,7 +285,7 @@ class _Download:
                 for worker in workers:
                     worker.cancel()
                 await asyncio.gather(*workers, return_exceptions=True)
-                concurrent.futures.wait(self.running)  # no thread may touch a file below
+                concurrent.futures.wait(list(self.running))  # no thread touches a file below
                 for file in self.files.values():
                     file.discard()
                 raise
@@ -293,7 +296,7 @@ class _Download:
             if file is None:
                 file = self.files[request.digest] = _File(
                     self.cache.tmp_path(request.digest), request.size,
-                    preallocate=request.ranged, write_size=self.options.write_size)
+                    preallocate=request.ranged)
             fetched = _Fetched()
             await retrying(functools.partial(self._fetch, request, file, fetched),
                            self.options.retry, f"download of {request.key}")
@@ -313,30 +316,21 @@ class _Download:
 
     async def _in_thread(self, call: Callable[..., T], *args: Any) -> T:
         future = self.pool.submit(call, *args)
-        self.running.add(future)
-        try:
-            return await asyncio.wrap_future(future)
-        finally:
-            self.running.discard(future)
+        self.running.add(future)  # until the thread is done, even if this task is cancelled
+        future.add_done_callback(self.running.discard)
+        return await asyncio.wrap_future(future)
 
     def _stream(self, request: Request, file: _File, fetched: _Fetched) -> None:
-        """In a worker thread: stream the request's bytes (from where an earlier try
-        stopped) into the file, each chunk written as it arrives."""
+        """In a worker thread: the request's bytes (from where an earlier try stopped) into
+        the file as they arrive (`ObjectStore.read_range_into`)."""
         store = self.stores[request.digest]
         start, left = request.offset + fetched.bytes, request.length - fetched.bytes
-        with contextlib.closing(store.read_range(request.key, start, left,
-                                                 self.options.chunk)) as chunks:
-            for chunk in chunks:
-                if self.stopping.is_set():
-                    return
-                size = memoryview(chunk).nbytes
-                if fetched.bytes + size > request.length:
-                    raise StorageError(f"{request.key} changed while it was downloading",
-                                       hint="retry the prefetch once the object stops changing")
-                fetched.complete = self._write(file, request, start, chunk)
-                start += size
-                fetched.bytes += size
-                self._advance(size)
+        sink = _Sink(self, request, file, fetched, start)
+        try:
+            store.read_range_into(request.key, start, left, sink, chunk=self.options.chunk,
+                                  etag=request.etag)
+        except OSError as exc:
+            raise self._disk_error(exc) from None
 
     def _advance(self, nbytes: int, *, objects: int = 0) -> None:
         """Count progress, from any thread; reports run on the event loop's thread, in order."""
@@ -346,14 +340,49 @@ class _Download:
                 self.loop.call_soon_threadsafe(self.on_progress, progress)
 
     def _write(self, file: _File, request: Request, offset: int, data: Buffer) -> bool:
-        """In a worker thread: write one chunk, publish the file when it is complete."""
+        """In a worker thread: write an empty object's file and publish it."""
         try:
-            if not file.write(offset, data):
-                return False
-            self.cache.commit(file.tmp, request.digest)
-            return True
+            os.pwrite(file.descriptor(), data, offset)
+            return self._complete(file, request, memoryview(data).nbytes)
         except OSError as exc:
-            if is_disk_full(exc):
-                raise space_error(self.cache.root, self.need,
-                                  max(self.cache.disk_free(), 0), "this prefetch") from None
-            raise
+            raise self._disk_error(exc) from None
+
+    def _complete(self, file: _File, request: Request, nbytes: int) -> bool:
+        """Count bytes written; publish the file once it is whole."""
+        if not file.account(nbytes):
+            return False
+        self.cache.commit(file.tmp, request.digest)
+        return True
+
+    def _disk_error(self, exc: OSError) -> Exception:
+        if is_disk_full(exc):
+            return space_error(self.cache.root, self.need, max(self.cache.disk_free(), 0),
+                               "this prefetch")
+        return exc
+
+
+class _Sink(RangeSink):
+    """Where one try of one request lands: its part of the object's temporary file."""
+
+    def __init__(self, download: _Download, request: Request, file: _File, fetched: _Fetched,
+                 position: int) -> None:
+        self.download, self.request, self.file, self.fetched = download, request, file, fetched
+        self.position, self.write_size = position, download.options.write_size
+
+    def descriptor(self) -> int:
+        return self.file.descriptor()
+
+    def write(self, data: Buffer) -> bool:
+        if self.download.stopping.is_set():
+            return False
+        if self.fetched.bytes + memoryview(data).nbytes > self.request.length:
+            raise StorageError(f"{self.request.key} changed while it was downloading",
+                               hint="retry the prefetch once the object stops changing")
+        return super().write(data)
+
+    def advance(self, nbytes: int) -> bool:
+        self.position += nbytes
+        self.fetched.bytes += nbytes
+        self.fetched.complete = self.download._complete(self.file, self.request, nbytes)
+        self.download._advance(nbytes)
+        return not self.download.stopping.is_set()

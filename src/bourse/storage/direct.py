@@ -1,0 +1,260 @@
+"""Ranged S3 GETs straight from a socket into a file, for prefetch's worker threads.
+
+Used for plain-HTTP S3 endpoints (the embedded SeaweedFS, a store on a private network) with a
+static access key; everything else goes through obstore. Each body moves socket -> pipe ->
+file with ``splice(2)``, so its bytes never enter this process: the kernel copies them once,
+into the page cache, where a client reading into its own buffers copies them twice (obstore
+three times, docs/storage.md). What it speaks is the small part of HTTP/1.1 a GET needs:
+keep-alive connections from a pool, ``Content-Length`` bodies, SigV4 (`bourse.storage.sigv4`).
+A response for another version of the object (its ETag differs) is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import re
+import socket
+import struct
+import threading
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from bourse.storage.errors import AccessDenied, ObjectNotFound, StorageError, StoreUnavailable
+from bourse.storage.settings import AccessKey, StoreSettings
+from bourse.storage.sigv4 import canonical_path, sign
+from bourse.storage.store import RangeSink, SinkError, in_sink, normalize_etag
+from bourse.storage.uri import StoreURI
+
+PIPE_SIZE = 1 << 20  # bytes a splice moves at most (the pipe's capacity, when allowed)
+HEAD_LIMIT = 64 << 10  # a response's status line and headers
+_CODE = re.compile(rb"<Code>([^<]{1,100})</Code>")
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    host: str
+    port: int
+    header: str  # the Host header: with the port unless it is the default
+
+    @classmethod
+    def parse(cls, url: str) -> Endpoint:
+        parts = urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError(f"not a plain-HTTP endpoint: {url}")
+        port = parts.port or 80
+        host = parts.hostname
+        shown = f"[{host}]" if ":" in host else host
+        return cls(host, port, shown if port == 80 else f"{shown}:{port}")
+
+
+def usable(root: StoreURI, settings: StoreSettings) -> bool:
+    """Whether `DirectReader` can serve this bucket: ``s3://`` at a plain-HTTP endpoint,
+    path-style, with a static key and no extra obstore options it would not honour."""
+    return (root.scheme == "s3" and settings.allows_http and settings.uses_path_style
+            and settings.access_key is not None and not settings.options
+            and hasattr(os, "splice"))
+
+
+class _Connection:
+    """A keep-alive connection and the pipe its bodies pass through."""
+
+    def __init__(self, endpoint: Endpoint, timeout_s: float) -> None:
+        self.sock = socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s)
+        try:
+            self.sock.setblocking(True)  # splice(2) blocks; SO_RCVTIMEO bounds each wait
+            seconds = int(timeout_s)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack(
+                "ll", seconds, int((timeout_s - seconds) * 1e6)))
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.read_end, self.write_end = os.pipe()
+        except BaseException:
+            self.sock.close()
+            raise
+        with contextlib.suppress(OSError):  # 1 MiB when /proc/sys/fs/pipe-max-size allows
+            fcntl.fcntl(self.write_end, _F_SETPIPE_SZ, PIPE_SIZE)
+
+    def close(self) -> None:
+        self.sock.close()
+        for fd in (self.read_end, self.write_end):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+@dataclass(slots=True)
+class _Head:
+    status: int
+    headers: dict[str, str]
+    rest: bytes  # body bytes that arrived with the headers
+
+
+class DirectReader:
+    """Ranged GETs of one bucket, each written into a `RangeSink`; thread-safe."""
+
+    def __init__(self, root: StoreURI, settings: StoreSettings) -> None:
+        assert settings.endpoint and settings.access_key
+        self.root, self.endpoint = root, Endpoint.parse(settings.endpoint)
+        self.key: AccessKey = settings.access_key
+        self.region = settings.region or "us-east-1"
+        self.timeout_s = settings.timeout_s
+        self._idle: list[_Connection] = []
+        self._lock = threading.Lock()
+
+    def read_into(self, key: str, start: int, length: int, sink: RangeSink, *,
+                  etag: str = "") -> None:
+        """``length`` bytes of ``key`` from ``start`` into ``sink`` (blocking). Errors are
+        ours: `StoreUnavailable` (retry: the sink knows how far it got) for connection
+        failures, 5xx and throttling."""
+        conn = self._take()
+        try:
+            reusable = self._get(conn, key, start, length, sink, etag=etag)
+        except SinkError as exc:
+            conn.close()
+            raise exc.error from None  # the sink's file, not the network: e.g. a full disk
+        except OSError as exc:
+            conn.close()
+            raise StoreUnavailable(f"{self._uri(key)}: {_describe(exc)}",
+                                   hint="retry later, or check the endpoint") from None
+        except BaseException:
+            conn.close()
+            raise
+        if reusable:
+            with self._lock:
+                self._idle.append(conn)
+        else:
+            conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def _take(self) -> _Connection:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        try:
+            return _Connection(self.endpoint, self.timeout_s)
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot connect to {self.endpoint.header}: "
+                                   f"{_describe(exc)}", hint="check the endpoint") from None
+
+    def _get(self, conn: _Connection, key: str, start: int, length: int, sink: RangeSink, *,
+             etag: str) -> bool:
+        """One request on ``conn``; whether the connection can serve another."""
+        path = canonical_path(f"/{self.root.bucket}/{key}")
+        wanted = {"range": f"bytes={start}-{start + length - 1}"}
+        if etag:
+            wanted["if-match"] = f'"{etag}"'
+        headers = sign("GET", self.endpoint.header, path, wanted, self.key, region=self.region)
+        lines = [f"GET {path} HTTP/1.1", f"Host: {self.endpoint.header}",
+                 *(f"{k}: {v}" for k, v in headers.items())]
+        conn.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        head = _read_head(conn.sock)
+        if head.status not in (200, 206):
+            raise self._refusal(key, head, conn.sock)
+        self._check(key, head, start, length, etag)
+        if head.rest[:length] and not in_sink(sink.write, head.rest[:length]):
+            return False  # told to stop: the rest of the body is still on the wire
+        if not _splice_body(conn, length - min(length, len(head.rest)), sink):
+            return False
+        return head.headers.get("connection", "").lower() != "close"
+
+    def _check(self, key: str, head: _Head, start: int, length: int, etag: str) -> None:
+        size = head.headers.get("content-length", "")
+        got = head.headers.get("content-range", "")
+        whole = head.status == 200 and start == 0
+        if not size.isdigit() or int(size) != length or (
+                not whole and not got.startswith(f"bytes {start}-{start + length - 1}/")):
+            raise StoreUnavailable(f"{self._uri(key)}: the store answered a different range "
+                                   f"({got or size or 'no length'} for {length} bytes from "
+                                   f"{start})", hint="retry; check the store supports ranges")
+        answered = normalize_etag(head.headers.get("etag"))
+        if etag and answered and answered != etag:
+            raise _changed(self._uri(key))
+
+    def _refusal(self, key: str, head: _Head, sock: socket.socket) -> StorageError:
+        body = head.rest + _read_some(sock, head.headers, len(head.rest))
+        found = _CODE.search(body)
+        code = found.group(1).decode(errors="replace") if found else str(head.status)
+        uri = self._uri(key)
+        if head.status == 404:
+            return ObjectNotFound(f"{uri} does not exist ({code})")
+        if head.status in (401, 403):
+            return AccessDenied(f"access denied to {uri} ({code})",
+                                hint="the credentials in use do not cover this bucket or prefix")
+        if head.status == 412:
+            return _changed(uri)
+        if head.status >= 500 or head.status == 429:
+            return StoreUnavailable(f"store unavailable for {uri}: HTTP {head.status} {code}",
+                                    hint="retry later")
+        return StorageError(f"{uri}: HTTP {head.status} {code}")
+
+    def _uri(self, key: str) -> StoreURI:
+        return StoreURI(self.root.scheme, self.root.bucket, key)
+
+
+def _changed(uri: StoreURI) -> StorageError:
+    return StorageError(f"{uri} changed while it was downloading",
+                        hint="retry the prefetch once the object stops changing")
+
+
+def _read_head(sock: socket.socket) -> _Head:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        if len(data) > HEAD_LIMIT:
+            raise StoreUnavailable("the store's response headers are too large")
+        more = sock.recv(HEAD_LIMIT)
+        if not more:
+            raise ConnectionResetError(errno.ECONNRESET, "connection closed before a response")
+        data += more
+    head, _, rest = data.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    parts = status_line.split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        raise StoreUnavailable(f"not an HTTP response: {status_line[:80]!r}")
+    headers: dict[str, str] = {}
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return _Head(int(parts[1]), headers, rest)
+
+
+def _read_some(sock: socket.socket, headers: dict[str, str], have: int) -> bytes:
+    """What is left of a (short, error) body, when its length is known and small."""
+    size = headers.get("content-length", "")
+    want = int(size) - have if size.isdigit() and int(size) <= HEAD_LIMIT else 0
+    data = b""
+    while len(data) < want:
+        more = sock.recv(want - len(data))
+        if not more:
+            break
+        data += more
+    return data
+
+
+def _splice_body(conn: _Connection, left: int, sink: RangeSink) -> bool:
+    """Move ``left`` body bytes socket -> pipe -> the sink's file; False when told to stop."""
+    fd = in_sink(lambda _: sink.descriptor(), None) if left else -1
+    while left:
+        moved = os.splice(conn.sock.fileno(), conn.write_end, min(left, PIPE_SIZE))
+        if moved == 0:
+            raise ConnectionResetError(errno.ECONNRESET, "connection closed mid-body")
+        left -= moved
+        while moved:
+            written = in_sink(lambda n: os.splice(conn.read_end, fd, n,
+                                                   offset_dst=sink.position), moved)
+            moved -= written
+            if not in_sink(sink.advance, written):
+                return False
+    return True
+
+
+def _describe(exc: OSError) -> str:
+    if isinstance(exc, BlockingIOError | TimeoutError):
+        return "timed out"
+    return exc.strerror or str(exc)
