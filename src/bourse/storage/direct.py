@@ -245,9 +245,10 @@ def _splice_body(conn: _Connection, left: int, sink: RangeSink) -> bool:
         if moved == 0:
             raise ConnectionResetError(errno.ECONNRESET, "connection closed mid-body")
         left -= moved
-        while moved:
+        while moved:  # in write_size pieces: small page-cache folios (`RangeSink.write`)
             written = in_sink(lambda n: os.splice(conn.read_end, fd, n,
-                                                   offset_dst=sink.position), moved)
+                                                  offset_dst=sink.position),
+                              min(moved, max(1, sink.write_size)))
             moved -= written
             if not in_sink(sink.advance, written):
                 return False
