@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import gc
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from bourse.storage import (
     PrefetchOptions,
     SeaweedServer,
     StorageError,
+    Stores,
     StoreSettings,
     StoreUnavailable,
     open_store,
@@ -139,12 +142,14 @@ async def test_a_sink_that_says_stop_ends_the_read_and_its_connection(
 
 class Scripted:
     """An HTTP server on loopback answering ranged GETs of one object, each request the way
-    the script's next step says: ``ok``, ``cut`` (headers and half the body, then the
-    connection closes), ``slowdown`` (503), ``wrong-range`` (206 for other bytes)."""
+    the script's next step says: ``ok``, ``ok-close`` (then it closes the idle connection),
+    ``cut`` (headers and half the body, then the connection closes), ``slowdown`` (503),
+    ``wrong-range`` (206 for other bytes)."""
 
     def __init__(self, body: bytes, script: list[str]) -> None:
         self.body, self.script = body, script
         self.ranges: list[tuple[int, int]] = []
+        self.connections = 0
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port = self.server.getsockname()[1]
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -156,6 +161,7 @@ class Scripted:
                 conn, _ = self.server.accept()
             except OSError:
                 return
+            self.connections += 1
             threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
 
     def _connection(self, conn: socket.socket) -> None:
@@ -192,7 +198,7 @@ class Scripted:
             conn.sendall(part[:len(part) // 2])
             return False
         conn.sendall(part)
-        return True
+        return step != "ok-close"  # it closes the connection once idle
 
     def settings(self) -> StoreSettings:
         return StoreSettings(f"http://127.0.0.1:{self.port}", access_key=EXAMPLE_KEY)
@@ -223,6 +229,40 @@ def test_faults_are_transient_errors_and_the_sink_keeps_what_arrived(
     assert (tmp_path / "out").read_bytes() == body[:arrived]
     reader.read_into("k", sink.position, len(body) - sink.position, sink, etag="abc")
     assert (tmp_path / "out").read_bytes() == body
+
+
+def test_a_pooled_connection_the_store_closed_is_replaced_at_once(
+        scripted: Scripted, body: bytes, tmp_path: Path) -> None:
+    scripted.script.append("ok-close")
+    reader = DirectReader(parse_uri("s3://bkt"), scripted.settings())
+    sink = Sink(tmp_path / "out")
+    reader.read_into("k", 0, 10, sink)
+    time.sleep(0.05)  # the store's close reaches the idle connection
+    reader.read_into("k", 10, 10, sink)  # no error: a new connection, no retry delay
+    assert scripted.ranges == [(0, 9), (10, 19)] and scripted.connections == 2
+    assert (tmp_path / "out").read_bytes() == body[:20]
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_connections_and_their_pipes_are_closed(scripted: Scripted, tmp_path: Path) -> None:
+    sink = Sink(tmp_path / "out")
+    before = open_fds()
+    settings = scripted.settings()
+    stores = Stores(settings)
+    store = stores(parse_uri("s3://bkt"))
+    assert isinstance(store, RemoteStore)
+    store.read_range_into("k", 0, 10, sink)
+    assert open_fds() >= before + 3  # a socket and a pipe's two ends, pooled
+    stores.close()
+    assert open_fds() == before
+    reader = DirectReader(parse_uri("s3://bkt"), settings)
+    reader.read_into("k", 0, 10, sink)
+    del reader  # collected without close(): its pipes are closed all the same
+    gc.collect()
+    assert open_fds() == before
 
 
 def test_no_server_is_a_transient_error(tmp_path: Path) -> None:

@@ -110,7 +110,11 @@ class NodeData(AttemptHooks):
                                  hint="the exchange needs an object store")
             return {}
         settings = settings_of(plan.store)
-        inputs = await self._inputs(msg, plan, adir, Stores(settings), emit)
+        stores = Stores(settings)
+        try:
+            inputs = await self._inputs(msg, plan, adir, stores, emit)
+        finally:
+            stores.close()
         outputs = {name: _fresh_dir(adir.root / "outputs" / name) for name in plan.outputs}
         env = job_env(inputs=inputs, outputs=outputs, input_uris=_uris(plan.inputs),
                       output_uris=_uris(plan.outputs),
@@ -139,9 +143,12 @@ class NodeData(AttemptHooks):
         if plan is None or plan.store is None:
             return {}
         stores = Stores(settings_of(plan.store))
-        found = await self._outputs(plan, stores, adir, exit_info, emit)
-        if plan.checkpoint:
-            found |= await last_checkpoint(stores, plan.checkpoint)
+        try:
+            found = await self._outputs(plan, stores, adir, exit_info, emit)
+            if plan.checkpoint:
+                found |= await last_checkpoint(stores, plan.checkpoint)
+        finally:
+            stores.close()
         return found
 
     async def _outputs(self, plan: DataPlan, stores: Stores, adir: AttemptDir,

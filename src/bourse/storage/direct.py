@@ -19,6 +19,7 @@ import re
 import socket
 import struct
 import threading
+import weakref
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -60,28 +61,45 @@ def usable(root: StoreURI, settings: StoreSettings) -> bool:
 
 
 class _Connection:
-    """A keep-alive connection and the pipe its bodies pass through."""
+    """A keep-alive connection and the pipe its bodies pass through. Its descriptors are
+    closed by `close`, or when it is collected."""
 
     def __init__(self, endpoint: Endpoint, timeout_s: float) -> None:
         self.sock = socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s)
+        self.used = False  # it served a request: the store may have closed it since
         try:
             self.sock.setblocking(True)  # splice(2) blocks; SO_RCVTIMEO bounds each wait
             seconds = int(timeout_s)
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack(
-                "ll", seconds, int((timeout_s - seconds) * 1e6)))
+            limit = struct.pack("ll", seconds, int((timeout_s - seconds) * 1e6))
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, limit)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, limit)
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.read_end, self.write_end = os.pipe()
+            read_end, write_end = os.pipe()
         except BaseException:
             self.sock.close()
             raise
+        self.read_end, self.write_end = read_end, write_end
+        self._pipe = weakref.finalize(self, _close_fds, read_end, write_end)
         with contextlib.suppress(OSError):  # 1 MiB when /proc/sys/fs/pipe-max-size allows
-            fcntl.fcntl(self.write_end, _F_SETPIPE_SZ, PIPE_SIZE)
+            fcntl.fcntl(write_end, _F_SETPIPE_SZ, PIPE_SIZE)
 
     def close(self) -> None:
         self.sock.close()
-        for fd in (self.read_end, self.write_end):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        self._pipe()
+
+
+def _close_fds(*fds: int) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+class _Closed(ConnectionResetError):
+    """The store closed the connection before answering."""
+
+
+class _Stale(Exception):
+    """A reused connection failed before any answer: the store closed it while it was idle."""
 
 
 @dataclass(slots=True)
@@ -107,14 +125,20 @@ class DirectReader:
                   etag: str = "") -> None:
         """``length`` bytes of ``key`` from ``start`` into ``sink`` (blocking). Errors are
         ours: `StoreUnavailable` (retry: the sink knows how far it got) for connection
-        failures, 5xx and throttling."""
+        failures, 5xx and throttling. A pooled connection the store closed while idle is
+        replaced by a new one at once."""
         conn = self._take()
         try:
-            reusable = self._get(conn, key, start, length, sink, etag=etag)
+            try:
+                reusable = self._get(conn, key, start, length, sink, etag=etag)
+            except _Stale:
+                conn.close()
+                conn = self._connect()
+                reusable = self._get(conn, key, start, length, sink, etag=etag)
         except SinkError as exc:
             conn.close()
             raise exc.error from None  # the sink's file, not the network: e.g. a full disk
-        except OSError as exc:
+        except (OSError, _Stale) as exc:
             conn.close()
             raise StoreUnavailable(f"{self._uri(key)}: {_describe(exc)}",
                                    hint="retry later, or check the endpoint") from None
@@ -122,6 +146,7 @@ class DirectReader:
             conn.close()
             raise
         if reusable:
+            conn.used = True
             with self._lock:
                 self._idle.append(conn)
         else:
@@ -137,6 +162,9 @@ class DirectReader:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
+        return self._connect()
+
+    def _connect(self) -> _Connection:
         try:
             return _Connection(self.endpoint, self.timeout_s)
         except OSError as exc:
@@ -153,8 +181,13 @@ class DirectReader:
         headers = sign("GET", self.endpoint.header, path, wanted, self.key, region=self.region)
         lines = [f"GET {path} HTTP/1.1", f"Host: {self.endpoint.header}",
                  *(f"{k}: {v}" for k, v in headers.items())]
-        conn.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
-        head = _read_head(conn.sock)
+        try:
+            conn.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+            head = _read_head(conn.sock)
+        except ConnectionError as exc:  # _Closed too
+            if conn.used:
+                raise _Stale from exc
+            raise
         if head.status not in (200, 206):
             raise self._refusal(key, head, conn.sock)
         self._check(key, head, start, length, etag)
@@ -210,7 +243,7 @@ def _read_head(sock: socket.socket) -> _Head:
             raise StoreUnavailable("the store's response headers are too large")
         more = sock.recv(HEAD_LIMIT)
         if not more:
-            raise ConnectionResetError(errno.ECONNRESET, "connection closed before a response")
+            raise _Closed(errno.ECONNRESET, "connection closed before a response")
         data += more
     head, _, rest = data.partition(b"\r\n\r\n")
     status_line, *header_lines = head.decode("latin-1").split("\r\n")
@@ -255,7 +288,9 @@ def _splice_body(conn: _Connection, left: int, sink: RangeSink) -> bool:
     return True
 
 
-def _describe(exc: OSError) -> str:
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, _Stale) and exc.__cause__ is not None:
+        exc = exc.__cause__
     if isinstance(exc, BlockingIOError | TimeoutError):
         return "timed out"
-    return exc.strerror or str(exc)
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)

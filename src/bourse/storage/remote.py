@@ -246,6 +246,13 @@ class Stores:
             self._open[root] = open_store(root, self.settings)
         return self._open[root]
 
+    def close(self) -> None:
+        """Release every store opened so far (connections, pipes); later calls open anew."""
+        opened, self._open = self._open, {}
+        for store in opened.values():
+            if isinstance(store, RemoteStore):
+                store.release()
+
 
 _LIVE: weakref.WeakSet[RemoteStore] = weakref.WeakSet()
 
