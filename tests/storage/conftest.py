@@ -4,6 +4,8 @@ with the supervisor's error, which carries the server's log."""
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,8 +14,12 @@ from typing import Any
 import boto3
 import pytest
 from botocore.config import Config
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from bourse.storage import SeaweedServer, Stores
+from bourse.storage import SeaweedServer, Stores, TLSFiles
 
 
 @pytest.fixture
@@ -70,3 +76,48 @@ def make_tree(tmp_path: Path) -> Any:
             (root / rel).write_bytes(data)
         return root
     return make
+
+
+def make_tls(folder: Path, host: str = "127.0.0.1") -> TLSFiles:
+    """A certificate authority and a server certificate it signed for ``host`` (an IP), as
+    PEM files: what a private store's operator would have."""
+    folder.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bourse test CA")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(now - datetime.timedelta(hours=1))
+          .not_valid_after(now + datetime.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False,
+                                       False), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]))
+            .issuer_name(ca_name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address(host))]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    files = TLSFiles(folder / "cert.pem", folder / "key.pem", folder / "ca.pem")
+    files.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))  # type: ignore[union-attr]
+    files.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    files.key.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                            serialization.PrivateFormat.PKCS8,
+                                            serialization.NoEncryption()))
+    return files
+
+
+@pytest.fixture(scope="session")
+def tls_seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServer]:
+    """A SeaweedFS whose S3 gateway also serves https, with a certificate from a test CA."""
+    folder = tmp_path_factory.mktemp("tls-seaweed")
+    server = SeaweedServer(folder / "data", tls=make_tls(folder / "tls"))
+    server.start()
+    yield server
+    server.stop()

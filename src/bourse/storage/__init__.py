@@ -29,7 +29,7 @@ from bourse.storage.prefetch import Prefetcher, PrefetchOptions, PrefetchResult
 from bourse.storage.progress import Progress, ProgressMeter, format_bytes
 from bourse.storage.remote import RemoteStore, Stores, open_store
 from bourse.storage.retry import RetryPolicy
-from bourse.storage.seaweed import SeaweedServer, find_weed
+from bourse.storage.seaweed import SeaweedServer, TLSFiles, find_weed
 from bourse.storage.seaweed_iam import SeaweedIssuer
 from bourse.storage.settings import AccessKey, StoreSettings
 from bourse.storage.store import ObjectInfo, ObjectStore, Opener
@@ -44,7 +44,7 @@ __all__ = [
     "PrefetchResult", "Prefetcher", "Progress", "ProgressMeter", "RemoteStore", "RetryPolicy",
     "Scope", "ScopedCredentials", "SeaweedError", "SeaweedIssuer", "SeaweedServer",
     "StorageError", "StoreSettings", "StoreURI", "StoreUnavailable", "Stores", "StsIssuer",
-    "TransferFailed", "UploadOptions", "UploadResult", "default_checkpoint", "find_weed",
-    "format_bytes", "input_var", "job_env", "latest_complete", "list_complete", "open_store",
-    "output_var", "parse_uri", "save_checkpoint", "scope_policy", "upload",
+    "TLSFiles", "TransferFailed", "UploadOptions", "UploadResult", "default_checkpoint",
+    "find_weed", "format_bytes", "input_var", "job_env", "latest_complete", "list_complete",
+    "open_store", "output_var", "parse_uri", "save_checkpoint", "scope_policy", "upload",
 ]

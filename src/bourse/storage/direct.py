@@ -1,12 +1,15 @@
 """Ranged S3 GETs straight from a socket into a file, for prefetch's worker threads.
 
-Used for plain-HTTP S3 endpoints (the embedded SeaweedFS, a store on a private network) with a
-static access key; everything else goes through obstore. Each body moves socket -> pipe ->
-file with ``splice(2)``, so its bytes never enter this process: the kernel copies them once,
-into the page cache, where a client reading into its own buffers copies them twice (obstore
-three times, docs/storage.md). What it speaks is the small part of HTTP/1.1 a GET needs:
-keep-alive connections from a pool, ``Content-Length`` bodies, SigV4 (`bourse.storage.sigv4`).
-A response for another version of the object (its ETag differs) is refused.
+Used for S3 endpoints named by URL (the embedded SeaweedFS, MinIO, a store on a private network)
+with a static access key; AWS itself and everything else goes through obstore. Over plain HTTP
+each body moves socket -> pipe -> file with ``splice(2)``, so its bytes never enter this
+process: the kernel copies them once, into the page cache, where a client reading into its own
+buffers copies them twice (obstore three times, docs/storage.md). Over TLS (Python's `ssl`,
+the system's trust store plus ``StoreSettings.ca_file``) each body is decrypted into one
+buffer per connection and written from there with ``pwrite``. What it speaks is the small part
+of HTTP/1.1 a GET needs: keep-alive connections from a pool, ``Content-Length`` bodies, SigV4
+(`bourse.storage.sigv4`). A response for another version of the object (its ETag differs) is
+refused.
 """
 
 from __future__ import annotations
@@ -17,10 +20,13 @@ import fcntl
 import os
 import re
 import socket
+import ssl
 import struct
 import threading
 import weakref
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from bourse.storage.errors import AccessDenied, ObjectNotFound, StorageError, StoreUnavailable
@@ -30,9 +36,11 @@ from bourse.storage.store import RangeSink, SinkError, in_sink, normalize_etag
 from bourse.storage.uri import StoreURI
 
 PIPE_SIZE = 1 << 20  # bytes a splice moves at most (the pipe's capacity, when allowed)
+TLS_BUFFER = 256 << 10  # bytes a TLS connection decrypts into at a time
 HEAD_LIMIT = 64 << 10  # a response's status line and headers
 _CODE = re.compile(rb"<Code>([^<]{1,100})</Code>")
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,43 +48,77 @@ class Endpoint:
     host: str
     port: int
     header: str  # the Host header: with the port unless it is the default
+    tls: bool
 
     @classmethod
     def parse(cls, url: str) -> Endpoint:
         parts = urlsplit(url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"not a plain-HTTP endpoint: {url}")
-        port = parts.port or 80
+        if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+            raise ValueError(f"not an http(s) endpoint: {url}")
+        default = _DEFAULT_PORTS[parts.scheme]
+        port = parts.port or default
         host = parts.hostname
         shown = f"[{host}]" if ":" in host else host
-        return cls(host, port, shown if port == 80 else f"{shown}:{port}")
+        return cls(host, port, shown if port == default else f"{shown}:{port}",
+                   parts.scheme == "https")
 
 
 def usable(root: StoreURI, settings: StoreSettings) -> bool:
-    """Whether `DirectReader` can serve this bucket: ``s3://`` at a plain-HTTP endpoint,
+    """Whether `DirectReader` can serve this bucket: ``s3://`` at an endpoint URL,
     path-style, with a static key and no extra obstore options it would not honour."""
-    return (root.scheme == "s3" and settings.allows_http and settings.uses_path_style
-            and settings.access_key is not None and not settings.options
-            and hasattr(os, "splice"))
+    if not (root.scheme == "s3" and settings.endpoint and settings.uses_path_style
+            and settings.access_key is not None and not settings.options):
+        return False
+    try:
+        endpoint = Endpoint.parse(settings.endpoint)
+    except ValueError:
+        return False
+    return endpoint.tls or hasattr(os, "splice")
+
+
+def read_ca_file(path: str) -> str:
+    """The PEM text of a CA bundle, or a `StorageError` that says which file could not be read."""
+    try:
+        return Path(path).read_text(encoding="ascii")
+    except (OSError, ValueError) as exc:
+        raise StorageError(f"cannot read the CA bundle {path}: {exc}",
+                           hint="set AWS_CA_BUNDLE (StoreSettings.ca_file) to a readable PEM "
+                                "file") from None
+
+
+def tls_context(ca_file: str | None) -> ssl.SSLContext:
+    """The system's trust store, plus ``ca_file``'s authorities when given."""
+    context = ssl.create_default_context()
+    if ca_file:
+        context.load_verify_locations(cadata=read_ca_file(ca_file))
+    return context
 
 
 class _Connection:
-    """A keep-alive connection and the pipe its bodies pass through. Its descriptors are
-    closed by `close`, or when it is collected."""
+    """A keep-alive connection and what its bodies pass through: a pipe (plain HTTP, closed by
+    `close` or when the connection is collected) or a buffer (TLS)."""
 
-    def __init__(self, endpoint: Endpoint, timeout_s: float) -> None:
-        self.sock = socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s)
+    def __init__(self, endpoint: Endpoint, timeout_s: float,
+                 tls: ssl.SSLContext | None) -> None:
+        raw = socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s)
         self.used = False  # it served a request: the store may have closed it since
+        self.buffer: memoryview | None = None
+        self._pipe: weakref.finalize[Any, Any] | None = None
         try:
-            self.sock.setblocking(True)  # splice(2) blocks; SO_RCVTIMEO bounds each wait
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if tls is not None:  # the socket's timeout bounds the handshake and each wait
+                self.sock: socket.socket = tls.wrap_socket(raw, server_hostname=endpoint.host)
+                self.buffer = memoryview(bytearray(TLS_BUFFER))
+                return
+            self.sock = raw
+            raw.setblocking(True)  # splice(2) blocks; SO_RCVTIMEO bounds each wait
             seconds = int(timeout_s)
             limit = struct.pack("ll", seconds, int((timeout_s - seconds) * 1e6))
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, limit)
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, limit)
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, limit)
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, limit)
             read_end, write_end = os.pipe()
         except BaseException:
-            self.sock.close()
+            raw.close()
             raise
         self.read_end, self.write_end = read_end, write_end
         self._pipe = weakref.finalize(self, _close_fds, read_end, write_end)
@@ -85,7 +127,8 @@ class _Connection:
 
     def close(self) -> None:
         self.sock.close()
-        self._pipe()
+        if self._pipe is not None:
+            self._pipe()
 
 
 def _close_fds(*fds: int) -> None:
@@ -118,6 +161,7 @@ class DirectReader:
         self.key: AccessKey = settings.access_key
         self.region = settings.region or "us-east-1"
         self.timeout_s = settings.timeout_s
+        self._tls = tls_context(settings.ca_file) if self.endpoint.tls else None
         self._idle: list[_Connection] = []
         self._lock = threading.Lock()
 
@@ -166,7 +210,12 @@ class DirectReader:
 
     def _connect(self) -> _Connection:
         try:
-            return _Connection(self.endpoint, self.timeout_s)
+            return _Connection(self.endpoint, self.timeout_s, self._tls)
+        except ssl.SSLCertVerificationError as exc:
+            raise StorageError(
+                f"the certificate of {self.endpoint.header} is not trusted "
+                f"({exc.verify_message})", hint="add its CA to the system's trust store, or "
+                "set AWS_CA_BUNDLE (StoreSettings.ca_file) to a PEM file with it") from None
         except OSError as exc:
             raise StoreUnavailable(f"cannot connect to {self.endpoint.header}: "
                                    f"{_describe(exc)}", hint="check the endpoint") from None
@@ -184,7 +233,7 @@ class DirectReader:
         try:
             conn.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
             head = _read_head(conn.sock)
-        except ConnectionError as exc:  # _Closed too
+        except (ConnectionError, ssl.SSLEOFError, ssl.SSLZeroReturnError) as exc:
             if conn.used:
                 raise _Stale from exc
             raise
@@ -193,7 +242,9 @@ class DirectReader:
         self._check(key, head, start, length, etag)
         if head.rest[:length] and not in_sink(sink.write, head.rest[:length]):
             return False  # told to stop: the rest of the body is still on the wire
-        if not _splice_body(conn, length - min(length, len(head.rest)), sink):
+        left = length - min(length, len(head.rest))
+        body = _splice_body if conn.buffer is None else _recv_body
+        if not body(conn, left, sink):
             return False
         return head.headers.get("connection", "").lower() != "close"
 
@@ -268,6 +319,21 @@ def _read_some(sock: socket.socket, headers: dict[str, str], have: int) -> bytes
             break
         data += more
     return data
+
+
+def _recv_body(conn: _Connection, left: int, sink: RangeSink) -> bool:
+    """Decrypt ``left`` body bytes into the connection's buffer and write each piece to the
+    sink; False when told to stop."""
+    buffer = conn.buffer
+    assert buffer is not None
+    while left:
+        got = conn.sock.recv_into(buffer, min(left, len(buffer)))
+        if got == 0:
+            raise ConnectionResetError(errno.ECONNRESET, "connection closed mid-body")
+        left -= got
+        if not in_sink(sink.write, buffer[:got]):
+            return False
+    return True
 
 
 def _splice_body(conn: _Connection, left: int, sink: RangeSink) -> bool:

@@ -22,7 +22,7 @@ import obstore.exceptions as oe
 from obstore.store import AzureStore, GCSStore, LocalStore, S3Store
 from typing_extensions import Buffer
 
-from bourse.storage.direct import DirectReader
+from bourse.storage.direct import DirectReader, read_ca_file
 from bourse.storage.direct import usable as direct_usable
 from bourse.storage.errors import AccessDenied, ObjectNotFound, StorageError, StoreUnavailable
 from bourse.storage.settings import StoreSettings
@@ -190,8 +190,12 @@ class RemoteStore(ObjectStore):
 
 
 def _client_options(settings: StoreSettings) -> dict[str, Any]:
-    return {"allow_http": settings.allows_http, "timeout": f"{int(settings.timeout_s)}s",
-            "connect_timeout": "10s", "pool_max_idle_per_host": "256"}
+    options: dict[str, Any] = {
+        "allow_http": settings.allows_http, "timeout": f"{int(settings.timeout_s)}s",
+        "connect_timeout": "10s", "pool_max_idle_per_host": "256"}
+    if settings.ca_file:
+        options["root_certificate"] = read_ca_file(settings.ca_file)
+    return options
 
 
 def _retry(settings: StoreSettings) -> dict[str, Any]:

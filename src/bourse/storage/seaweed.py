@@ -97,11 +97,33 @@ class Ports:
         return True
 
 
-def weed_command(weed: Path, data: Path, host: str, ports: Ports, s3_config: Path) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class TLSFiles:
+    """A certificate (PEM, its chain) and its private key, for the S3 gateway's https port;
+    ``ca``: the authority clients should trust for it (the certificate itself when it is
+    self-signed)."""
+
+    cert: Path
+    key: Path
+    ca: Path | None = None
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def weed_command(weed: Path, data: Path, host: str, ports: Ports, s3_config: Path, *,
+                 tls: tuple[TLSFiles, int] | None = None) -> list[str]:
     """The ``weed mini`` command line: every port explicit (gRPC ports default to HTTP + 10000
     and would collide between instances), no telemetry, no WebDAV/Iceberg/Lance/admin UI, the
-    root identity from ``s3_config``, and IAM writes allowed (job-scoped identities)."""
+    root identity from ``s3_config``, and IAM writes allowed (job-scoped identities). With
+    ``tls`` (files, port), the S3 gateway serves https on that port too."""
     p = ports
+    https = [] if tls is None else [f"-s3.cert.file={tls[0].cert}",
+                                    f"-s3.key.file={tls[0].key}", f"-s3.port.https={tls[1]}"]
     return [str(weed), "mini", f"-dir={data}", f"-ip={host}", f"-ip.bind={host}",
             f"-master.port={p.master}", f"-master.port.grpc={p.master_grpc}",
             f"-volume.port={p.volume}", f"-volume.port.grpc={p.volume_grpc}",
@@ -109,7 +131,8 @@ def weed_command(weed: Path, data: Path, host: str, ports: Ports, s3_config: Pat
             f"-s3.port={p.s3}", f"-s3.port.grpc={p.s3_grpc}",
             f"-admin.port={p.admin}", f"-admin.port.grpc={p.admin_grpc}",
             "-admin.ui=false", "-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
-            "-master.telemetry=false", f"-s3.config={s3_config}", "-s3.iam.readOnly=false"]
+            "-master.telemetry=false", f"-s3.config={s3_config}", "-s3.iam.readOnly=false",
+            *https]
 
 
 class State(enum.Enum):
@@ -196,8 +219,9 @@ class SeaweedServer:
 
     def __init__(self, data_dir: Path, *, host: str = "127.0.0.1", weed: Path | None = None,
                  ready_timeout: float = READY_TIMEOUT, stop_timeout: float = STOP_TIMEOUT,
-                 restart: RestartPolicy | None = None) -> None:
+                 restart: RestartPolicy | None = None, tls: TLSFiles | None = None) -> None:
         self.data_dir, self.host = data_dir, host
+        self.tls, self.https_port = tls, 0
         self.weed = weed
         self.ready_timeout, self.stop_timeout = ready_timeout, stop_timeout
         self.restart_policy = restart or RestartPolicy()
@@ -220,10 +244,22 @@ class SeaweedServer:
             raise SeaweedError("the SeaweedFS server has not been started")
         return f"http://{self.host}:{self.ports.s3}"
 
-    def settings(self, access_key: AccessKey | None = None) -> StoreSettings:
-        """Settings to reach this server, with the root key unless another is given."""
-        return StoreSettings(endpoint=self.endpoint, region="us-east-1", path_style=True,
-                             access_key=access_key or self.root_key)
+    @property
+    def https_endpoint(self) -> str:
+        """The S3 gateway's https URL, when started with `TLSFiles`."""
+        if self.tls is None or not self.https_port:
+            raise SeaweedError("the SeaweedFS server was not started with TLS")
+        return f"https://{self.host}:{self.https_port}"
+
+    def settings(self, access_key: AccessKey | None = None, *,
+                 https: bool = False) -> StoreSettings:
+        """Settings to reach this server, with the root key unless another is given; over
+        https (trusting the certificate's file as a CA bundle) when asked."""
+        return StoreSettings(endpoint=self.https_endpoint if https else self.endpoint,
+                             region="us-east-1", path_style=True,
+                             access_key=access_key or self.root_key,
+                             ca_file=str(self.tls.ca or self.tls.cert) if https and self.tls
+                             else None)
 
     @property
     def log_path(self) -> Path:
@@ -341,8 +377,11 @@ class SeaweedServer:
         (self.data_dir / "weed").mkdir(exist_ok=True)
         if self.log_path.exists() and self.log_path.stat().st_size > _LOG_ROTATE_BYTES:
             os.replace(self.log_path, self.log_path.with_suffix(".log.1"))
+        if self.tls is not None and not self.https_port:
+            self.https_port = _free_port(self.host)
         command = weed_command(weed, self.data_dir / "weed", self.host, self.ports,
-                               self.data_dir / "s3.json")
+                               self.data_dir / "s3.json",
+                               tls=None if self.tls is None else (self.tls, self.https_port))
         self._log = self.log_path.open("ab")
         # cwd: weed reads security.toml from its working directory
         self._process = subprocess.Popen(command, cwd=self.data_dir, stdin=subprocess.DEVNULL,

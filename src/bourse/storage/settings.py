@@ -7,6 +7,7 @@ written to the environment variables that common S3 tools understand.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -45,7 +46,9 @@ class StoreSettings:
     ``path_style`` defaults to path-style requests when an endpoint is set and virtual-hosted
     ones on AWS. ``access_key`` ``None`` leaves credentials to the environment (env vars,
     instance profile, ...). ``options`` passes extra obstore settings (e.g. a GCS service
-    account path or an Azure account name) through unchanged.
+    account path or an Azure account name) through unchanged. ``ca_file``: a PEM bundle of
+    certificate authorities to trust for an https endpoint, beside the system's (a private
+    store's own CA); read from and written to ``AWS_CA_BUNDLE``, as boto3 and the AWS CLI do.
     """
 
     endpoint: str | None = None
@@ -55,6 +58,7 @@ class StoreSettings:
     options: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     max_retries: int = 3
     timeout_s: float = 300.0
+    ca_file: str | None = None
 
     @property
     def uses_path_style(self) -> bool:
@@ -65,8 +69,7 @@ class StoreSettings:
         return bool(self.endpoint and self.endpoint.startswith("http://"))
 
     def with_access_key(self, access_key: AccessKey | None) -> StoreSettings:
-        return StoreSettings(self.endpoint, self.region, self.path_style, access_key,
-                             self.options, self.max_retries, self.timeout_s)
+        return dataclasses.replace(self, access_key=access_key)
 
     def env(self) -> dict[str, str]:
         """Endpoint, region and style as environment variables (no credentials): boto3 and the
@@ -81,6 +84,8 @@ class StoreSettings:
                     "AWS_ENDPOINT": self.endpoint}
         if self.allows_http:
             env["AWS_ALLOW_HTTP"] = "true"
+        if self.ca_file:
+            env["AWS_CA_BUNDLE"] = self.ca_file
         path_style = self.uses_path_style
         env["BOURSE_S3_PATH_STYLE"] = "true" if path_style else "false"
         env["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false" if path_style else "true"
@@ -95,4 +100,5 @@ class StoreSettings:
             endpoint=endpoint,
             region=environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION") or None,
             path_style=None if style is None else style.strip().lower() in _TRUE,
-            access_key=AccessKey.from_env(environ))
+            access_key=AccessKey.from_env(environ),
+            ca_file=environ.get("AWS_CA_BUNDLE") or None)
