@@ -3,10 +3,16 @@ of its log); later stages never run; ``retries`` runs a failed stage again."""
 
 from __future__ import annotations
 
+import importlib
+import os
+import subprocess
+import sys
+
 import pytest
 from app_harness import Project, summary_rows
 
 from bourse import StageFailed
+from bourse.app.call import encode_work_call
 
 THREE = """
     from pathlib import Path
@@ -153,3 +159,28 @@ def test_retries_runs_a_failed_stage_again_locally(project: Project) -> None:
 
     assert result.value == "second attempt"
     assert project.lines("attempts.log") == ["attempt", "attempt"]
+
+
+def test_a_works_prints_come_before_its_traceback(project: Project) -> None:
+    """Line-buffered: a job's log (a file, not a terminal) gets each line when printed, so the
+    tail of a failed stage's log ends with its error, whatever the environment says."""
+    project.write("loud.py", """
+        from bourse import Work
+
+
+        class Loud(Work):
+            def run(self) -> None:
+                for i in range(30):
+                    print(f"line {i:02d}")
+                raise ValueError("boom")
+    """)
+    sys.path.insert(0, str(project.root))
+    try:
+        loud = importlib.import_module("loud")
+    finally:
+        sys.path.remove(str(project.root))
+    call = encode_work_call(loud.Loud(), (), {}, project.root, python=sys.executable)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"} | call.env
+    out = subprocess.run(call.command, cwd=project.root, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, check=False).stdout
+    assert out.index("line 29") < out.index("Traceback") < out.index("ValueError: boom")

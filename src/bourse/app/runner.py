@@ -10,6 +10,7 @@ marked last line.
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import os
 import sys
@@ -51,6 +52,8 @@ def _arg(value: Any) -> Any:
 
 
 def main() -> int:
+    if isinstance(sys.stdout, io.TextIOWrapper):  # each line reaches the log when printed, in
+        sys.stdout.reconfigure(line_buffering=True)  # order with an error's traceback
     call = json.loads(os.environ[CALL_VAR])
     cls = load_class(call["file"], call["class"], call.get("path", []))
     work = cls.__new__(cls)
