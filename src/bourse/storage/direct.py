@@ -322,16 +322,20 @@ def _read_some(sock: socket.socket, headers: dict[str, str], have: int) -> bytes
 
 
 def _recv_body(conn: _Connection, left: int, sink: RangeSink) -> bool:
-    """Decrypt ``left`` body bytes into the connection's buffer and write each piece to the
-    sink; False when told to stop."""
+    """Decrypt ``left`` body bytes into the connection's buffer, each time it is full (a
+    ``recv`` gives one TLS record, 16 KiB at most) written to the sink; False when told to
+    stop. Bytes received but not yet written when the connection fails are fetched again."""
     buffer = conn.buffer
     assert buffer is not None
     while left:
-        got = conn.sock.recv_into(buffer, min(left, len(buffer)))
-        if got == 0:
-            raise ConnectionResetError(errno.ECONNRESET, "connection closed mid-body")
-        left -= got
-        if not in_sink(sink.write, buffer[:got]):
+        want, got = min(left, len(buffer)), 0
+        while got < want:
+            read = conn.sock.recv_into(buffer[got:want])
+            if read == 0:
+                raise ConnectionResetError(errno.ECONNRESET, "connection closed mid-body")
+            got += read
+        left -= want
+        if not in_sink(sink.write, buffer[:want]):
             return False
     return True
 
