@@ -63,6 +63,10 @@ log = logging.getLogger(__name__)
 HELLO_TIMEOUT_S = 15.0
 MAX_BATCH = 500  # messages per transaction
 MAX_BATCH_BYTES = 8 * 1024 * 1024  # and log bytes: a burst of output never balloons memory
+# Under load (messages arrived during the last commit), a group waits this long for more
+# before it is applied: fewer, larger commits, so less CPU per message. An idle exchange
+# applies each message at once.
+GATHER_S = 0.005
 CLOSE_MALFORMED, CLOSE_POLICY, CLOSE_TRY_AGAIN, CLOSE_REPLACED = 1003, 1008, 1013, 4000
 # A node holds one session (a newer one replaces it: an agent reconnecting after its old TCP
 # connection went half-open must not wait for that one to time out), and this many
@@ -279,6 +283,11 @@ class Hub:
             if isinstance(body, STREAM_MESSAGES):  # not stored, not acknowledged
                 self.tunnels.deliver(connection, body)
                 continue
+            if isinstance(body, Ack | Error):  # about our commands: nothing to store
+                if isinstance(body, Error):
+                    log.warning("agent %s: error about %s: %s", connection.node_id, body.ref,
+                                body.message[:200])
+                continue
             await self.inbox.put((connection, frame, body))
 
     def _start_processor(self) -> None:
@@ -300,10 +309,14 @@ class Hub:
             await self._apply_group(group)
 
     async def _next_group(self) -> dict[Connection, Batch]:
-        """What has queued, up to MAX_BATCH messages and MAX_BATCH_BYTES of logs."""
+        """What has queued, up to MAX_BATCH messages and MAX_BATCH_BYTES of logs; under load,
+        after waiting GATHER_S for more."""
         group: dict[Connection, Batch] = {}
         count = size = 0
+        loaded = not self.inbox.empty()  # messages arrived during the last commit
         item = await self.inbox.get()
+        if loaded:
+            await asyncio.sleep(GATHER_S)
         while True:
             connection, frame, body = item
             batch = group.setdefault(connection, Batch())
