@@ -132,12 +132,12 @@ async def record_job_events(session: AsyncSession, node_id: str, events: Sequenc
     """Apply a batch of job events in a few statements: attempts, jobs and the sequence
     numbers already stored are read up front, then each new event is applied in order."""
     unique = list({(e.job_id, e.attempt, e.seq): e for e in events}.values())
-    attempts = await load_attempts(session, {(e.job_id, e.attempt) for e in unique})
+    attempts, jobs = await load_attempts_and_jobs(session,
+                                                  {(e.job_id, e.attempt) for e in unique})
     ours = [e for e in unique
             if (a := attempts.get((e.job_id, e.attempt))) is not None and a.node_id == node_id]
     seen = await _stored_seqs(session, ours)
     fresh = [e for e in ours if (e.job_id, e.attempt, e.seq) not in seen]
-    jobs = await load_jobs(session, {e.job_id for e in fresh})
     commands: list[Command] = []
     for event in fresh:
         attempt, job = attempts[(event.job_id, event.attempt)], jobs[event.job_id]
@@ -173,6 +173,20 @@ async def load_attempts(session: AsyncSession,
     rows = (await session.scalars(select(Attempt).where(
         Attempt.job_id.in_({job for job, _ in keys})))).all()
     return {(a.job_id, a.number): a for a in rows if (a.job_id, a.number) in keys}
+
+
+async def load_attempts_and_jobs(
+        session: AsyncSession, keys: set[tuple[str, int]],
+) -> tuple[dict[tuple[str, int], Attempt], dict[str, Job]]:
+    """``load_attempts`` and their jobs (locked for update, as ``load_jobs``) in one
+    statement."""
+    if not keys:
+        return {}, {}
+    rows = (await session.execute(
+        select(Attempt, Job).join(Job, Job.id == Attempt.job_id)
+        .where(Attempt.job_id.in_({job for job, _ in keys})).with_for_update(of=Job))).all()
+    attempts = {(a.job_id, a.number): a for a, _ in rows if (a.job_id, a.number) in keys}
+    return attempts, {j.id: j for a, j in rows if (a.job_id, a.number) in keys}
 
 
 async def load_jobs(session: AsyncSession, ids: set[str]) -> dict[str, Job]:

@@ -9,6 +9,7 @@ PostgreSQL) so several coordinators can share one database.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -192,8 +193,10 @@ async def place_pending(session: AsyncSession, now: float, lease_s: float, *,
         return report
     by_id = {f.node.id: f for f in frees}
     cursor: tuple[float, str] | None = None
+    size = first_page(offers)
     while offers and report.placed + report.unplaced < batch:
-        jobs = await _pending_page(session, cursor, now)
+        jobs = await _pending_page(session, cursor, now, size)
+        size = PAGE
         if not jobs:
             break
         for job in jobs:
@@ -219,17 +222,24 @@ async def place_pending(session: AsyncSession, now: float, lease_s: float, *,
 PAGE = 16
 
 
+def first_page(offers: Sequence[Offer]) -> int:
+    """How many pending jobs a pass reads first: no more than the free CPUs can take (a job
+    reserves one unless it asks for a fraction), so that the pass a freed slot causes loads
+    one or two jobs, not a whole page; later pages are full."""
+    return min(PAGE, max(1, math.ceil(sum(o.cpus or 0.0 for o in offers) - 1e-9)))
+
+
 def _offers(frees: list[Free]) -> list[Offer]:
     return [o for f in frees if (o := node_offer(f)) is not None]
 
 
 async def _pending_page(session: AsyncSession, cursor: tuple[float, str] | None,
-                        now: float) -> list[Job]:
+                        now: float, size: int = PAGE) -> list[Job]:
     query = select(Job).where(Job.state == JobState.PENDING.value,
                               or_(Job.not_before.is_(None), Job.not_before <= now))
     if cursor is not None:
         query = query.where(tuple_(Job.created_at, Job.id) > cursor)
-    page = await session.scalars(query.order_by(Job.created_at, Job.id).limit(PAGE)
+    page = await session.scalars(query.order_by(Job.created_at, Job.id).limit(size)
                                  .with_for_update(skip_locked=True))
     return list(page.all())
 
