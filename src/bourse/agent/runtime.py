@@ -406,7 +406,8 @@ class Runtime:
             drop_beside(watch.adir)  # exec needs a running job; its store keys go with it
             if watch.seen_alive:  # leftovers of the job in its group (never a reused pgid)
                 shim.signal_group(watch.pid, signal.SIGKILL)
-            await asyncio.to_thread(self._isolation.stop, watch.adir)  # and of its user
+            if self._isolation.pool is not None:  # and of its user (no thread hop without)
+                await asyncio.to_thread(self._isolation.stop, watch.adir)
             while not (watch.stale or watch.tailer.step(time.time(), final=True)):
                 await asyncio.sleep(self._poll)
             if watch.stale:
