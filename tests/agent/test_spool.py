@@ -175,6 +175,11 @@ def test_attempt_records_round_trip_and_update(spool: Spool) -> None:
     assert spool.get_attempt("j", 1) == original
     updated = spool.update_attempt("j", 1, state=AttemptStatus.RUNNING, pid=12, proc_start=99)
     assert (updated.state, updated.pid, updated.proc_start) == (AttemptStatus.RUNNING, 12, 99)
+    assert spool.get_attempt("j", 1) == updated  # what it returns is what is stored
+    ended = spool.update_attempt("j", 1, state="EXITED", exit_code=0, kill_at=2.5,
+                                 final_row=3, final_acked=True, reason=None)
+    assert ended.state is AttemptStatus.EXITED and ended.final_acked is True
+    assert spool.get_attempt("j", 1) == ended
     assert spool.get_attempt("j", 2) is None
     with pytest.raises(ValueError, match="not attempt columns"):
         spool.update_attempt("j", 1, colour="red")

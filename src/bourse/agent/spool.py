@@ -325,9 +325,8 @@ class Spool:
             sets = ", ".join(f"{c} = ?" for c in changes)
             self._db.execute(f"UPDATE attempts SET {sets} WHERE job_id = ? AND attempt = ?",
                              (*changes.values(), job_id, attempt))
-            updated = self.get_attempt(job_id, attempt)
-        assert updated is not None
-        return updated
+        # what was written, as a read would give it back (without reading it again)
+        return _record(tuple(changes.get(c, getattr(current, c)) for c in _COLUMNS))
 
     def attempts(self, *states: AttemptStatus) -> list[AttemptRecord]:
         """Attempts in any of ``states`` (all when none is given), oldest first."""
