@@ -17,6 +17,9 @@ from server_harness import (
     until_disconnected,
 )
 
+from bourse.core.offer import Offer
+from bourse.server.services.placement import PAGE, first_page
+
 pytestmark = pytest.mark.anyio
 Factory = Callable[..., Any]
 
@@ -217,3 +220,29 @@ async def test_the_pending_reason_follows_the_nodes(live: Live, agent_factory: F
     await until_disconnected(exchange, agent.node_id)
     await exchange.tick()
     assert NOTHING_CONNECTED.match((await exchange.job(waiting))["pending_reason"])
+
+
+async def test_jobs_that_cannot_fit_at_the_head_do_not_hide_the_ones_behind(
+        live: Live, agent_factory: Factory) -> None:
+    """A pass reads as many pending jobs as the free CPUs could take first, then whole pages:
+    jobs no node can run, more of them than free CPUs, do not stop it."""
+    exchange = live.exchange
+    agent: FakeAgent = await agent_factory(cpus=2)
+    gpu = await _submit_all(exchange, 3, compute={"gpu": {"count": 1}})
+    cpu = await _submit_all(exchange, 2, compute={"cpus": 1})
+    report = await exchange.tick()
+    assert (report.placed, report.unplaced) == (2, 3)
+    assert await _started(agent) == cpu
+    assert [(await exchange.job(j))["state"] for j in gpu] == ["PENDING"] * 3
+
+
+def test_a_pass_first_reads_what_the_free_cpus_can_take() -> None:
+    def offer(cpus: float) -> Offer:
+        return Offer(id="n", provider="node", instance_type="n", region="local", gpu=None,
+                     gpu_count=0, gpu_memory_mib=None, cpus=cpus, memory_gib=8.0,
+                     price=0.1)
+
+    assert first_page([offer(1.0)]) == 1
+    assert first_page([offer(1.5), offer(0.5)]) == 2
+    assert first_page([offer(0.25)]) == 1
+    assert first_page([offer(64.0)]) == PAGE
