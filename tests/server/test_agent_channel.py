@@ -29,7 +29,7 @@ from sqlalchemy import delete, make_url
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from bourse.protocol.agent import AGENT_TO_SERVER, Heartbeat, Hello, JobEvent
+from bourse.protocol.agent import AGENT_TO_SERVER, Ack, Error, Heartbeat, Hello, JobEvent
 from bourse.server.db.schema import Node
 
 pytestmark = pytest.mark.anyio
@@ -354,3 +354,16 @@ async def test_a_frame_is_refused_as_malformed_or_acknowledged_never_wedges_the_
     await agent.wait_acked("frame-1")
     await agent.heartbeat(running=[])
     assert agent.close_code is None
+
+
+async def test_an_agents_acks_and_errors_are_not_stored_and_errors_are_logged(
+        live: Live, agent_factory: Callable[..., Any],
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Acks of our commands and errors about them need no transaction and get no ack."""
+    agent: FakeAgent = await agent_factory()
+    ack = await agent.send(Ack(ids=["s:1"]), ack=False)
+    error = await agent.send(Error(message="no such attempt here", ref="s:2"), ack=False)
+    await agent.heartbeat()  # acknowledged: what was sent before it has been read
+    await agent.barrier()
+    assert not {ack, error} & agent.acked
+    assert "error about s:2: no such attempt here" in caplog.text
