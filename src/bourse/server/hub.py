@@ -40,6 +40,7 @@ from bourse.server.hub_frames import (
     Connection,
     Malformed,
     add_frame,
+    frees_capacity,
     parse_frame,
     receive_text,
 )
@@ -63,9 +64,10 @@ log = logging.getLogger(__name__)
 HELLO_TIMEOUT_S = 15.0
 MAX_BATCH = 500  # messages per transaction
 MAX_BATCH_BYTES = 8 * 1024 * 1024  # and log bytes: a burst of output never balloons memory
-# Under load (messages arrived during the last commit), a group waits this long for more
-# before it is applied: fewer, larger commits, so less CPU per message. An idle exchange
-# applies each message at once.
+# Under load (messages arrived during the last commit), a group waits up to this long for
+# more before it is applied: fewer, larger commits, so less CPU per message. It stops waiting
+# as soon as a message that frees capacity arrives (the next job waits on that commit), and an
+# idle exchange applies each message at once.
 GATHER_S = 0.005
 CLOSE_MALFORMED, CLOSE_POLICY, CLOSE_TRY_AGAIN, CLOSE_REPLACED = 1003, 1008, 1013, 4000
 # A node holds one session (a newer one replaces it: an agent reconnecting after its old TCP
@@ -90,6 +92,7 @@ class Hub:
         self._waiting: Counter[str] = Counter()  # connections per node awaiting their hello
         self.dataplane: DataPlane | None = None
         self.secrets: SecretKeeper | None = None  # set at start, with the server key
+        self._urgent = asyncio.Event()  # a message that frees capacity is in the inbox
         self._dispatch: asyncio.Queue[list[Command]] = asyncio.Queue()
         self._queued = 0  # batches in the dispatch queue or being dispatched
         self._dispatcher: asyncio.Task[None] | None = None
@@ -289,6 +292,8 @@ class Hub:
                                 body.message[:200])
                 continue
             await self.inbox.put((connection, frame, body))
+            if frees_capacity(body):
+                self._urgent.set()
 
     def _start_processor(self) -> None:
         if self._processor is None or self._processor.done():
@@ -310,13 +315,16 @@ class Hub:
 
     async def _next_group(self) -> dict[Connection, Batch]:
         """What has queued, up to MAX_BATCH messages and MAX_BATCH_BYTES of logs; under load,
-        after waiting GATHER_S for more."""
+        after waiting up to GATHER_S for more."""
         group: dict[Connection, Batch] = {}
         count = size = 0
         loaded = not self.inbox.empty()  # messages arrived during the last commit
         item = await self.inbox.get()
-        if loaded:
-            await asyncio.sleep(GATHER_S)
+        if loaded and not self._urgent.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(GATHER_S):
+                    await self._urgent.wait()
+        self._urgent.clear()  # what set it is queued, and taken below
         while True:
             connection, frame, body = item
             batch = group.setdefault(connection, Batch())
