@@ -40,7 +40,6 @@ from bourse.server.hub_frames import (
     Connection,
     Malformed,
     add_frame,
-    frees_capacity,
     parse_frame,
     receive_text,
 )
@@ -64,11 +63,6 @@ log = logging.getLogger(__name__)
 HELLO_TIMEOUT_S = 15.0
 MAX_BATCH = 500  # messages per transaction
 MAX_BATCH_BYTES = 8 * 1024 * 1024  # and log bytes: a burst of output never balloons memory
-# Under load (messages arrived during the last commit), a group waits up to this long for
-# more before it is applied: fewer, larger commits, so less CPU per message. It stops waiting
-# as soon as a message that frees capacity arrives (the next job waits on that commit), and an
-# idle exchange applies each message at once.
-GATHER_S = 0.005
 CLOSE_MALFORMED, CLOSE_POLICY, CLOSE_TRY_AGAIN, CLOSE_REPLACED = 1003, 1008, 1013, 4000
 # A node holds one session (a newer one replaces it: an agent reconnecting after its old TCP
 # connection went half-open must not wait for that one to time out), and this many
@@ -92,7 +86,6 @@ class Hub:
         self._waiting: Counter[str] = Counter()  # connections per node awaiting their hello
         self.dataplane: DataPlane | None = None
         self.secrets: SecretKeeper | None = None  # set at start, with the server key
-        self._urgent = asyncio.Event()  # a message that frees capacity is in the inbox
         self._dispatch: asyncio.Queue[list[Command]] = asyncio.Queue()
         self._queued = 0  # batches in the dispatch queue or being dispatched
         self._dispatcher: asyncio.Task[None] | None = None
@@ -292,8 +285,6 @@ class Hub:
                                 body.message[:200])
                 continue
             await self.inbox.put((connection, frame, body))
-            if frees_capacity(body):
-                self._urgent.set()
 
     def _start_processor(self) -> None:
         if self._processor is None or self._processor.done():
@@ -314,17 +305,10 @@ class Hub:
             await self._apply_group(group)
 
     async def _next_group(self) -> dict[Connection, Batch]:
-        """What has queued, up to MAX_BATCH messages and MAX_BATCH_BYTES of logs; under load,
-        after waiting up to GATHER_S for more."""
+        """What has queued, up to MAX_BATCH messages and MAX_BATCH_BYTES of logs."""
         group: dict[Connection, Batch] = {}
         count = size = 0
-        loaded = not self.inbox.empty()  # messages arrived during the last commit
         item = await self.inbox.get()
-        if loaded and not self._urgent.is_set():
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(GATHER_S):
-                    await self._urgent.wait()
-        self._urgent.clear()  # what set it is queued, and taken below
         while True:
             connection, frame, body = item
             batch = group.setdefault(connection, Batch())

@@ -60,7 +60,7 @@ class Batch:
 
     @property
     def frees_capacity(self) -> bool:
-        return any(frees_capacity(e) for e in self.events)
+        return any(e.kind in ("exited", "start_failed") for e in self.events)
 
     def split(self) -> list[Batch]:
         """One batch per message, in order."""
@@ -70,11 +70,6 @@ class Batch:
             add_frame(single, frame, body)
             singles.append(single)
         return singles
-
-
-def frees_capacity(body: Wire | None) -> bool:
-    """A job event that ends its attempt on the node: its slot can take the next job."""
-    return isinstance(body, JobEvent) and body.kind in ("exited", "start_failed")
 
 
 def parse_frame(text: str) -> tuple[Envelope, Wire | None]:
