@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from bourse.storage.errors import AccessDenied, ObjectNotFound, StorageError, StoreUnavailable
+from bourse.storage.errors import (
+    AccessDenied,
+    ObjectNotFound,
+    StorageError,
+    StoreUnavailable,
+    object_changed,
+)
 from bourse.storage.settings import AccessKey, StoreSettings
 from bourse.storage.sigv4 import canonical_path, sign
 from bourse.storage.store import RangeSink, SinkError, in_sink, normalize_etag
@@ -137,10 +143,6 @@ def _close_fds(*fds: int) -> None:
             os.close(fd)
 
 
-class _Closed(ConnectionResetError):
-    """The store closed the connection before answering."""
-
-
 class _Stale(Exception):
     """A reused connection failed before any answer: the store closed it while it was idle."""
 
@@ -182,7 +184,7 @@ class DirectReader:
         except SinkError as exc:
             conn.close()
             raise exc.error from None  # the sink's file, not the network: e.g. a full disk
-        except (OSError, _Stale) as exc:
+        except OSError as exc:
             conn.close()
             raise StoreUnavailable(f"{self._uri(key)}: {_describe(exc)}",
                                    hint="retry later, or check the endpoint") from None
@@ -259,7 +261,7 @@ class DirectReader:
                                    f"{start})", hint="retry; check the store supports ranges")
         answered = normalize_etag(head.headers.get("etag"))
         if etag and answered and answered != etag:
-            raise _changed(self._uri(key))
+            raise object_changed(self._uri(key))
 
     def _refusal(self, key: str, head: _Head, sock: socket.socket) -> StorageError:
         body = head.rest + _read_some(sock, head.headers, len(head.rest))
@@ -272,7 +274,7 @@ class DirectReader:
             return AccessDenied(f"access denied to {uri} ({code})",
                                 hint="the credentials in use do not cover this bucket or prefix")
         if head.status == 412:
-            return _changed(uri)
+            return object_changed(uri)
         if head.status >= 500 or head.status == 429:
             return StoreUnavailable(f"store unavailable for {uri}: HTTP {head.status} {code}",
                                     hint="retry later")
@@ -282,11 +284,6 @@ class DirectReader:
         return StoreURI(self.root.scheme, self.root.bucket, key)
 
 
-def _changed(uri: StoreURI) -> StorageError:
-    return StorageError(f"{uri} changed while it was downloading",
-                        hint="retry the prefetch once the object stops changing")
-
-
 def _read_head(sock: socket.socket) -> _Head:
     data = b""
     while b"\r\n\r\n" not in data:
@@ -294,7 +291,7 @@ def _read_head(sock: socket.socket) -> _Head:
             raise StoreUnavailable("the store's response headers are too large")
         more = sock.recv(HEAD_LIMIT)
         if not more:
-            raise _Closed(errno.ECONNRESET, "connection closed before a response")
+            raise ConnectionResetError(errno.ECONNRESET, "connection closed before a response")
         data += more
     head, _, rest = data.partition(b"\r\n\r\n")
     status_line, *header_lines = head.decode("latin-1").split("\r\n")
@@ -342,25 +339,22 @@ def _recv_body(conn: _Connection, left: int, sink: RangeSink) -> bool:
 
 def _splice_body(conn: _Connection, left: int, sink: RangeSink) -> bool:
     """Move ``left`` body bytes socket -> pipe -> the sink's file; False when told to stop."""
-    fd = in_sink(lambda _: sink.descriptor(), None) if left else -1
+    fd = in_sink(sink.descriptor) if left else -1
     while left:
         moved = os.splice(conn.sock.fileno(), conn.write_end, min(left, PIPE_SIZE))
         if moved == 0:
             raise ConnectionResetError(errno.ECONNRESET, "connection closed mid-body")
         left -= moved
         while moved:  # in write_size pieces: small page-cache folios (`RangeSink.write`)
-            written = in_sink(lambda n: os.splice(conn.read_end, fd, n,
-                                                  offset_dst=sink.position),
-                              min(moved, max(1, sink.write_size)))
+            written = in_sink(os.splice, conn.read_end, fd, min(moved, max(1, sink.write_size)),
+                              offset_dst=sink.position)
             moved -= written
             if not in_sink(sink.advance, written):
                 return False
     return True
 
 
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, _Stale) and exc.__cause__ is not None:
-        exc = exc.__cause__
+def _describe(exc: OSError) -> str:
     if isinstance(exc, BlockingIOError | TimeoutError):
         return "timed out"
-    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+    return exc.strerror or str(exc)

@@ -25,6 +25,12 @@ class AccessDenied(StorageError):
     http_status = 403
 
 
+def object_changed(what: object) -> StorageError:
+    """An object replaced while it was downloading (its ETag or its size moved)."""
+    return StorageError(f"{what} changed while it was downloading",
+                        hint="retry the prefetch once the object stops changing")
+
+
 class StoreUnavailable(StorageError):
     """A transient failure (connection refused, timeout, 5xx, throttling): worth retrying."""
 

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from typing_extensions import Buffer
 
 from bourse.storage.cache import ContentCache, is_disk_full, space_error
-from bourse.storage.errors import InvalidURI, ObjectNotFound, StorageError
+from bourse.storage.errors import InvalidURI, ObjectNotFound, StorageError, object_changed
 from bourse.storage.plan import Request, cache_digest, relative_path, requests
 from bourse.storage.progress import Progress, ProgressMeter
 from bourse.storage.retry import RetryPolicy, retrying
@@ -301,8 +301,7 @@ class _Download:
             await retrying(functools.partial(self._fetch, request, file, fetched),
                            self.options.retry, f"download of {request.key}")
             if fetched.bytes != request.length:
-                raise StorageError(f"{request.key} changed while it was downloading",
-                                   hint="retry the prefetch once the object stops changing")
+                raise object_changed(request.key)
             if fetched.complete:
                 del self.files[request.digest]
             self._advance(0, objects=int(fetched.complete))
@@ -376,8 +375,7 @@ class _Sink(RangeSink):
         if self.download.stopping.is_set():
             return False
         if self.fetched.bytes + memoryview(data).nbytes > self.request.length:
-            raise StorageError(f"{self.request.key} changed while it was downloading",
-                               hint="retry the prefetch once the object stops changing")
+            raise object_changed(self.request.key)
         return super().write(data)
 
     def advance(self, nbytes: int) -> bool:

@@ -24,7 +24,13 @@ from typing_extensions import Buffer
 
 from bourse.storage.direct import DirectReader, read_ca_file
 from bourse.storage.direct import usable as direct_usable
-from bourse.storage.errors import AccessDenied, ObjectNotFound, StorageError, StoreUnavailable
+from bourse.storage.errors import (
+    AccessDenied,
+    ObjectNotFound,
+    StorageError,
+    StoreUnavailable,
+    object_changed,
+)
 from bourse.storage.settings import StoreSettings
 from bourse.storage.store import (
     DEFAULT_PART_SIZE,
@@ -32,9 +38,7 @@ from bourse.storage.store import (
     ObjectInfo,
     ObjectStore,
     RangeSink,
-    SinkError,
     directory,
-    in_sink,
     normalize_etag,
 )
 from bourse.storage.uri import StoreURI, parse_uri
@@ -129,37 +133,27 @@ class RemoteStore(ObjectStore):
         except Exception as exc:
             raise translate(exc, self.uri(key)) from None
 
-    def read_range(self, key: str, start: int, length: int,
-                   chunk: int = DEFAULT_STREAM_CHUNK) -> Generator[Buffer, None, None]:
+    def read_range(self, key: str, start: int, length: int, chunk: int = DEFAULT_STREAM_CHUNK,
+                   *, etag: str = "") -> Generator[Buffer, None, None]:
+        options: dict[str, Any] = {"range": (start, start + length)}
+        if etag:
+            options["if_match"] = f'"{etag}"'
         try:
-            result = obstore.get(self._store, key, options={"range": (start, start + length)})
+            result = obstore.get(self._store, key, options=cast(Any, options))
             yield from result.stream(min_chunk_size=chunk)
+        except oe.PreconditionError:
+            raise object_changed(self.uri(key)) from None
         except Exception as exc:
             raise translate(exc, self.uri(key)) from None
 
     def read_range_into(self, key: str, start: int, length: int, sink: RangeSink, *,
                         chunk: int = DEFAULT_STREAM_CHUNK, etag: str = "") -> None:
         """Through `DirectReader` (socket to file, no copy here) where it serves the bucket,
-        else obstore's stream, asking for ``etag``'s version."""
-        if self._direct is not None:
+        else obstore's stream (`read_range`)."""
+        if self._direct is None:
+            super().read_range_into(key, start, length, sink, chunk=chunk, etag=etag)
+        else:
             self._direct.read_into(key, start, length, sink, etag=etag)
-            return
-        options: dict[str, Any] = {"range": (start, start + length)}
-        if etag:
-            options["if_match"] = f'"{etag}"'
-        try:
-            result = obstore.get(self._store, key, options=cast(Any, options))
-            for piece in result.stream(min_chunk_size=chunk):
-                if not in_sink(sink.write, piece):
-                    return
-        except SinkError as exc:
-            raise exc.error from None
-        except oe.PreconditionError:
-            raise StorageError(f"{self.uri(key)} changed while it was downloading",
-                               hint="retry the prefetch once the object stops changing"
-                               ) from None
-        except Exception as exc:
-            raise translate(exc, self.uri(key)) from None
 
     async def put(self, key: str, data: Buffer) -> str:
         try:

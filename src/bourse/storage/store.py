@@ -16,7 +16,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import ParamSpec, TypeVar, cast
 
 from typing_extensions import Buffer
 
@@ -25,7 +25,7 @@ from bourse.storage.uri import StoreURI
 KiB = 1 << 10
 MiB = 1 << 20
 DEFAULT_PART_SIZE = 16 * MiB
-T = TypeVar("T")
+P = ParamSpec("P")
 R = TypeVar("R")
 
 
@@ -62,10 +62,10 @@ class SinkError(Exception):
         self.error = error
 
 
-def in_sink(call: Callable[[T], R], arg: T) -> R:
-    """``call(arg)``, its `OSError` as a `SinkError`."""
+def in_sink(call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """``call(...)``, its `OSError` as a `SinkError`."""
     try:
-        return call(arg)
+        return call(*args, **kwargs)
     except OSError as exc:
         raise SinkError(exc) from None
 
@@ -135,11 +135,13 @@ class ObjectStore(ABC):
         bytes (the last may be shorter), so a caller can write while the rest downloads."""
         yield await self.get_range(key, start, length)
 
-    def read_range(self, key: str, start: int, length: int,
-                   chunk: int = DEFAULT_STREAM_CHUNK) -> Generator[Buffer, None, None]:
+    def read_range(self, key: str, start: int, length: int, chunk: int = DEFAULT_STREAM_CHUNK,
+                   *, etag: str = "") -> Generator[Buffer, None, None]:
         """`stream_range` for a worker thread: blocks for each chunk, so a thread can fetch
-        and write a whole range with no event-loop round trip per chunk. This default drives
-        `stream_range` on an event loop of its own; `RemoteStore` streams natively."""
+        and write a whole range with no event-loop round trip per chunk. ``etag``: the
+        version expected; a store that can tell refuses another. This default drives
+        `stream_range` on an event loop of its own (and cannot tell); `RemoteStore` streams
+        natively."""
         loop = asyncio.new_event_loop()
         chunks = aiter(self.stream_range(key, start, length, chunk))
         try:
@@ -160,7 +162,8 @@ class ObjectStore(ABC):
         another. An `OSError` is the sink's file's; the store's failures are ours. This
         default writes `read_range`'s chunks."""
         try:
-            with contextlib.closing(self.read_range(key, start, length, chunk)) as chunks:
+            with contextlib.closing(self.read_range(key, start, length, chunk,
+                                                    etag=etag)) as chunks:
                 for piece in chunks:
                     if not in_sink(sink.write, piece):
                         return
