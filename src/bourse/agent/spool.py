@@ -232,30 +232,33 @@ class Spool:
 
     def append_log(self, job_id: str, attempt: int, *, stream: Stream, path: str, offset: int,
                    length: int, time: float) -> int:
-        column = _offset_column(stream)
-        with self.atomic():
-            seq = self._next_seq(job_id, attempt)
-            row = self._insert(
-                "INSERT INTO outbox (type, job_id, attempt, seq, time, stream, path, offset, "
-                "length) VALUES ('log_chunk', ?, ?, ?, ?, ?, ?, ?, ?)",
-                (job_id, attempt, seq, time, stream, path, offset, length))
-            self._db.execute(f"UPDATE attempts SET {column} = ? WHERE job_id = ? AND attempt = ?",
-                             (offset + length, job_id, attempt))
-            return row
+        return self._append_chunk(job_id, attempt, stream, source="path", value=path,
+                                  offset=offset, length=length, time=time,
+                                  resume=offset + length)
 
     def append_note(self, job_id: str, attempt: int, *, stream: Stream, offset: int,
                     resume: int, text: str, time: float) -> int:
         """A log chunk of the agent's own ``text`` at ``offset`` (what the job wrote from
         there to ``resume`` is not sent: see the tailer's rate limit)."""
+        return self._append_chunk(job_id, attempt, stream, source="data", value=text,
+                                  offset=offset, length=len(text.encode()), time=time,
+                                  resume=resume)
+
+    def _append_chunk(self, job_id: str, attempt: int, stream: Stream, *,
+                      source: Literal["path", "data"],
+                      value: str, offset: int, length: int, time: float, resume: int) -> int:
+        """A log chunk whose bytes are read from a file (``source`` "path") or carried
+        (``source`` "data"); the stream's spooled offset moves to ``resume``."""
         column = _offset_column(stream)
         with self.atomic():
             seq = self._next_seq(job_id, attempt)
             row = self._insert(
-                "INSERT INTO outbox (type, job_id, attempt, seq, time, stream, data, offset, "
-                "length) VALUES ('log_chunk', ?, ?, ?, ?, ?, ?, ?, ?)",
-                (job_id, attempt, seq, time, stream, text, offset, len(text.encode())))
+                f"INSERT INTO outbox (type, job_id, attempt, seq, time, stream, {source}, "
+                "offset, length) VALUES ('log_chunk', ?, ?, ?, ?, ?, ?, ?, ?)",
+                (job_id, attempt, seq, time, stream, value, offset, length))
             self._db.execute(f"UPDATE attempts SET {column} = ? WHERE job_id = ? AND attempt = ?",
                              (resume, job_id, attempt))
+            return row
             return row
 
     def pending(self, after_id: int = 0, limit: int = 100) -> list[OutboxRow]:
