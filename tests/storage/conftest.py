@@ -121,3 +121,15 @@ def tls_seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedSer
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def tls_bucket(tls_seaweed: SeaweedServer) -> Iterator[str]:
+    """A new, empty bucket on the TLS SeaweedFS, deleted with its objects after the test."""
+    client = s3_client(tls_seaweed)
+    name = f"t-{uuid.uuid4().hex[:16]}"
+    client.create_bucket(Bucket=name)
+    yield name
+    for listed in client.list_objects_v2(Bucket=name).get("Contents", []):
+        client.delete_object(Bucket=name, Key=listed["Key"])
+    client.delete_bucket(Bucket=name)

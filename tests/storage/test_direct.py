@@ -19,7 +19,6 @@ import botocore.auth
 import pytest
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
-from conftest import s3_client
 
 from bourse.storage import (
     AccessDenied,
@@ -317,17 +316,6 @@ async def test_prefetch_resumes_a_cut_range_where_it_stopped(
     assert scripted.ranges == [  # each cut part resumed where it stopped, not restarted
         (0, mib - 1), (half, mib - 1), (mib, 2 * mib - 1), (2 * mib, 3 * mib - 1),
         (2 * mib + half, 3 * mib - 1), (3 * mib, len(body) - 1)]
-
-
-@pytest.fixture
-def tls_bucket(tls_seaweed: SeaweedServer) -> Iterator[str]:
-    client = s3_client(tls_seaweed)
-    name = "tls-bucket"
-    client.create_bucket(Bucket=name)
-    yield name
-    for listed in client.list_objects_v2(Bucket=name).get("Contents", []):
-        client.delete_object(Bucket=name, Key=listed["Key"])
-    client.delete_bucket(Bucket=name)
 
 
 async def test_over_tls_with_the_stores_ca_and_not_without_it(
