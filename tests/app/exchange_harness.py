@@ -4,6 +4,7 @@ command run against it in a subprocess."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,11 +17,24 @@ from bourse.local.processes import free_port
 from bourse.protocol.api import JobView
 from bourse.sdk.client import Client
 from bourse.sdk.config import load_credentials
+from bourse.storage.remote import open_store
+from bourse.storage.seaweed import load_root_key
+from bourse.storage.settings import StoreSettings
+from bourse.storage.store import ObjectStore
 
 
 class ExchangeUnderTest:
-    def __init__(self, status: Status, env: dict[str, str], client: Client) -> None:
-        self.status, self.env, self.client = status, env, client
+    def __init__(self, status: Status, env: dict[str, str], client: Client,
+                 seaweed: Path) -> None:
+        self.status, self.env, self.client, self.seaweed = status, env, client, seaweed
+
+    def store(self) -> ObjectStore:
+        """The exchange's own bucket with its SeaweedFS's root key: to put data of one's own
+        in, or take some away, as a user with store credentials would."""
+        ports = json.loads((self.seaweed / "ports.json").read_text())
+        settings = StoreSettings(endpoint=f"http://127.0.0.1:{ports['s3']}", region="us-east-1",
+                                 path_style=True, access_key=load_root_key(self.seaweed))
+        return open_store("s3://bourse/", settings)
 
     def cli(self, *args: str, cwd: Path,
             timeout: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
@@ -40,7 +54,7 @@ def local_exchange(root: Path) -> Iterator[ExchangeUnderTest]:
         creds = load_credentials()
     try:
         with Client(creds.url, creds.token) as client:
-            yield ExchangeUnderTest(status, env, client)
+            yield ExchangeUnderTest(status, env, client, root / "local" / "server" / "seaweed")
     finally:
         with bourse_home_at(root / "home"):
             exchange.down()

@@ -5,10 +5,12 @@ refused before anything reaches the exchange."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -16,8 +18,13 @@ from app_harness import Project, final_value, summary_rows
 from exchange_harness import ExchangeUnderTest
 from test_failures import THREE
 
+from bourse import StageFailed
+from bourse.app.exchange import ExchangeBackend, new_run_id
+from bourse.app.loader import load_app
+from bourse.app.result import Result
 from bourse.protocol.api import RunDetail
 from bourse.protocol.common import REDACTED
+from bourse.storage.uri import parse_uri
 
 pytestmark = pytest.mark.slow
 
@@ -208,3 +215,98 @@ def test_a_detached_run_drives_its_stages_from_a_job_of_its_own(
     assert shown.returncode == 0, shown.stderr
     assert "(driver)" in shown.stdout and "Middle" in shown.stdout
     assert "bse_u_" not in shown.stdout + json.dumps(listed)  # nor the CLI
+
+
+READ = """
+    from pathlib import Path
+
+    from bourse import App, Compute, Data, Flow, Work
+
+
+    class Read(Work):
+        outputs = ("seen",)
+
+        def run(self, corpus: Path) -> dict:
+            found = {p.name: p.read_text() for p in sorted(corpus.iterdir())}
+            (self.outputs["seen"] / "names.txt").write_text(" ".join(found))
+            return found
+
+
+    class Reading(Flow):
+        def __init__(self):
+            self.read = Read(compute=Compute("cpu"), cache=True)
+
+        def run(self, uri):
+            return self.read.run(corpus=Data(uri))
+
+
+    app = App(Reading())
+"""
+
+
+class CachedApp:
+    """The READ app run in this process on the exchange, one run per call, with the
+    exchange's store at hand to change what its input holds between runs."""
+
+    def __init__(self, project: Project, exchange: ExchangeUnderTest) -> None:
+        self.project, self.exchange = project, exchange
+        self.app = load_app(project.write("app.py", READ).root / "app.py")
+        self.store = exchange.store()
+        self.prefix = f"mine/{uuid.uuid4().hex[:8]}/"
+
+    def put(self, name: str, text: str) -> None:
+        asyncio.run(self.store.put(self.prefix + name, text.encode()))
+
+    def run(self) -> Result:
+        backend = ExchangeBackend(self.exchange.client, self.project.root, new_run_id())
+        result: Result = self.app.run(f"s3://bourse/{self.prefix}", project=self.project.root,
+                                      backend=backend)
+        return result
+
+
+def test_the_cache_keys_object_store_inputs_by_what_the_store_holds(
+        project: Project, exchange: ExchangeUnderTest) -> None:
+    app = CachedApp(project, exchange)
+    app.put("a.txt", "one")
+
+    first, same = app.run(), app.run()
+    app.put("a.txt", "uno")  # rewritten under the same key
+    rewritten = app.run()
+    app.put("b.txt", "two")  # added under the prefix
+    added, again = app.run(), app.run()
+
+    assert (first.value, first.cached) == ({"a.txt": "one"}, False)
+    assert (same.cached, same.job_id) == (True, first.job_id)
+    assert (rewritten.value, rewritten.cached) == ({"a.txt": "uno"}, False)
+    assert (added.value, added.cached) == ({"a.txt": "uno", "b.txt": "two"}, False)
+    assert (again.cached, again.job_id) == (True, added.job_id)
+
+
+def test_a_cached_result_whose_outputs_are_gone_runs_again(
+        project: Project, exchange: ExchangeUnderTest, capsys: pytest.CaptureFixture[str]) -> None:
+    app = CachedApp(project, exchange)
+    app.put("a.txt", "one")
+    first = app.run()
+    seen = parse_uri(first.outputs["seen"].uri)
+    asyncio.run(app.store.delete(seen.key + "names.txt"))
+
+    second, third = app.run(), app.run()
+
+    assert (first.cached, second.cached, third.cached) == (False, False, True)
+    assert second.job_id != first.job_id and third.job_id == second.job_id
+    assert "[Read] cache: the outputs of the cached result changed or are gone" in (
+        capsys.readouterr().out)
+
+
+def test_an_input_the_exchange_cannot_read_runs_the_stage_and_says_why(
+        project: Project, exchange: ExchangeUnderTest, capsys: pytest.CaptureFixture[str]) -> None:
+    app = CachedApp(project, exchange)
+    backend = ExchangeBackend(exchange.client, project.root, new_run_id())
+
+    with pytest.raises(StageFailed):  # a bucket that does not exist: the job fails, loudly
+        app.app.run("s3://no-such-bucket/data/", project=project.root, backend=backend)
+
+    out = capsys.readouterr().out
+    assert "[Read] cache: cannot read input 'corpus' at s3://no-such-bucket/data/" in out
+    assert "running the stage; its result will not be cached" in out
+    assert "[Read] submitted as job" in out

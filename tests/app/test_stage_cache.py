@@ -129,7 +129,7 @@ class _BundleOnly:
 def test_the_exchange_cache_key_survives_its_own_cache_entries(project: Project) -> None:
     project.write("app.py", APP)
     before = ExchangeBackend(_BundleOnly(), project.root, "r-1").bundle()  # type: ignore[arg-type]
-    ResultCache(project.root).put("k", Result("Double", "SUCCEEDED", 0, "j-1"))
+    ResultCache(project.root).put("k", Result("Double", "SUCCEEDED", 0, "j-1"), {})
 
     after = ExchangeBackend(_BundleOnly(), project.root, "r-2").bundle()  # type: ignore[arg-type]
 
@@ -173,7 +173,7 @@ def test_with_bourse_in_bourseignore_the_exchange_cache_key_is_stable(project: P
     """The workaround docs/app.md gives for the bug above."""
     project.write("app.py", APP).write(".bourseignore", ".bourse/\n")
     before = ExchangeBackend(_BundleOnly(), project.root, "r-1").bundle()  # type: ignore[arg-type]
-    ResultCache(project.root).put("k", Result("Double", "SUCCEEDED", 0, "j-1"))
+    ResultCache(project.root).put("k", Result("Double", "SUCCEEDED", 0, "j-1"), {})
 
     after = ExchangeBackend(_BundleOnly(), project.root, "r-2").bundle()  # type: ignore[arg-type]
 

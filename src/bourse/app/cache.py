@@ -2,11 +2,14 @@
 
 Identical means the same backend (local mode, or one exchange), the same project code (its
 Python files: ``code_digest``), the same stage (class, settings and environment), the same
-arguments and the same inputs. Inputs are named by URI, and ``file://`` inputs also by what
-lies behind them (each file's path, size and modification time), so editing one's own data
-runs the stage again; every output of a bourse stage gets a URI of its own, so a changed
-upstream stage changes the key. Object-store inputs of one's own are keyed by URI only: write
-new data under a new URI. Results are remembered per project in ``.bourse/cache/``.
+arguments and the same inputs — by URI and by what lies behind each URI: for ``file://``
+inputs each file's path, size and modification time (``path_digest``), for object-store
+inputs each object's key, size and ETag as the exchange's store lists them
+(``bourse.storage.listing.content_digest``). The backend computes those digests; this module
+is the pure key and the store of results, per project in ``.bourse/cache/``.
+
+An entry also records the digests of the result's outputs when it was stored: a later hit
+whose outputs were deleted or rewritten since is not reused.
 """
 
 from __future__ import annotations
@@ -15,19 +18,23 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bourse.app.call import Call
 from bourse.app.data import Data
 from bourse.app.result import Result
 from bourse.sdk.bundle import scan_dir
-from bourse.storage.uri import parse_uri
+
+KEY_VERSION = 2  # 2: inputs keyed by what lies behind them in object stores too
 
 
-def cache_key(call: Call, code: str, env: Mapping[str, str]) -> str:
-    blob = json.dumps({"code": code, "command": call.command, "env": {**env, **call.env},
-                       "inputs": {n: [u, data_digest(u)] for n, u in call.inputs.items()},
+def cache_key(call: Call, code: str, env: Mapping[str, str],
+              inputs: Mapping[str, str]) -> str:
+    """The key of a call; ``inputs`` maps each input's name to the digest of its data."""
+    blob = json.dumps({"v": KEY_VERSION, "code": code, "command": call.command,
+                       "env": {**env, **call.env},
+                       "inputs": {n: [u, inputs[n]] for n, u in call.inputs.items()},
                        "outputs": list(call.outputs)}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -45,13 +52,9 @@ def code_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-def data_digest(uri: str) -> str | None:
-    """What lies behind a ``file://`` URI (paths, sizes, modification times); None for an
-    object-store URI."""
-    parsed = parse_uri(uri, field="input")
-    if parsed.scheme != "file":
-        return None
-    top = Path("/" + parsed.key)
+def path_digest(top: Path) -> str:
+    """What lies at a local path: each file's path, size and modification time (a missing
+    path holds nothing)."""
     files = [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file())
     digest = hashlib.sha256()
     for path in files:
@@ -60,21 +63,31 @@ def data_digest(uri: str) -> str | None:
     return digest.hexdigest()
 
 
+@dataclass(frozen=True)
+class Entry:
+    """A remembered result, and the digest of each of its outputs when it was stored."""
+
+    result: Result
+    outputs: dict[str, str]
+
+
 class ResultCache:
     def __init__(self, root: Path) -> None:
         self.root = root / ".bourse" / "cache"
 
-    def get(self, key: str) -> Result | None:
+    def get(self, key: str) -> Entry | None:
         path = self.root / f"{key}.json"
         if not path.exists():
             return None
         data = json.loads(path.read_text())
+        outputs = data.pop("output_digests", {})
         data["outputs"] = {k: Data(v) for k, v in data["outputs"].items()}
-        return Result(**{**data, "cached": True})
+        return Entry(Result(**{**data, "cached": True}), outputs)
 
-    def put(self, key: str, result: Result) -> None:
+    def put(self, key: str, result: Result, outputs: Mapping[str, str]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        data = asdict(result) | {"outputs": {k: v.uri for k, v in result.outputs.items()}}
+        data = asdict(result) | {"outputs": {k: v.uri for k, v in result.outputs.items()},
+                                 "output_digests": dict(outputs)}
         tmp = self.root / f".{key}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(data, default=str))
         os.replace(tmp, self.root / f"{key}.json")

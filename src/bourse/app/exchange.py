@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from bourse.app.backend import Backend
-from bourse.app.cache import code_digest
+from bourse.app.cache import code_digest, path_digest
 from bourse.app.call import Call, StagePrinter, find_result
 from bourse.app.data import Data
 from bourse.app.handle import Handle
@@ -26,6 +26,7 @@ from bourse.protocol.common import JobSpec
 from bourse.sdk.bundle import pack
 from bourse.sdk.client import Client
 from bourse.sdk.logs import LogDecoder
+from bourse.storage.uri import parse_uri
 
 DEFAULT_STORE_ROOT = "s3://bourse/"
 TAIL_LINES = 20
@@ -87,6 +88,14 @@ class ExchangeBackend(Backend):
         if self._code is None:  # results are reused on the exchange that computed them
             self._code = f"{self.client.url}:{code_digest(self.root)}"
         return self._code
+
+    def digest(self, uri: str) -> str:
+        """A local file's own digest; what the exchange's store holds at any other URI, as the
+        coordinator lists it (the driver has no store credentials of its own)."""
+        parsed = parse_uri(uri, field="input")
+        if parsed.scheme == "file":
+            return path_digest(Path("/" + parsed.key))
+        return self.client.data_summary(uri).digest
 
     def bundle(self) -> str:
         """The project's code, packed and uploaded once per run."""

@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from bourse.app.backend import Backend
-from bourse.app.cache import code_digest
+from bourse.app.cache import code_digest, path_digest
 from bourse.app.call import Call, StagePrinter, find_result
 from bourse.app.data import Data
 from bourse.app.handle import Handle
@@ -71,6 +71,9 @@ class LocalBackend(Backend):
         if self._code is None:  # once per run, as the exchange packs the bundle once
             self._code = "local:" + code_digest(self.root)
         return self._code
+
+    def digest(self, uri: str) -> str:
+        return path_digest(_local_path(uri))
 
     def start(self, work: Work, call: Call, slot: str) -> LocalHandle:
         check_local(work.name, _packages(work))

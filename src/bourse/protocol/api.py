@@ -132,6 +132,18 @@ class RunDetail(RunView):
     jobs: list[JobView] = Field(default_factory=list)  # oldest first
 
 
+class DataSummary(Wire):
+    """What the exchange's store holds at a URI (``GET /data/summary``): the object it names,
+    or every object below it as a prefix. ``digest`` hashes each object's key, size and ETag,
+    so it changes when an object is rewritten with other bytes, added or removed."""
+
+    uri: str
+    single: bool  # the URI names one object, not a prefix
+    objects: int
+    bytes: int
+    digest: str
+
+
 class EventView(Wire):
     id: int
     job_id: str

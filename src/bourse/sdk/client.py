@@ -29,6 +29,7 @@ from bourse.protocol.access import (
 )
 from bourse.protocol.api import (
     CostSummary,
+    DataSummary,
     EnrollmentToken,
     EventView,
     JobDetail,
@@ -236,6 +237,10 @@ class Client(_Base):
         self.upload_bundle(source, sha256)
         return True
 
+    def data_summary(self, uri: str) -> DataSummary:
+        """What the exchange's store holds at ``uri``: objects, bytes, digest."""
+        return self._send(core.data_summary(uri))
+
     def offers(self, compute: Compute | None = None, limit: int = 20,
                explain: bool = False) -> OfferList:
         return self._send(core.offers(compute, limit, explain))
@@ -428,6 +433,10 @@ class AsyncClient(_Base):
             return False
         await self.upload_bundle(source, sha256)
         return True
+
+    async def data_summary(self, uri: str) -> DataSummary:
+        """What the exchange's store holds at ``uri``: objects, bytes, digest."""
+        return await self._send(core.data_summary(uri))
 
     async def offers(self, compute: Compute | None = None, limit: int = 20,
                      explain: bool = False) -> OfferList:

@@ -20,6 +20,7 @@ from bourse.core.compute import Compute
 from bourse.core.errors import InvalidInput
 from bourse.protocol.api import (
     CostSummary,
+    DataSummary,
     EnrollmentCreate,
     EnrollmentToken,
     EventList,
@@ -214,6 +215,10 @@ def bundle_exists(sha256: str) -> Call[bool]:
 def upload_bundle(sha256: str) -> Call[StoredBundle]:
     """The PUT; the clients attach the (streamed) body."""
     return Call("PUT", f"/bundles/{_sha(sha256)}", model(StoredBundle))
+
+
+def data_summary(uri: str) -> Call[DataSummary]:
+    return Call("GET", "/data/summary", model(DataSummary), params={"uri": uri})
 
 
 def offers(compute: Compute | None, limit: int, explain: bool) -> Call[OfferList]:

@@ -59,6 +59,7 @@ _MEANINGS = {
     413: "The body is larger than the limit.",
     422: "A parameter or a field of the body is invalid; `field` says which.",
     429: "Too many open at once (a node's streams); retry after `Retry-After` seconds.",
+    502: "The exchange's object store answered with an error (or refused its key).",
     503: "A part of the exchange this needs is unavailable; retry later.",
 }
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import errno
 import functools
 import os
@@ -28,6 +27,7 @@ from typing_extensions import Buffer
 
 from bourse.storage.cache import ContentCache, is_disk_full, space_error
 from bourse.storage.errors import InvalidURI, ObjectNotFound, StorageError, object_changed
+from bourse.storage.listing import locate
 from bourse.storage.plan import Request, cache_digest, relative_path, requests
 from bourse.storage.progress import Progress, ProgressMeter
 from bourse.storage.retry import RetryPolicy, retrying
@@ -127,19 +127,18 @@ class Prefetcher:
 
     async def _resolve(self, name: str, uri: StoreURI, opener: Opener) -> _Input:
         store = opener(uri)
-        if not uri.is_prefix:
-            with contextlib.suppress(ObjectNotFound):
-                info = await store.head(uri.key)
-                digest = cache_digest(store.origin, info.key, info.etag, info.size)
-                return _Input(name, uri, store, True, ((digest, info, uri.name),))
-        prefix = directory(uri.key)
-        listing = [info for info in await store.list(prefix) if not info.key.endswith("/")]
-        if not listing:
+        found = await locate(store, uri)
+        if found.single:
+            info = found.objects[0]
+            digest = cache_digest(store.origin, info.key, info.etag, info.size)
+            return _Input(name, uri, store, True, ((digest, info, uri.name),))
+        if not found.objects:
             raise ObjectNotFound(f"input {name!r}: no object at {uri}",
                                  hint="check the URI; a prefix must contain objects")
+        prefix = directory(uri.key)
         return _Input(name, uri, store, False, tuple(
             (cache_digest(store.origin, info.key, info.etag, info.size), info,
-             relative_path(prefix, info.key)) for info in listing))
+             relative_path(prefix, info.key)) for info in found.objects))
 
     async def _fetch_missing(self, missing: list[tuple[str, ObjectStore, ObjectInfo]],
                              meter: ProgressMeter, on_progress: ProgressCallback | None) -> int:

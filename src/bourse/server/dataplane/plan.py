@@ -21,7 +21,7 @@ from bourse.storage.settings import StoreSettings
 from bourse.storage.uri import StoreURI, parse_uri
 
 RESERVED = ("bundles/", "jobs/")
-_NO_STORE_HINT = ("this exchange runs without an object store (`bourse server --no-store`); "
+NO_STORE_HINT = ("this exchange runs without an object store (`bourse server --no-store`); "
                   "start it with the embedded store (the default) or --store-endpoint")
 
 
@@ -56,7 +56,7 @@ def check_spec(spec: JobSpec, root: StoreURI | None) -> None:
     for field, text, written in _uris(spec):
         if root is None:
             raise InvalidInput(f"the job names data ({field}) but this exchange has no object "
-                               "store", field=field, hint=_NO_STORE_HINT)
+                               "store", field=field, hint=NO_STORE_HINT)
         uri = parse_uri(text, field=field)
         if uri.scheme != "s3":
             raise InvalidInput(f"{field}: {text} is not an s3:// URI; job credentials cover "

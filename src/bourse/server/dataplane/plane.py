@@ -29,7 +29,7 @@ from bourse.server.dataplane.plan import attempt_scope, data_plan, renewal_due, 
 from bourse.server.services.lifecycle import ENDED_INFO
 from bourse.storage.credentials import DEFAULT_TTL, CredentialIssuer, ScopedCredentials
 from bourse.storage.errors import CredentialError, StorageError
-from bourse.storage.remote import open_store
+from bourse.storage.remote import Stores, open_store
 from bourse.storage.settings import StoreSettings
 from bourse.storage.store import ObjectStore
 from bourse.storage.uri import StoreURI
@@ -56,10 +56,15 @@ class DataPlane:
         self.settings, self.issuer, self.ttl = settings, issuer, ttl
         self.root = StoreURI("s3", bucket, "")
         self.store = store or open_store(self.root, settings)  # the exchange's own bucket
+        self.stores = Stores(settings)  # the other buckets on its endpoint, opened when read
         self.grants: dict[Key, ScopedCredentials] = {}
         self._issuing: dict[Key, asyncio.Task[ScopedCredentials]] = {}
         self._ended: OrderedDict[Key, None] = OrderedDict()
         self._background: set[asyncio.Task[Any]] = set()
+
+    def store_for(self, uri: StoreURI) -> ObjectStore:
+        """The store holding ``uri``'s bucket, read with the root settings."""
+        return self.store if uri.root == self.root else self.stores(uri)
 
     # -- dispatch ---------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from bourse.server.routes import (
     audit,
     bundles,
     cost,
+    data,
     execs,
     jobs,
     metrics,
@@ -22,5 +23,5 @@ from bourse.server.routes import (
 )
 
 ROUTERS: tuple[APIRouter, ...] = tuple(m.router for m in (
-    jobs, nodes, agent, bundles, offers, cost, execs, ports, projects, audit, secrets, runs,
+    jobs, nodes, agent, bundles, offers, cost, data, execs, ports, projects, audit, secrets, runs,
     metrics, prometheus))

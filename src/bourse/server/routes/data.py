@@ -1,0 +1,25 @@
+"""``/api/v1/data``: what the exchange's store holds at a URI, for clients that cannot read the
+store themselves (``bourse.server.dataplane.summary``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from bourse.protocol.api import DataSummary
+from bourse.protocol.common import NO_NUL
+from bourse.server.dataplane.summary import summarise
+from bourse.server.errors import responses
+from bourse.server.routes.deps import State, User
+
+router = APIRouter(prefix="/api/v1/data", tags=["data"])
+UriQuery = Annotated[str, Query(min_length=1, max_length=2048, pattern=NO_NUL)]
+
+
+@router.get("/summary", responses=responses(401, 422, 502, 503))
+async def summary(uri: UriQuery, state: State, user: User) -> DataSummary:
+    """The object ``uri`` names, or every object below it: count, bytes and a digest of their
+    keys, sizes and ETags (502: the store failed or
+    refused, 503: it is unreachable)."""
+    return await summarise(state.dataplane, uri)
