@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from app_harness import Project
+from app_harness import Project, local_path
 
 from bourse import StageFailed
 from bourse.app.cache import ResultCache
@@ -71,6 +71,23 @@ def test_a_cached_result_s_outputs_feed_the_next_stage(project: Project) -> None
     assert project.run("5") == ["10"]
     assert project.run("5") == ["10"]
     assert project.lines("calls.log") == ["5"]
+
+
+def test_a_cached_result_whose_outputs_were_removed_runs_again(
+        project: Project, capsys: pytest.CaptureFixture[str]) -> None:
+    project.write("app.py", APP.replace(
+        "            return [[r.value, r.cached] for r in results]",
+        "            return [r.outputs['doubled'].uri for r in results]"))
+    [first] = project.run("4")
+    (local_path(first) / "n.txt").unlink()
+
+    [second] = project.run("4")
+    project.run("4")
+
+    assert second != first and (local_path(second) / "n.txt").read_text() == "8"
+    assert project.lines("calls.log") == ["4", "4"]  # the third run reused the second's
+    assert "[Double] cache: the outputs of the cached result changed or are gone" in (
+        capsys.readouterr().out)
 
 
 def test_a_failed_call_is_not_remembered(project: Project) -> None:
