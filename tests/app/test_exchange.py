@@ -310,3 +310,43 @@ def test_an_input_the_exchange_cannot_read_runs_the_stage_and_says_why(
     assert "[Read] cache: cannot read input 'corpus' at s3://no-such-bucket/data/" in out
     assert "running the stage; its result will not be cached" in out
     assert "[Read] submitted as job" in out
+
+
+FLAKY = """
+    import asyncio
+    import os
+
+    from bourse import App, Compute, Work
+    from bourse.storage import ObjectNotFound, Stores, StoreSettings, parse_uri
+
+
+    class Flaky(Work):
+        \"\"\"Fails on its first run, leaving a mark under its checkpoint prefix; a retry finds
+        the mark there (every run of a stage has the same checkpoint URI) and succeeds.\"\"\"
+
+        def run(self) -> str:
+            mark = parse_uri(self.checkpoint).join("tried")
+            store = Stores(StoreSettings.from_env(os.environ))(mark)
+            try:
+                asyncio.run(store.head(mark.key))
+            except ObjectNotFound:
+                asyncio.run(store.put(mark.key, b"1"))
+                raise SystemExit("first run fails") from None
+            return "second time lucky"
+
+
+    app = App(Flaky(compute=Compute("cpu"), retries=1))
+"""
+
+
+def test_retries_start_a_failed_stage_again_as_a_new_job_with_the_same_checkpoint(
+        project: Project, exchange: ExchangeUnderTest) -> None:
+    done = exchange.cli("run", "app.py", cwd=project.write("app.py", FLAKY).root)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert final_value(done.stdout) == "second time lucky"
+    assert "[Flaky] FAILED; retrying (1/1)" in done.stdout
+    jobs = re.findall(r"^\[Flaky\] submitted as job (\S+)$", done.stdout, flags=re.MULTILINE)
+    details = [exchange.client.job(job_id) for job_id in jobs]
+    assert [d.state for d in details] == ["FAILED", "SUCCEEDED"]
+    assert details[0].spec.checkpoint == details[1].spec.checkpoint
