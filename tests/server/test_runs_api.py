@@ -3,12 +3,17 @@ on it, ``/api/v1/runs`` sums runs up; secret env values never leave the coordina
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from pathlib import Path
+
 import pytest
-from server_harness import Exchange
+from server_harness import Exchange, open_exchange
 
 from bourse.protocol.api import JobView
 from bourse.protocol.common import REDACTED, JobSpec
+from bourse.server.dataplane import DataPlane
 from bourse.server.services.runs import summarise
+from bourse.storage import MemoryIssuer, MemoryStore, StoreSettings
 
 pytestmark = pytest.mark.anyio
 
@@ -40,6 +45,48 @@ async def test_jobs_filter_by_run_and_runs_list_newest_first(exchange: Exchange)
     assert missing.status_code == 404 and "bourse runs" in missing.text
     bad = await exchange.client.get("/api/v1/jobs", params={"run": "no spaces"})
     assert bad.status_code == 422
+
+
+@pytest.fixture
+async def stored(database_url: str, tmp_path: Path) -> AsyncIterator[Exchange]:
+    """An exchange with an (in-memory) object store, so that jobs may name data."""
+    plane = DataPlane(StoreSettings(endpoint="http://store.test:8333"), "bourse",
+                      MemoryIssuer(), store=MemoryStore("bourse"))
+    async with open_exchange(tmp_path, database_url, dataplane=plane) as opened:
+        yield opened
+
+
+async def test_a_run_shows_its_stages_dependencies_by_data(stored: Exchange) -> None:
+    """A fan-out and fan-in: ``prepare`` feeds two trainings, both read by ``compare``; the
+    first ``train`` job failed and was retried; ``notes`` reads a dataset from outside."""
+    out = "s3://bourse/runs/r-g/{}/{}/"
+
+    async def stage(name: str, inputs: dict[str, str], outputs: list[str]) -> None:
+        await stored.submit(name=f"r-g/{name}", run="r-g", app="app.py", stage=name,
+                              inputs=inputs, outputs={o: out.format(name, o) for o in outputs})
+        stored.clock.advance(1)
+
+    await stored.submit(name="r-g/driver", run="r-g", app="app.py")  # the flow's driver
+    await stage("prepare", {}, ["data"])
+    await stage("train", {"data": out.format("prepare", "data")}, ["model"])
+    await stage("train", {"data": out.format("prepare", "data")}, ["model"])  # its retry
+    await stage("baseline", {"data": out.format("prepare", "data") + "train.csv"}, ["model"])
+    await stage("notes", {"corpus": "s3://datasets/notes/"}, [])
+    await stage("compare", {"ours": out.format("train", "model"),
+                            "theirs": out.format("baseline", "model") + "best.ckpt"}, [])
+
+    shown = (await stored.client.get("/api/v1/runs/r-g")).json()
+    assert shown["edges"] == [
+        {"source": "prepare", "target": "train", "inputs": ["data"]},
+        {"source": "prepare", "target": "baseline", "inputs": ["data"]},
+        {"source": "train", "target": "compare", "inputs": ["ours"]},
+        {"source": "baseline", "target": "compare", "inputs": ["theirs"]},
+    ]
+    schema = (await stored.client.get("/openapi.json")).json()["components"]["schemas"]
+    assert schema["RunEdge"]["required"] == ["source", "target", "inputs"]
+    assert "edges" not in schema["RunDetail"].get("required", [])  # older clients are unaffected
+    listed = (await stored.client.get("/api/v1/runs")).json()
+    assert "edges" not in listed["runs"][0]  # the list stays a summary
 
 
 async def test_secret_env_values_are_redacted_in_every_view(exchange: Exchange) -> None:

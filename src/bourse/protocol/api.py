@@ -128,8 +128,19 @@ class RunList(Wire):
     runs: list[RunView]
 
 
+class RunEdge(Wire):
+    """Stage ``target`` reads what stage ``source`` wrote: one of its input URIs is one of
+    ``source``'s output URIs or lies under it (docs/app.md, "Runs as graphs")."""
+
+    source: str  # stage names (JobSpec.stage)
+    target: str
+    inputs: list[str]  # the target's inputs that read the source's outputs
+
+
 class RunDetail(RunView):
     jobs: list[JobView] = Field(default_factory=list)  # oldest first
+    # the dependencies between its stages (each stage's latest job), by data
+    edges: list[RunEdge] = Field(default_factory=list)
 
 
 class DataSummary(Wire):

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bourse.core import dataflow
 from bourse.core.errors import NotFound
 from bourse.core.states import JobState
-from bourse.protocol.api import JobView, RunDetail, RunView
+from bourse.protocol.api import JobView, RunDetail, RunEdge, RunView
 from bourse.server.access import Scope
 from bourse.server.db.schema import Job
 from bourse.server.services.jobs import job_view
@@ -32,6 +33,17 @@ def summarise(run_id: str, jobs: Sequence[JobView]) -> RunView:
                    ended_at=max(j.updated_at for j in jobs) if ended else None,
                    cost=sum(costs) if costs else None,
                    driver=driver.id if driver else None)
+
+
+def stage_edges(jobs: Sequence[JobView]) -> list[RunEdge]:
+    """The dependencies between a run's stages (pure): each stage is its latest job (a retry
+    replaces the attempt before it), in the order those were submitted."""
+    latest = {j.spec.stage: j for j in sorted(jobs, key=lambda j: (j.created_at, j.id))
+              if j.spec.stage is not None}
+    stages = [dataflow.StageData(stage, j.spec.inputs, j.spec.outputs)
+              for stage, j in sorted(latest.items(), key=lambda s: (s[1].created_at, s[1].id))]
+    return [RunEdge(source=e.source, target=e.target, inputs=list(e.inputs))
+            for e in dataflow.edges(stages)]
 
 
 async def list_runs(session: AsyncSession, scope: Scope, limit: int) -> list[RunView]:
@@ -57,4 +69,5 @@ async def run_detail(session: AsyncSession, run_id: str, scope: Scope) -> RunDet
     if not rows:
         raise NotFound(f"no run {run_id!r}", hint="`bourse runs` lists runs")
     jobs = [job_view(row) for row in rows]
-    return RunDetail(**summarise(run_id, jobs).model_dump(), jobs=jobs)
+    return RunDetail(**summarise(run_id, jobs).model_dump(), jobs=jobs,
+                     edges=stage_edges(jobs))
