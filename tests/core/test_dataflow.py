@@ -24,18 +24,20 @@ def pairs(found: list[Edge]) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize(("output", "uri", "expected"), [
-    ("s3://b/out/model/", "s3://b/out/model/", True),
-    ("s3://b/out/model/", "s3://b/out/model", True),  # a trailing / is no difference
-    ("s3://b/out/model", "s3://b/out/model/", True),
-    ("s3://b/out/model/", "s3://b/out/model/best.ckpt", True),
-    ("s3://b/out/model/", "s3://b/out/model/epoch=3/best.ckpt", True),
-    ("s3://b/out/model/", "s3://b/out/model-2/", False),  # a sibling sharing a prefix
-    ("s3://b/out/model/", "s3://b/out/", False),  # a parent of the output
-    ("s3://b/out/model/", "s3://other/out/model/", False),
-    ("s3://b/out/model/", "gs://b/out/model/", False),
-    ("s3://b/", "s3://b/anything/at/all", True),  # a whole bucket
+    ("s3://bkt/out/model/", "s3://bkt/out/model/", True),
+    ("s3://bkt/out/model/", "s3://bkt/out/model", True),  # a trailing / is no difference
+    ("s3://bkt/out/model", "s3://bkt/out/model/", True),
+    ("s3://bkt/out/model/", "s3://bkt/out/model/best.ckpt", True),
+    ("s3://bkt/out/model/", "s3://bkt/out/model/epoch=3/best.ckpt", True),
+    ("s3://bkt/out/model/", "s3://bkt/out/model-2/", False),  # a sibling sharing a prefix
+    ("s3://bkt/out/model/", "s3://bkt/out/", False),  # a parent of the output
+    ("s3://bkt/out/model/", "s3://other/out/model/", False),
+    ("s3://bkt/out/model/", "gs://bkt/out/model/", False),
+    ("s3://bkt/", "s3://bkt/anything/at/all", True),  # a whole bucket
     ("file:///data/x/", "file:///data/x/part-0", True),
     ("file:///data/x/", "file:///data/xy", False),
+    ("S3://bkt/out/model/", "s3://bkt/out/model/x", True),  # spelled as the store grammar reads it
+    ("file://localhost/data/x/", "file:///data/x/y", True),
 ])
 def test_an_input_reads_an_output_when_it_is_it_or_lies_under_it(output: str, uri: str,
                                                                   expected: bool) -> None:
@@ -94,9 +96,9 @@ def test_one_edge_per_pair_naming_every_input_it_carries() -> None:
 
 def test_only_an_earlier_stage_feeds_a_later_one() -> None:
     # "early" reads a URI that "late" writes after it; "self" reads its own output
-    stages = [StageData("early", {"x": "s3://b/shared/x/"}, {}),
-              StageData("self", {"x": "s3://b/self/"}, {"y": "s3://b/self/"}),
-              StageData("late", {}, {"x": "s3://b/shared/"})]
+    stages = [StageData("early", {"x": "s3://bkt/shared/x/"}, {}),
+              StageData("self", {"x": "s3://bkt/self/"}, {"y": "s3://bkt/self/"}),
+              StageData("late", {}, {"x": "s3://bkt/shared/"})]
     assert edges(stages) == []
 
 

@@ -4,16 +4,19 @@ it, CSRF on state changes, and what the pages and fragments say."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from ui_site import BASE_URL, Site
+from ui_site import BASE_URL, Site, open_site
 
 from bourse.server.cookie import COOKIE
+from bourse.server.dataplane import DataPlane
 from bourse.server.ui import routes
 from bourse.server.ui.render import STATIC_DIR, VENDOR
 from bourse.server.ui.session import csrf_token, safe_next
+from bourse.storage import MemoryIssuer, MemoryStore, StoreSettings
 
 pytestmark = pytest.mark.anyio
 IDS = {"job_id": "j-missing", "node_id": "n-missing"}
@@ -284,6 +287,30 @@ async def test_the_runs_page_groups_stages_by_run(site: Site) -> None:
     xyz = page[page.index('data-run-id="r-xyz"'):]
     assert xyz.index("prepare") < xyz.index("train")
     assert "plain" not in page
+
+
+async def test_the_runs_page_draws_a_runs_stages_as_a_graph(tmp_path: Path) -> None:
+    plane = DataPlane(StoreSettings(endpoint="http://store.test:8333"), "bourse",
+                      MemoryIssuer(), store=MemoryStore("bourse"))
+    async with open_site(tmp_path, plane) as site:
+        await _signed_in(site)
+        out = "s3://bourse/runs/r-fan/{}/out/"
+        for name, reads in (("prepare", ()), ("left", ("prepare",)), ("right", ("prepare",)),
+                            ("merge", ("left", "right"))):
+            site.clock.now += 1
+            await site.submit(name=f"r-fan/{name}", run="r-fan", stage=name,
+                              inputs={f"in_{r}": out.format(r) for r in reads},
+                              outputs={"out": out.format(name)})
+        pages = {path: (await site.client.get(path)).text
+                 for path in ("/ui/runs", "/ui/runs/list")}  # the page, and what refreshes it
+        for path, page in pages.items():
+            edges = re.findall(r'class="edge"[^>]*data-source="(\w+)" data-target="(\w+)"', page)
+            assert edges == [("prepare", "left"), ("prepare", "right"), ("left", "merge"),
+                             ("right", "merge")], path
+            layers = dict(re.findall(r'data-stage="(\w+)" data-layer="(\d)"', page))
+            assert layers == {"prepare": "0", "left": "1", "right": "1", "merge": "2"}
+            assert "not placed" in page
+        assert 'hx-get="/ui/runs/list"' in pages["/ui/runs"]
 
 
 async def test_the_nodes_page_lists_enrolled_nodes(site: Site) -> None:

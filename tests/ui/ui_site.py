@@ -16,6 +16,7 @@ from fastapi import FastAPI
 import bourse.server.config as server_config
 from bourse.server.app import create_app
 from bourse.server.config import ServerConfig
+from bourse.server.dataplane import DataPlane
 from bourse.server.services import tokens
 from bourse.server.state import ServerState
 
@@ -74,13 +75,14 @@ class Site:
 
 
 @asynccontextmanager
-async def open_site(tmp_path: Path) -> AsyncIterator[Site]:
-    """The app with its lifespan run (no scheduler loop: nothing is placed) and a client."""
+async def open_site(tmp_path: Path, dataplane: DataPlane | None = None) -> AsyncIterator[Site]:
+    """The app with its lifespan run (no scheduler loop: nothing is placed) and a client; with
+    a data plane, jobs may name data."""
     config = without_store(ServerConfig(
         data_dir=tmp_path / "data", credentials_path=tmp_path / "cred.json",
         allow_unverified=True))
     clock = Clock()
-    app = create_app(config, clock=clock, run_scheduler=False)
+    app = create_app(config, clock=clock, run_scheduler=False, dataplane=dataplane)
     async with app.router.lifespan_context(app):
         token = json.loads((tmp_path / "cred.json").read_text())["token"]
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)

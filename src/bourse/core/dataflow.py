@@ -9,7 +9,9 @@ one of B's input URIs equals one of A's output URIs or lies under it, as a path:
 Only a stage submitted earlier can feed a later one: a stage cannot read what was not yet
 written when it was submitted (the app API submits a stage once its arguments exist). The
 graph therefore has no cycle by construction, and an input from outside the run (a dataset, a
-cached result of an earlier run) is no edge.
+cached result of an earlier run) is no edge. URIs are compared as ``bourse.storage.uri`` reads
+them (``S3://b/x`` is ``s3://b/x``; ``file://localhost/x`` is ``file:///x``): the specs they
+come from were checked by it.
 """
 
 from __future__ import annotations
@@ -38,14 +40,20 @@ class Edge:
 
 def covers(output: str, uri: str) -> bool:
     """Whether ``uri`` is ``output`` or lies under it (a trailing ``/`` is no difference)."""
-    return output.rstrip("/") in set(_prefixes(uri))
+    return _canonical(output) in set(_prefixes(uri))
+
+
+def _canonical(uri: str) -> str:
+    """The URI as the store grammar spells it, without a trailing ``/``."""
+    from bourse.storage.uri import parse_uri  # the one URI grammar (pure; imports core)
+
+    return str(parse_uri(uri)).rstrip("/")
 
 
 def _prefixes(uri: str) -> Iterator[str]:
-    """``uri`` without a trailing ``/``, then each of its parents up to its bucket (or host),
-    longest first."""
-    root = uri.find("://") + 3  # 2 without a scheme
-    path = uri.rstrip("/")
+    """``uri`` (canonical) and each of its parents up to its bucket, longest first."""
+    path = _canonical(uri)
+    root = path.find("://") + 3
     while len(path) > root:
         yield path
         cut = path.rfind("/")
@@ -67,7 +75,7 @@ def edges(stages: Sequence[StageData]) -> list[Edge]:
         found += [Edge(stages[s].name, stage.name, tuple(names))
                   for s, names in sorted(reads.items())]
         for uri in stage.outputs.values():
-            writers.setdefault(uri.rstrip("/"), []).append(index)
+            writers.setdefault(_canonical(uri), []).append(index)
     return found
 
 

@@ -9,7 +9,7 @@ from bourse.core.errors import InvalidInput
 from bourse.protocol.api import OfferList, OfferQuery
 from bourse.server.routes import offers as api_offers
 from bourse.server.services import jobs, nodes
-from bourse.server.ui import charts, queries, views
+from bourse.server.ui import charts, graph, queries, views
 from bourse.server.ui.guard import Ctx, path_id
 from bourse.server.ui.render import page
 
@@ -63,8 +63,22 @@ async def offers_page(ctx: Ctx) -> Response:
         described=compute.describe() if compute is not None else ""))
 
 
-async def runs_page(ctx: Ctx) -> Response:
+async def _runs(ctx: Ctx) -> dict[str, object]:
+    """The runs, each with its stages drawn as a graph."""
     async with ctx.state.db.read() as session:
         found = await queries.run_jobs(session, ctx.scope)
-    runs = views.group_runs(jobs.job_view(j) for j in found)
-    return page("runs.html", **ctx.context(runs=runs, now=ctx.state.clock(), ago=views.ago))
+        runs = views.group_runs(jobs.job_view(j) for j in found)
+        stages = [s for run in runs for s in run.stages]
+        times = await queries.attempt_times(session, [s.job_id for s in stages])
+        names = await queries.node_names(session, ctx.scope, [s.node_id for s in stages])
+    now = ctx.state.clock()
+    return {"runs": [(run, graph.draw(run, names, times, now)) for run in runs], "now": now,
+            "ago": views.ago}
+
+
+async def runs_page(ctx: Ctx) -> Response:
+    return page("runs.html", **ctx.context(**await _runs(ctx)))
+
+
+async def runs_list(ctx: Ctx) -> Response:
+    return page("runs/_list.html", **ctx.context(**await _runs(ctx)))

@@ -1,15 +1,16 @@
 """The few reads the pages need that the API's services do not offer: searching jobs by name or
-id, node names for a page of jobs, and the jobs that belong to app runs."""
+id, node names for a page of jobs, the jobs that belong to app runs and when their current
+attempts ran."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.server.access import Scope
-from bourse.server.db.schema import Job, Node
+from bourse.server.db.schema import Attempt, Job, Node
 
 RUN_JOBS_LIMIT = 2000  # the runs page shows the runs of the newest this many named jobs
 
@@ -46,3 +47,16 @@ async def run_jobs(session: AsyncSession, scope: Scope,
              .where(Job.name.contains("/", autoescape=True))
              .order_by(Job.created_at.desc(), Job.id.desc()).limit(limit))
     return (await session.scalars(query)).all()
+
+
+async def attempt_times(session: AsyncSession,
+                        job_ids: Iterable[str]) -> dict[str, tuple[float | None, float | None]]:
+    """When each job's current attempt started and ended (jobs not placed yet are left out);
+    the ids come from a query already narrowed to the caller's project."""
+    wanted = set(job_ids)
+    if not wanted:
+        return {}
+    current = and_(Attempt.job_id == Job.id, Attempt.number == Job.attempt)
+    rows = await session.execute(select(Attempt.job_id, Attempt.started_at, Attempt.ended_at)
+                                 .join(Job, current).where(Job.id.in_(wanted)))
+    return {row[0]: (row[1], row[2]) for row in rows}

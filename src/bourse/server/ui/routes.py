@@ -31,6 +31,7 @@ GUARDED: list[tuple[str, Handler, Kind, tuple[str, ...]]] = [
     ("/ui/nodes/{node_id}", fleet.node_page, Kind.PAGE, GET),
     ("/ui/offers", fleet.offers_page, Kind.PAGE, GET),
     ("/ui/runs", fleet.runs_page, Kind.PAGE, GET),
+    ("/ui/runs/list", fleet.runs_list, Kind.FRAGMENT, GET),
     ("/ui/logout", login.logout, Kind.PAGE, POST),
 ]
 PUBLIC: list[tuple[str, Endpoint, tuple[str, ...]]] = [

@@ -135,6 +135,9 @@ class Stage:
     job_id: str
     state: str
     created_at: float
+    node_id: str | None = None
+    inputs: Mapping[str, str] = field(default_factory=dict)  # name -> URI, as in its spec
+    outputs: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -164,13 +167,15 @@ def run_state(states: Sequence[str]) -> str:
 
 
 def group_runs(jobs: Iterable[JobView]) -> list[Run]:
-    """Jobs named ``<run_id>/<stage>`` grouped by run, stages in submission order; the newest
-    run first. A stage retried under the same name keeps only its latest job."""
+    """Jobs named ``<run_id>/<stage>`` grouped by run, stages in the order their latest jobs
+    were submitted (a stage's sources come before it: ``core.dataflow``); the newest run
+    first. A stage retried under the same name keeps only its latest job."""
     stages: dict[str, dict[str, Stage]] = {}
     for job in sorted(jobs, key=lambda j: (j.created_at, j.id)):
         found = RUN_NAME.match(job.name or "")
         if found is not None:
-            stage = Stage(found["stage"], job.id, job.state, job.created_at)
+            stage = Stage(found["stage"], job.id, job.state, job.created_at, job.node_id,
+                          job.spec.inputs, job.spec.outputs)
             stages.setdefault(found["run"], {})[stage.name] = stage
     runs = [Run(run_id, tuple(sorted(named.values(), key=lambda s: (s.created_at, s.job_id))))
             for run_id, named in stages.items()]
