@@ -9,8 +9,8 @@ import os
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -20,6 +20,7 @@ from ui_exchange import _free_port as free_port
 from bourse.app import tensorboard
 from bourse.core.compute import Compute
 from bourse.protocol.common import JobSpec, Port
+from bourse.server.ui.graph import BOX_H
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +32,14 @@ TIMEOUT_MS = 20_000
 TIMINGS: dict[str, float] = {}
 
 try:
-    from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+    from playwright.sync_api import (
+        Browser,
+        ConsoleMessage,
+        Locator,
+        Page,
+        expect,
+        sync_playwright,
+    )
     from playwright.sync_api import Error as PlaywrightError
 
     expect.set_options(timeout=TIMEOUT_MS)  # a busy 2-core CI machine runs other suites too
@@ -317,17 +325,51 @@ def test_the_offers_page_explains_a_no_match(page: Page, exchange: UiExchange) -
     shot(page, "offers")
 
 
-def test_the_runs_page_shows_stages_in_order(page: Page, exchange: UiExchange) -> None:
-    jobs: list[Any] = []
-    for stage in ("prepare", "train", "evaluate"):
-        jobs.append(exchange.submit("print('stage')", f"r-uitest/{stage}"))
-    for job in jobs:
+@dataclass(frozen=True)
+class Spot:
+    x: float
+    y: float
+
+
+def _box(found: Locator) -> Spot:
+    """Where the browser drew an element."""
+    box = found.bounding_box()
+    assert box is not None, found
+    return Spot(box["x"], box["y"])
+
+
+def test_the_runs_page_draws_a_fan_out_and_fan_in_as_a_graph(page: Page,
+                                                              exchange: UiExchange) -> None:
+    """Stages pass files through the store as the app API's do: ``prepare`` feeds ``left`` and
+    ``right``, both read by ``merge``; ``notes`` reads nothing."""
+    run = "r-uigraph"
+    exchange.wait_succeeded(exchange.submit_stage(run, "prepare").id)
+    started = [exchange.submit_stage(run, s, ("prepare",)) for s in ("left", "right")]
+    started.append(exchange.submit_stage(run, "notes"))
+    for job in started:
         exchange.wait_succeeded(job.id)
     page.goto("/ui/runs")
-    run = page.locator("section.run[data-run-id='r-uitest']")
-    expect(run.locator(".stage-name")).to_have_text(["prepare", "train", "evaluate"])
-    expect(run.locator("h2 .state")).to_have_text("SUCCEEDED")
+    drawn = page.locator(f"section.run[data-run-id='{run}'] .stage-graph")
+    expect(drawn.locator("a.stage")).to_have_count(4)
+    merge = exchange.submit_stage(run, "merge", ("left", "right"))  # appears without a reload
+    expect(drawn.locator("a.stage[data-stage='merge']")).to_have_attribute("data-layer", "2")
+    expect(drawn.locator("path.edge")).to_have_count(4)
+    edges = sorted((e.get_attribute("data-source"), e.get_attribute("data-target"))
+                   for e in drawn.locator("path.edge").all())
+    assert edges == [("left", "merge"), ("prepare", "left"), ("prepare", "right"),
+                     ("right", "merge")]
+    exchange.wait_succeeded(merge.id)  # it read both branches' files through the store
+    box = drawn.locator("a.stage[data-stage='merge']")
+    expect(box.locator(".stage-state")).to_have_text("SUCCEEDED")
+    expect(box.locator(".stage-where")).to_contain_text("ui-node · ")
+    # as the browser lays it out: the branches side by side between their source and target
+    at = {name: _box(drawn.locator(f"a.stage[data-stage='{name}'] rect"))
+          for name in ("prepare", "left", "right", "notes", "merge")}
+    assert at["notes"].x == at["prepare"].x < at["left"].x == at["right"].x < at["merge"].x
+    assert at["left"].y + BOX_H <= at["right"].y
     shot(page, "runs")
+    box.click()
+    page.wait_for_url(f"**/ui/jobs/{merge.id}")
 
 
 PORT_SERVER = """\

@@ -1,6 +1,7 @@
-"""A real exchange for the browser tests: `bourse server` and one `bourse agent` as processes
-(process groups of their own, killed with everything their jobs started when the module ends),
-the admin's SDK client, and the jobs the tests run."""
+"""A real exchange for the browser tests: `bourse server` (with its embedded SeaweedFS, so that
+an app run's stages can pass data) and one `bourse agent` as processes (process groups of their
+own, killed with everything their jobs started when the module ends), the admin's SDK client,
+and the jobs the tests run."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from typing import TypeVar
 import httpx
 import psutil
 
-import bourse.server.config as server_config
 from bourse.core.compute import Compute
 from bourse.protocol.api import JobView, NodeView
 from bourse.protocol.common import JobSpec
@@ -47,11 +47,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _store_options() -> list[str]:
-    """No object store where the coordinator has one: the UI shows data, it does not move it."""
-    return ["--no-store"] if hasattr(server_config, "StoreConfig") else []
 
 
 class UiExchange:
@@ -95,7 +90,7 @@ class UiExchange:
     def start(self) -> UiExchange:
         self._spawn("coordinator", "server", "--data-dir", str(self.root / "server"),
                     "--port", str(self.port), "--keep-alive", str(KEEP_ALIVE_S),
-                    "--credentials", str(self.credentials), *_store_options())
+                    "--credentials", str(self.credentials))
         wait_for(self._healthy, START_TIMEOUT_S, "the coordinator", self.logs)
         enrolment = self.client.create_enrollment(name="ui-node").token
         self._spawn("agent", "agent", "--server", self.url, "--token", enrolment,
@@ -123,6 +118,16 @@ class UiExchange:
     def submit(self, script: str, name: str, cpus: float = 0.5) -> JobView:
         return self.client.submit(JobSpec(command=[sys.executable, "-c", script], name=name,
                                           compute=Compute(cpus=cpus), max_retries=0))
+
+    def submit_stage(self, run: str, stage: str, reads: tuple[str, ...] = ()) -> JobView:
+        """A stage of an app run as the app API submits it (``<run>/<stage>``, its output
+        under ``runs/<run>/<stage>/``), reading the output of each stage in ``reads``."""
+        out = f"s3://bourse/runs/{run}/{{}}/out/"
+        return self.client.submit(JobSpec(
+            command=[sys.executable, "-c", STAGE, stage], name=f"{run}/{stage}",
+            compute=Compute(cpus=0.5), max_retries=0, run=run, app="app.py", stage=stage,
+            inputs={f"from_{r}": out.format(r) for r in reads},
+            outputs={"out": out.format(stage)}))
 
     def wait_state(self, job_id: str, *states: str, timeout: float = 30.0) -> JobView:
         return wait_for(lambda: (j if (j := self.client.job(job_id)).state in states else None),
@@ -182,4 +187,13 @@ import time
 end = time.time() + 120
 while time.time() < end:
     sum(range(20000))
+"""
+
+STAGE = """\
+import os, pathlib, sys
+lines = [line for name, path in sorted(os.environ.items()) if name.startswith("BOURSE_INPUT_")
+         and not name.endswith("_URI") for line in
+         (pathlib.Path(path) / "lines.txt").read_text().splitlines()]
+(pathlib.Path(os.environ["BOURSE_OUTPUT_OUT"]) / "lines.txt").write_text(
+    "\\n".join([*lines, sys.argv[1]]) + "\\n")
 """
