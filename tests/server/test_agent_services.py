@@ -8,11 +8,23 @@ import base64
 import pytest
 from server_harness import Exchange, capabilities
 
-from bourse.protocol.agent import CancelJob, Heartbeat, Hello, JobEvent, LogChunk, StartJob
+from bourse.core.ratelimit import LogLimit
+from bourse.protocol.agent import (
+    CancelJob,
+    Heartbeat,
+    Hello,
+    JobEvent,
+    LogChunk,
+    StartJob,
+    envelope,
+)
 from bourse.protocol.common import AttemptRef
 from bourse.server.access import ALL
 from bourse.server.commands import Command
 from bourse.server.errors import Unauthorized
+from bourse.server.hub import _record as hub_record
+from bourse.server.hub_frames import Batch, add_frame
+from bourse.server.logmeter import LogMeter
 from bourse.server.services import agents, jobs, placement, tokens
 
 pytestmark = pytest.mark.anyio
@@ -91,6 +103,38 @@ async def test_hello_and_heartbeat_reconcile_what_the_node_runs(exchange: Exchan
     assert commands == []
     job = await exchange.job_row(job_id)
     assert (job.state, job.avoid_nodes) == ("PENDING", [node_id])
+
+
+def _batch(*messages: Heartbeat | JobEvent) -> Batch:
+    """Messages as the hub groups them when they arrive during another transaction."""
+    batch = Batch()
+    for number, message in enumerate(messages):
+        add_frame(batch, envelope(f"a:{number}", message), message)
+    return batch
+
+
+async def _recorded(exchange: Exchange, node_id: str, batch: Batch) -> list[Command]:
+    async with exchange.state.db.write() as session:
+        return await hub_record(session, node_id, batch, exchange.clock(), secrets=None,
+                                meter=LogMeter(LogLimit()))
+
+
+async def test_a_heartbeat_older_than_a_starts_acceptance_does_not_lose_it(
+        exchange: Exchange) -> None:
+    """The hub records a batch's events before its heartbeat; a heartbeat sent before the node
+    accepted a start does not list that attempt, which is no evidence it was lost."""
+    node_id = await _online(exchange, "n", "s-1")
+    [job_id] = await _placed(exchange, 1)
+    older = _batch(Heartbeat(time=0.0), _event(job_id, "accepted", 0))
+    assert older.after_beat == {(job_id, 1)}
+
+    assert await _recorded(exchange, node_id, older) == []
+    assert (await exchange.job_row(job_id)).state == "STARTING"
+
+    newer = _batch(_event(job_id, "preparing", 1), Heartbeat(time=1.0))  # it would list it
+    assert newer.after_beat == set()
+    await _recorded(exchange, node_id, newer)
+    assert (await exchange.job_row(job_id)).state == "PENDING"  # lost: retried elsewhere
 
 
 async def test_events_are_deduplicated_within_a_batch_and_across_batches(

@@ -399,7 +399,8 @@ async def _record(session: AsyncSession, node_id: str, batch: Batch, now: float,
             session, batch.events)
         commands += await record_job_events(session, node_id, events, now)
     if batch.heartbeat is not None:
-        commands += await node_heartbeat(session, node_id, batch.heartbeat, now)
+        commands += await node_heartbeat(session, node_id, batch.heartbeat, now,
+                                         spared=batch.after_beat)
     for report in batch.reports:
         await record_report(session, node_id, report, now)
     return commands

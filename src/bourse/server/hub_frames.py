@@ -53,6 +53,9 @@ class Batch:
     events: list[JobEvent] = field(default_factory=list)
     chunks: list[LogChunk] = field(default_factory=list)
     heartbeat: Heartbeat | None = None
+    # attempts named by events that came after the heartbeat: the heartbeat may predate them
+    # (events are recorded before it), so its silence about them proves nothing
+    after_beat: set[tuple[str, int]] = field(default_factory=set)
     reports: list[ProbeReport] = field(default_factory=list)
     metrics: list[Metrics] = field(default_factory=list)
     log_bytes: int = 0
@@ -100,11 +103,14 @@ def add_frame(batch: Batch, frame: Envelope, body: Wire | None) -> None:
         batch.frames.append((frame, body))
     if isinstance(body, JobEvent):
         batch.events.append(body)
+        if batch.heartbeat is not None:
+            batch.after_beat.add((body.job_id, body.attempt))
     elif isinstance(body, LogChunk):
         batch.chunks.append(body)
         batch.log_bytes += len(body.data)
     elif isinstance(body, Heartbeat):
         batch.heartbeat = body
+        batch.after_beat.clear()
     elif isinstance(body, ProbeReportMessage):
         batch.reports.append(body.report)
     elif isinstance(body, Metrics):

@@ -11,7 +11,7 @@ import base64
 import binascii
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import select, update
@@ -50,13 +50,15 @@ async def node_hello(session: AsyncSession, node_id: str, hello: Hello, connecti
     return commands + await _resend(session, node_id)
 
 
-async def node_heartbeat(session: AsyncSession, node_id: str, beat: Heartbeat,
-                         now: float) -> list[Command]:
+async def node_heartbeat(session: AsyncSession, node_id: str, beat: Heartbeat, now: float,
+                         spared: Collection[tuple[str, int]] = ()) -> list[Command]:
+    """``spared``: attempts the node sent events about after this heartbeat, which it has even
+    if the heartbeat, older, does not list them."""
     node = await _node(session, node_id)
     node.last_seen = now
     if node.state not in ("online", "reclaimed"):
         node.state, node.updated_at = "online", now
-    return await _reconcile(session, node_id, beat.running, now)
+    return await _reconcile(session, node_id, beat.running, now, spared)
 
 
 async def node_disconnected(session: AsyncSession, node_id: str, connection: str,
@@ -75,7 +77,7 @@ async def _node(session: AsyncSession, node_id: str) -> Node:
 
 
 async def _reconcile(session: AsyncSession, node_id: str, running: Sequence[AttemptRef],
-                     now: float) -> list[Command]:
+                     now: float, spared: Collection[tuple[str, int]] = ()) -> list[Command]:
     reported = {(r.job_id, r.attempt) for r in running}
     commands = [Command(node_id, CancelJob(job_id=job, attempt=number, grace_s=0,
                                            reason="stale attempt", stale=True))
@@ -85,7 +87,8 @@ async def _reconcile(session: AsyncSession, node_id: str, running: Sequence[Atte
         Attempt.node_id == node_id,
         Attempt.state.in_([AttemptState.STARTING.value, AttemptState.RUNNING.value])))).all()
     for attempt in ours:
-        if (attempt.job_id, attempt.number) not in reported:
+        key = (attempt.job_id, attempt.number)
+        if key not in reported and key not in spared:
             job = await session.get(Job, attempt.job_id, with_for_update=True)
             assert job is not None
             end_attempt(session, job, attempt, AttemptState.LOST, now=now,
