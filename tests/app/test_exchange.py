@@ -53,6 +53,10 @@ def test_the_digits_app_gives_the_same_results_locally_and_on_the_exchange(
     for job_id in jobs.values():
         detail = exchange.client.job(job_id)
         assert detail.state == "SUCCEEDED" and detail.attempts[-1].node_name
+    run = exchange.client.run(exchange.client.job(jobs["Train"]).spec.run or "")
+    assert [(e.source, e.target, e.inputs) for e in run.edges] == [  # the data, as passed
+        ("Prepare", "Train", ["shards"]), ("Prepare", "Evaluate", ["shards"]),
+        ("Train", "Evaluate", ["model"])]
     here, there = final_value(local.stdout), final_value(remote.stdout)
     assert here["shards_sha256"] == there["shards_sha256"]  # the same shards
     assert here["samples"] == there["samples"] == 360

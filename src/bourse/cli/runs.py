@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import click
 
@@ -12,7 +13,7 @@ from bourse.cli.render import echo_json, table
 from bourse.protocol.api import JobView, RunDetail, RunView
 
 HEADERS = ("RUN", "APP", "STATE", "STAGES", "STARTED", "DURATION", "COST")
-JOB_HEADERS = ("STAGE", "JOB", "STATE", "NODE", "DURATION", "COST")
+JOB_HEADERS = ("STAGE", "JOB", "STATE", "NODE", "DURATION", "COST", "AFTER")
 ENDED = ("SUCCEEDED", "FAILED", "CANCELLED")
 
 
@@ -21,10 +22,11 @@ def run_row(run: RunView, now: float) -> list[str]:
             age((run.ended_at or now) - run.started_at), dollars(run.cost)]
 
 
-def job_row(job: JobView, now: float) -> list[str]:
+def job_row(job: JobView, now: float, after: Sequence[str] = ()) -> list[str]:
+    """A job of a run; ``after``: the stages whose outputs its stage reads."""
     ended = job.updated_at if job.state in ENDED else now
     return [job.spec.stage or "(driver)", job.id, job.state, job.node_id or "-",
-            age(ended - job.created_at), dollars(job.cost)]
+            age(ended - job.created_at), dollars(job.cost), ", ".join(after) or "-"]
 
 
 @click.group(invoke_without_command=True)
@@ -66,5 +68,8 @@ def describe_run(run: RunDetail, now: float) -> list[str]:
              "ended": clock(run.ended_at) if run.ended_at else None,
              "cost": dollars(run.cost) if run.cost is not None else None, "driver": run.driver}
     lines = [f"{k:<8} {v}" for k, v in facts.items() if v is not None]
-    rows = [job_row(j, now) for j in run.jobs]
+    after: dict[str, list[str]] = {}
+    for edge in run.edges:
+        after.setdefault(edge.target, []).append(edge.source)
+    rows = [job_row(j, now, after.get(j.spec.stage or "", ())) for j in run.jobs]
     return [*lines, "", table(JOB_HEADERS, rows, right=(5,))]
