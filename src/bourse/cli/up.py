@@ -44,6 +44,8 @@ def up(data_dir: Path | None, agents: int, port: int | None, keep_alive: float,
     click.echo(f"bourse exchange {verb} at {status.url} "
                f"({len(status.agent_pids)} agent{'s' if len(status.agent_pids) != 1 else ''})")
     click.echo(f"credentials: {credentials_path()}   stop it with: bourse down", err=True)
+    click.echo(f"web UI: {status.url}/ui/ (sign in with the token in the credentials file)",
+               err=True)
 
 
 @click.command()
