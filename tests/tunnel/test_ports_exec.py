@@ -5,10 +5,14 @@ server and a WebSocket echo server on declared ports, reached through the coordi
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import select
+import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -219,8 +223,9 @@ class Terminal:
 
     def __init__(self, served: Served, *args: str) -> None:
         self.master, slave = os.openpty()
-        env = {**os.environ, "BOURSE_URL": served.exchange.url,
-               "BOURSE_TOKEN": served.exchange.token, "TERM": "dumb"}
+        env = {**{k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")},
+               "BOURSE_URL": served.exchange.url, "BOURSE_TOKEN": served.exchange.token,
+               "TERM": "dumb"}  # the size is the terminal's, not the variables'
         self.proc = subprocess.Popen([sys.executable, "-m", "bourse", "exec", *args],
                                      stdin=slave, stdout=slave, stderr=slave, env=env,
                                      start_new_session=True)
@@ -249,6 +254,12 @@ class Terminal:
     def type(self, text: bytes) -> None:
         os.write(self.master, text)
 
+    def resize(self, rows: int, cols: int) -> None:
+        """What a terminal window does when dragged: a new size, and SIGWINCH (sent by hand:
+        the pty is not the process's controlling terminal)."""
+        fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        os.kill(self.proc.pid, signal.SIGWINCH)
+
     def close(self) -> int:
         code = self.proc.wait(timeout=30)
         os.close(self.master)
@@ -262,6 +273,22 @@ def test_an_interactive_python_session(served: Served) -> None:
     term.expect(f"42 {_work_dir(served)}".encode())
     term.type(b"raise SystemExit(5)\r")
     assert term.close() == 5
+
+
+def test_a_window_resize_reaches_the_command(served: Served) -> None:
+    term = Terminal(served, "-t", served.job_id, "--", sys.executable, "-q", "-i")
+    term.expect(b">>> ")
+    term.resize(50, 132)
+    for attempt in range(50):  # the resize travels beside the keys, not in their order
+        term.type(f"import os; print('size{attempt}', *os.get_terminal_size())\r".encode())
+        term.expect(f"size{attempt} ".encode())
+        term.expect(b">>> ")
+        if f"size{attempt} 132 50".encode() in term.seen:
+            break
+        time.sleep(0.2)
+    assert b" 132 50" in term.seen
+    term.type(b"raise SystemExit(0)\r")
+    assert term.close() == 0
 
 
 def test_a_shell_on_a_terminal_by_default(served: Served) -> None:
