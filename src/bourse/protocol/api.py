@@ -130,7 +130,7 @@ class RunList(Wire):
 
 class RunEdge(Wire):
     """Stage ``target`` reads what stage ``source`` wrote: one of its input URIs is one of
-    ``source``'s output URIs or lies under it (docs/app.md, "Runs as graphs")."""
+    ``source``'s output URIs or lies under it (docs/ui.md, "A run as a graph")."""
 
     source: str  # stage names (JobSpec.stage)
     target: str

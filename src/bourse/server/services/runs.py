@@ -36,12 +36,15 @@ def summarise(run_id: str, jobs: Sequence[JobView]) -> RunView:
 
 
 def stage_edges(jobs: Sequence[JobView]) -> list[RunEdge]:
-    """The dependencies between a run's stages (pure): each stage is its latest job (a retry
-    replaces the attempt before it), in the order those were submitted."""
-    latest = {j.spec.stage: j for j in sorted(jobs, key=lambda j: (j.created_at, j.id))
-              if j.spec.stage is not None}
+    """The dependencies between a run's stages (pure): each stage is its latest job, in the
+    order those were submitted."""
+    latest: dict[str, JobView] = {}
+    for job in sorted(jobs, key=lambda j: (j.created_at, j.id)):
+        if job.spec.stage is not None:
+            latest.pop(job.spec.stage, None)  # a retry takes the place of the job before it
+            latest[job.spec.stage] = job
     stages = [dataflow.StageData(stage, j.spec.inputs, j.spec.outputs)
-              for stage, j in sorted(latest.items(), key=lambda s: (s[1].created_at, s[1].id))]
+              for stage, j in latest.items()]
     return [RunEdge(source=e.source, target=e.target, inputs=list(e.inputs))
             for e in dataflow.edges(stages)]
 
