@@ -13,7 +13,14 @@ import pytest
 
 from bourse.agent.probe.commands import CommandError, run_command
 from bourse.agent.probe.fingerprint import fingerprint, gpu_identity, machine_id
-from bourse.agent.probe.host import cpu_flags, cpu_model, os_name, tool_version, torch_info
+from bourse.agent.probe.host import (
+    cpu_flags,
+    cpu_model,
+    find_tools,
+    os_name,
+    tool_version,
+    torch_info,
+)
 from bourse.agent.probe.storage import Disk, check_storage
 from bourse.protocol.common import GpuInfo
 
@@ -31,6 +38,32 @@ def test_tool_versions_from_their_real_output() -> None:
     assert tool_version("docker", DOCKER_VERSION) == "28.2.2"
     assert tool_version("nvcc", NVCC_VERSION) == "13.0.88"
     assert tool_version("podman", "") is None
+
+
+# What docker 28.2.2's CLI prints for `docker version --format {{.Server.Version}}`, with its
+# daemon running and without one (captured on the development machine, which has the CLI only).
+FAKE_DOCKER = """#!/bin/sh
+if [ "$1" = "--version" ]; then echo "Docker version 28.2.2, build e6534b4"; exit 0; fi
+if [ "$1 $2 $3" = "version --format {{.Server.Version}}" ] && [ -n "$DAEMON" ]; then
+    echo 28.2.2; exit 0
+fi
+echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon \
+running?" >&2
+exit 1
+"""
+
+
+@pytest.mark.parametrize("daemon", [True, False])
+def test_docker_counts_only_when_its_daemon_answers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, daemon: bool) -> None:
+    docker = tmp_path / "docker"
+    docker.write_text(FAKE_DOCKER)
+    docker.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))  # this fake docker, and no other tool
+    if daemon:
+        monkeypatch.setenv("DAEMON", "1")
+    found = [(t.name, t.version) for t in find_tools()]
+    assert found == ([("docker", "28.2.2")] if daemon else [])
 
 
 def test_cpu_facts_from_this_machines_cpuinfo() -> None:

@@ -1,6 +1,6 @@
 """What the host is: CPU, memory, disk, OS, Python, container engines, CUDA toolkit, torch.
 
-The readers of ``/proc/cpuinfo``, ``/etc/os-release`` and the tools' ``--version`` output are
+The readers of ``/proc/cpuinfo``, ``/etc/os-release`` and the tools' version output are
 pure functions of their text; the shell around them runs each command with a timeout, and a
 program that is missing (or fails) is simply absent from the report.
 """
@@ -28,9 +28,12 @@ CPU_FLAGS = frozenset({
     "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "aes", "sha_ni",
     "asimd", "sve", "sve2", "bf16", "i8mm",
 })
-# (name, argv): the engines a container runtime could use, and the CUDA compiler.
+# (name, argv): the engines a container runtime could use, and the CUDA compiler. A tool counts
+# only when its command succeeds: docker's asks the daemon (a CLI whose daemon does not answer
+# cannot run a container, and `docker --version` succeeds without one), so its version is the
+# engine's.
 TOOLS = (
-    ("docker", ("docker", "--version")),
+    ("docker", ("docker", "version", "--format", "{{.Server.Version}}")),
     ("podman", ("podman", "--version")),
     ("nvidia-container-cli", ("nvidia-container-cli", "--version")),
     ("nvcc", ("nvcc", "--version")),
@@ -145,6 +148,8 @@ def find_tools() -> list[Tool]:
         try:
             out = run_command([path, *argv[1:]], timeout=TOOL_TIMEOUT_S)
         except CommandError:
+            continue
+        if out.returncode != 0:
             continue
         found.append(Tool(name=name, path=path, version=tool_version(name, out.stdout)))
     return found
