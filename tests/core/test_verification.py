@@ -106,7 +106,8 @@ GPU_CASES: list[tuple[str, dict[str, Any], str | None, str]] = [
     ("mig", {**H100, "mig_enabled": False, "mig_pending": True}, "warn", "change is pending"),
     ("mig", {**H100, "mig_enabled": True, "mig_pending": True,
              "mig_instances": [MigInstance(gpu_instance_id=1, memory_mib=40448)]}, "pass",
-     "1 instances, each offered as a slice"),
+     "1 instances, each listed as a slice of its own; the exchange places jobs on the whole "
+     "GPU"),
 ]
 
 

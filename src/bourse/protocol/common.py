@@ -137,7 +137,7 @@ class JobSpec(Wire):
 
 
 class MigInstance(Wire):
-    """One MIG device (a GPU instance's compute instance): offered as a slice of its own."""
+    """One MIG device (a GPU instance's compute instance), listed in the probe report."""
 
     gpu_instance_id: int | None = None
     compute_instance_id: int | None = None
