@@ -7,7 +7,7 @@ import math
 import pytest
 
 from bourse.core.errors import InvalidInput
-from bourse.core.units import Range, parse_price, parse_range, parse_size_gib
+from bourse.core.units import Range, parse_duration, parse_price, parse_range, parse_size_gib
 
 
 @pytest.mark.parametrize(
@@ -133,3 +133,19 @@ def test_price_error_names_the_given_field() -> None:
     with pytest.raises(InvalidInput) as info:
         parse_price("cheap", field="bid")
     assert info.value.field == "bid"
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("30", 30.0), (45, 45.0), ("250ms", 0.25), ("45s", 45.0), ("90m", 5400.0), ("1.5h", 5400.0),
+    ("30d", 30 * 86400.0), ("2w", 14 * 86400.0), (" 7D ", 7 * 86400.0),
+])
+def test_durations(text: str | int, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["30x", "", "-5m", "1 month", "2w3d"])
+def test_bad_durations_name_the_field_once(text: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        parse_duration(text, field="--expires")
+    assert caught.value.field == "--expires"
+    assert "--expires" not in caught.value.message  # the CLI prints the field before it

@@ -225,6 +225,7 @@ async def test_only_admins_manage_projects_and_tokens(exchange: Exchange) -> Non
                               ("GET", "/api/v1/tokens", None)):
         response = await exchange.client.request(method, url, json=body, headers=member)
         assert response.status_code == 403, (url, response.text)
+        assert response.json()["hint"].startswith("ask an admin"), response.text
     own = await exchange.client.get("/api/v1/projects", headers=member)
     assert [p["name"] for p in own.json()["projects"]] == ["alpha-corp"]
     taken = await exchange.client.post("/api/v1/projects", json={"name": "alpha-corp"})

@@ -147,20 +147,20 @@ def format_bytes(size: int) -> str:
     return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$", re.IGNORECASE)
-_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$", re.IGNORECASE)
+_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 
 
 def parse_duration(text: str | float | int, *, field: str = "duration") -> float:
-    """Seconds from ``30``, ``30s``, ``2m``, ``1.5h`` or ``7d``."""
+    """Seconds from ``30``, ``30s``, ``2m``, ``1.5h``, ``7d`` or ``2w``."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         seconds = float(text)
     else:
         found = _DURATION.match(str(text))
         if found is None:
-            raise InvalidInput(f"{field}: cannot read {text!r} as a duration", field=field,
-                               hint="write a number of seconds or e.g. 30s, 2m, 1h, 7d")
+            raise InvalidInput(f"cannot read {text!r} as a duration", field=field,
+                               hint="write a number of seconds or e.g. 30s, 2m, 1h, 7d, 2w")
         seconds = float(found.group(1)) * _SECONDS[(found.group(2) or "s").lower()]
     if not 0 <= seconds < float("inf"):
-        raise InvalidInput(f"{field}: {text!r} is not a positive duration", field=field)
+        raise InvalidInput(f"{text!r} is not a positive duration", field=field)
     return seconds

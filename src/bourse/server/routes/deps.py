@@ -49,7 +49,8 @@ async def user(request: Request) -> Principal:
 async def admin(request: Request) -> Principal:
     principal = await principal_of(request, "user")
     if not principal.admin:
-        raise Forbidden("this needs an admin token")
+        raise Forbidden("this needs an admin token",
+                        hint="ask an admin: member and provider tokens act in their own project")
     return principal
 
 
