@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -43,9 +44,17 @@ def up(data_dir: Path | None, agents: int, port: int | None, keep_alive: float,
     verb = "already running" if already else "running"
     click.echo(f"bourse exchange {verb} at {status.url} "
                f"({len(status.agent_pids)} agent{'s' if len(status.agent_pids) != 1 else ''})")
-    click.echo(f"credentials: {credentials_path()}   stop it with: bourse down", err=True)
+    stop = down_command(exchange.data_dir)
+    click.echo(f"credentials: {credentials_path()}   stop it with: {stop}", err=True)
     click.echo(f"web UI: {status.url}/ui/ (sign in with the token in the credentials file)",
                err=True)
+
+
+def down_command(data_dir: Path) -> str:
+    """What stops the exchange in ``data_dir``: ``bourse down`` finds only the default one."""
+    if data_dir.resolve() == _data_dir(None).resolve():
+        return "bourse down"
+    return f"bourse down --data-dir {shlex.quote(str(data_dir))}"
 
 
 @click.command()
