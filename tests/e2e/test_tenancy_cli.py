@@ -85,6 +85,11 @@ def _not_in_spool(work_dir: Path) -> None:
 
 def _audit_holds(admin: dict[str, str]) -> None:
     assert "intact" in bourse(admin, "audit", "verify").stdout
+    verdict = json.loads(bourse(admin, "audit", "verify", "--json").stdout)
+    assert verdict["ok"] is True and verdict["checked"] > 0 and verdict["problems"] == []
+    listed = json.loads(bourse(admin, "audit", "--json", "--since", "1d").stdout)
+    assert "PUT /api/v1/secrets/{name}" in {r["action"] for r in listed}
+    assert SECRET not in json.dumps(listed)
     exported = bourse(admin, "audit", "export", "--csv", "--since", "1d").stdout
     rows = list(csv.DictReader(io.StringIO(exported)))
     actions = {r["action"] for r in rows}

@@ -14,7 +14,7 @@ import click
 from bourse.cli import jobs as seam
 from bourse.cli.errors import EXIT_NO_RESULT, handles_errors
 from bourse.cli.jobs import clock
-from bourse.cli.render import table
+from bourse.cli.render import echo_json, table
 from bourse.core.errors import InvalidInput
 from bourse.core.units import parse_duration
 from bourse.protocol.access import AuditView
@@ -59,25 +59,36 @@ def csv_row(record: AuditView) -> list[str]:
 
 @click.group(invoke_without_command=True)
 @click.option("--since", help="From this date or age on (2026-11-01, 7d); default: 1d.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 @handles_errors
-def audit(ctx: click.Context, since: str | None) -> None:
+def audit(ctx: click.Context, since: str | None, as_json: bool) -> None:
     """Recent audit records; `audit verify`, `audit export --csv`."""
     if ctx.invoked_subcommand is not None:
         return
     start = parse_since(since or "1d", time.time())
     with seam.open_client() as client:
-        rows = [[str(r.id), clock(r.time), r.actor, r.source, r.action, r.target, r.outcome]
-                for r in records(client, start)]
+        found = list(records(client, start))
+    if as_json:
+        echo_json(found)
+        return
+    rows = [[str(r.id), clock(r.time), r.actor, r.source, r.action, r.target, r.outcome]
+            for r in found]
     click.echo(table(("ID", "TIME", "ACTOR", "SOURCE", "ACTION", "TARGET", "OUTCOME"), rows))
 
 
 @audit.command("verify")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
-def verify() -> None:
+def verify(as_json: bool) -> None:
     """Recompute the hash chain (admin); exit code 1 if a row was edited, deleted or added."""
     with seam.open_client() as client:
         verdict = client.verify_audit()
+    if as_json:
+        echo_json(verdict)
+        if not verdict.ok:
+            sys.exit(EXIT_NO_RESULT)
+        return
     if verdict.ok:
         click.echo(f"audit trail intact: {verdict.checked} records verified")
         return
