@@ -75,3 +75,15 @@ def test_show_unknown(exchange: FakeExchange) -> None:
     result = run("nodes", "show", "n9")
     assert result.exit_code == 1
     assert "no node n9" in result.stderr
+
+
+def test_show_by_name(exchange: FakeExchange) -> None:
+    seed(exchange)
+    result = run("nodes", "show", "gpu-box")
+    assert result.exit_code == 0, result.output
+    assert "id           n1" in result.stdout
+    exchange.nodes.append(node("n3", "gpu-box"))
+    twice = run("nodes", "show", "gpu-box")
+    assert twice.exit_code == 2
+    assert "2 nodes are named 'gpu-box'" in twice.stderr and "n1, n3" in twice.stderr
+    assert run("nodes", "show", "nobody").exit_code == 1

@@ -16,6 +16,8 @@ from bourse.core.errors import InvalidInput
 from bourse.core.units import parse_duration
 from bourse.protocol.api import NodeView
 from bourse.protocol.common import Capabilities
+from bourse.sdk.client import Client
+from bourse.sdk.errors import ApiNotFound
 
 HEADERS = ("ID", "NAME", "STATE", "VERIFIED", "CPUS", "MEMORY", "GPUS", "LAST SEEN",
            "RUNNING")
@@ -63,17 +65,33 @@ def nodes(ctx: click.Context, as_json: bool) -> None:
 
 
 @nodes.command("show")
-@click.argument("node_id")
+@click.argument("node_id", metavar="NODE")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
 def show(node_id: str, as_json: bool) -> None:
-    """A node's capabilities, state and running jobs."""
+    """A node's capabilities, state, verification report and running jobs (NODE: its id or
+    its name)."""
     with seam.open_client() as client:
-        node = client.node(node_id)
+        node = find_node(client, node_id)
     if as_json:
         echo_json(node)
     else:
         click.echo("\n".join(describe_node(node, time.time())))
+
+
+def find_node(client: Client, ref: str) -> NodeView:
+    """The node with id ``ref``, else the one node named ``ref`` (names need not be unique)."""
+    try:
+        return client.node(ref)
+    except ApiNotFound:
+        named = [n for n in client.nodes() if n.name == ref]
+        if len(named) != 1:
+            if named:
+                raise InvalidInput(f"{len(named)} nodes are named {ref!r}", field="NODE",
+                                   hint="name one by its id: " + ", ".join(
+                                       n.id for n in named)) from None
+            raise
+        return client.node(named[0].id)
 
 
 def describe_node(node: NodeView, now: float) -> list[str]:
