@@ -44,7 +44,7 @@ def test_tool_versions_from_their_real_output() -> None:
 # daemon running and without one (captured on the development machine, which has the CLI only).
 FAKE_DOCKER = """#!/bin/sh
 if [ "$1" = "--version" ]; then echo "Docker version 28.2.2, build e6534b4"; exit 0; fi
-if [ "$1 $2 $3" = "version --format {{.Server.Version}}" ] && [ -n "$DAEMON" ]; then
+if [ "$1 $2 $3" = "version --format {{.Server.Version}}" ] && [ -n "$FAKE_DOCKER_DAEMON" ]; then
     echo 28.2.2; exit 0
 fi
 echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon \
@@ -60,8 +60,9 @@ def test_docker_counts_only_when_its_daemon_answers(
     docker.write_text(FAKE_DOCKER)
     docker.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))  # this fake docker, and no other tool
+    monkeypatch.delenv("FAKE_DOCKER_DAEMON", raising=False)
     if daemon:
-        monkeypatch.setenv("DAEMON", "1")
+        monkeypatch.setenv("FAKE_DOCKER_DAEMON", "1")
     found = [(t.name, t.version) for t in find_tools()]
     assert found == ([("docker", "28.2.2")] if daemon else [])
 
