@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import time
+from typing import Any
 
 import pytest
+from cli_exchange import FakeExchange
 from click.testing import CliRunner, Result
 
 from bourse.cli.main import cli
@@ -234,3 +237,38 @@ def test_package_and_image_flags_make_the_compute() -> None:
     compute = compute_from_flags({"package": ("attrs>=23,<24", "six"), "torch": "2.1"})
     assert (compute.packages, compute.torch) == (("attrs>=23,<24", "six"), "2.1")
     assert compute_from_flags({"image": "python:3.12"}).image == "python:3.12"
+
+
+def _exchange_offer(**extra: Any) -> dict[str, Any]:
+    return {"id": "n1", "provider": "node", "instance_type": "gpu-box", "node_id": "n1",
+            "region": "local", "gpu": "h100-80gb", "gpu_count": 2, "cpus": 30.0,
+            "memory_gib": 240.0, "price_per_hour": 7.2345, "spot": False, **extra}
+
+
+def test_exchange_offers_come_from_the_exchange_with_when_they_were_verified(
+        exchange: FakeExchange) -> None:
+    verified = 1_764_000_000.0
+    exchange.offers = {"offers": [_exchange_offer(verified_at=verified),
+                                  _exchange_offer(id="o-abc", instance_type="node",
+                                                  node_id=None, spot=True)]}
+    result = CliRunner().invoke(cli, ["offers", "--exchange", "--gpu", "h100"])
+    assert result.exit_code == 0, result.output
+    header, first, second = result.stdout.splitlines()
+    assert header.split() == ["OFFER", "PROVIDER", "NODE", "GPU", "COUNT", "CPUS", "MEMORY",
+                              "$/H", "REGION", "VERIFIED", "SINCE"]
+    stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(verified))
+    assert first.split() == ["n1", "node", "gpu-box", "h100-80gb", "2", "30", "240GiB",
+                             "7.2345", "local", *stamp.split()]
+    assert second.split()[-4:] == ["(spot)", "local", "not", "verified"]
+    [request] = [r for r in exchange.requests if r.url.path == "/api/v1/offers"]
+    assert json.loads(request.content)["compute"]["gpu"]["requested"] == "h100"
+
+
+def test_no_exchange_offer_explains_and_exits_1(exchange: FakeExchange) -> None:
+    exchange.offers = {"offers": [], "explanation": ["gpu: 3 of 3 offers removed"]}
+    result = CliRunner().invoke(cli, ["offers", "--exchange", "--gpu", "h100"])
+    assert result.exit_code == 1
+    assert "no offer on the exchange matches" in result.stderr
+    assert "gpu: 3 of 3 offers removed" in result.stderr
+    data = json.loads(CliRunner().invoke(cli, ["offers", "--exchange", "--json"]).stdout)
+    assert data == {"offers": [], "explanation": ["gpu: 3 of 3 offers removed"]}

@@ -11,7 +11,10 @@ UV_OFFLINE=1): nothing leaves the machine.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -69,6 +72,14 @@ def start_agents(exchange: Exchange, cluster: Cluster) -> dict[str, NodeView]:
     return exchange.wait_for(judged, 90, "the three nodes to be verified")
 
 
+def offers_cli(exchange: Exchange, *flags: str) -> subprocess.CompletedProcess[str]:
+    """``bourse offers --exchange`` against the test's coordinator."""
+    env = {**os.environ, "BOURSE_URL": exchange.coordinator.url,
+           "BOURSE_TOKEN": exchange.coordinator.token}
+    return subprocess.run([sys.executable, "-m", "bourse", "offers", "--exchange", *flags],
+                          env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
 def test_environments_are_checked_against_verified_drivers_before_placement(
         exchange: Exchange, cluster: Cluster) -> None:
     nodes = start_agents(exchange, cluster)
@@ -93,6 +104,15 @@ def test_environments_are_checked_against_verified_drivers_before_placement(
     assert [o.node_id for o in offers.offers] == [a5000.id]
     assert any("driver 470.74 is too old for torch 2.1" in line
                for line in offers.explanation or []), offers.explanation
+    # the same from the command line, with when the node was verified
+    shown = offers_cli(exchange, "--gpus", "1", "--torch", "2.1", "--explain")
+    assert shown.returncode == 0, shown.stderr
+    header, row = shown.stdout.splitlines()[:2]
+    assert header.split()[:4] == ["OFFER", "PROVIDER", "NODE", "GPU"], header
+    assert row.split()[2:5] == ["a5000", "rtx-a5000", "2"], row
+    assert a5000.verified_at is not None
+    assert row.endswith(time.strftime("%Y-%m-%d %H:%M", time.localtime(a5000.verified_at)))
+    assert "driver 470.74 is too old for torch 2.1" in shown.stdout
 
     # a torch 2.1 job lands on the driver-590 node, never on the 470 one, and says why
     job = client.submit(JobSpec(command=["python", "-c", "import torch"], compute=torch21,

@@ -3,7 +3,6 @@ machine without joining an exchange."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import re
@@ -17,6 +16,7 @@ import click
 from bourse.agent.daemon import AgentConfig, Spot, run_agent
 from bourse.agent.indexes import PackageSources
 from bourse.agent.probe import ProbeOptions, run_probe
+from bourse.cli import loop
 from bourse.cli.errors import EXIT_NO_RESULT, EXIT_OK, handles_errors
 from bourse.cli.render import echo_json
 from bourse.cli.verification import render_probe
@@ -133,7 +133,7 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
                          torch_index=torch_index, metrics_interval_s=metrics_interval,
                          job_users=job_users, tmpfs_size=tmpfs_size,
                          log_limit=LogLimit.parse(log_rate, log_burst))
-    asyncio.run(run_agent(config))
+    loop.run(run_agent(config))
 
 
 def package_sources(index_url: str | None, extra: tuple[str, ...], find_links: tuple[str, ...],

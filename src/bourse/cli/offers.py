@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 import click
@@ -14,6 +15,7 @@ from bourse.core.match import Explanation, Match
 from bourse.core.offer import Offer
 from bourse.market.catalogs import catalog_offers
 from bourse.market.index import OfferIndex
+from bourse.protocol.api import OfferView
 
 
 def compute_from_flags(flags: dict[str, Any]) -> Compute:
@@ -100,11 +102,20 @@ def verbose_lines(m: Match) -> list[str]:
 @click.option("--data-region", metavar="REGION",
               help="Where the job's data lives: offers in other regions rank behind "
                    "same-region offers of equal price.")
+@click.option("--exchange", "on_exchange", is_flag=True,
+              help="The configured exchange's live offers (its verified nodes' free "
+                   "capacity) instead of the public clouds' catalogues.")
 @handles_errors
 def offers(limit: int, as_json: bool, verbose: bool, show_explain: bool,
-           data_region: str | None, **flags: Any) -> None:
-    """List offers that satisfy a requirement, cheapest first (exit 1 when none match)."""
+           data_region: str | None, on_exchange: bool, **flags: Any) -> None:
+    """List offers that satisfy a requirement, cheapest first (exit 1 when none match).
+
+    By default from the public clouds' price catalogues shipped with bourse; with
+    --exchange, what the exchange's nodes can run now."""
     compute = compute_from_flags(flags)
+    if on_exchange:
+        _exchange_offers(compute, limit, as_json, show_explain)
+        return
     all_offers = catalog_offers()
     matches = OfferIndex(all_offers).match(compute, limit, data_region=data_region)
     explanation = (_explain(compute, all_offers, data_region)
@@ -118,6 +129,42 @@ def offers(limit: int, as_json: bool, verbose: bool, show_explain: bool,
         _print_human(compute, matches, explanation, verbose)
     if not matches:
         sys.exit(EXIT_NO_RESULT)
+
+
+EXCHANGE_HEADERS = ("OFFER", "PROVIDER", "NODE", "GPU", "COUNT", "CPUS", "MEMORY", "$/H",
+                    "REGION", "VERIFIED SINCE")
+
+
+def _exchange_offers(compute: Compute, limit: int, as_json: bool, show_explain: bool) -> None:
+    from bourse.cli import jobs as seam
+
+    with seam.open_client() as client:
+        found = client.offers(compute, limit, explain=show_explain)
+    if as_json:
+        echo_json(found)
+    else:
+        for note in compute.gpu.notes if compute.gpu else ():
+            click.echo(f"note: {note}", err=True)
+        if found.offers:
+            click.echo(table(EXCHANGE_HEADERS, [exchange_row(o) for o in found.offers],
+                             right=(4, 5, 6, 7)))
+        if not found.offers:
+            click.echo(f"no offer on the exchange matches {compute.describe()}", err=True)
+        out = click.echo if found.offers else (lambda text: click.echo(text, err=True))
+        if found.explanation:
+            out("\n".join(found.explanation))
+    if not found.offers:
+        sys.exit(EXIT_NO_RESULT)
+
+
+def exchange_row(o: OfferView) -> list[str]:
+    kind = " (spot)" if o.spot else ""
+    verified = (time.strftime("%Y-%m-%d %H:%M", time.localtime(o.verified_at))
+                if o.verified_at else "not verified")
+    return [o.id, o.provider, o.instance_type, o.gpu or "-", str(o.gpu_count),
+            f"{o.cpus:g}" if o.cpus is not None else "-",
+            f"{o.memory_gib:.0f}GiB" if o.memory_gib is not None else "-",
+            f"{o.price_per_hour:.4f}{kind}", o.region, verified]
 
 
 def _explain(compute: Compute, all_offers: tuple[Offer, ...],

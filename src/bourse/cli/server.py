@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -13,6 +12,7 @@ from typing import Any
 import click
 import uvicorn
 
+from bourse.cli import loop
 from bourse.cli.errors import handles_errors
 from bourse.core.health import StallRules
 from bourse.core.ratelimit import LogLimit
@@ -145,4 +145,4 @@ def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_
                                        ws_max_size=MAX_FRAME_BYTES, lifespan="on"))
     write_state(data_dir, url)
     click.echo(f"bourse coordinator listening on {url}", err=True)
-    asyncio.run(uv.serve(sockets=[sock]))
+    loop.run(uv.serve(sockets=[sock]))
