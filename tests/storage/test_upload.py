@@ -10,7 +10,9 @@ import pytest
 
 from bourse.storage import (
     AccessDenied,
+    InvalidURI,
     MemoryStore,
+    ObjectNotFound,
     RetryPolicy,
     StoreUnavailable,
     TransferFailed,
@@ -103,3 +105,50 @@ async def test_checkpoint_names(make_tree: Any, tmp_path: Path) -> None:
     with pytest.raises(Exception, match="invalid checkpoint name"):
         await save_checkpoint(lambda uri: store, make_tree({"w": b"1"}), "s3://ckpt/p",
                               name="../up")
+
+
+async def test_latest_of_step_named_checkpoints_reads_one_marker(make_tree: Any) -> None:
+    store = MemoryStore("ckpt")
+    prefix = "s3://ckpt/run/"
+    for step in (9, 100, 30):  # listed in key order: 9, 30, 100
+        await save_checkpoint(lambda uri: store, make_tree({"w": b"1"}, f"s{step}"), prefix,
+                              step=step)
+    store.calls.clear()
+    latest = await latest_complete(lambda uri: store, prefix)
+    assert latest is not None and latest.step == 100
+    assert (store.calls["list"], store.calls["get"]) == (1, 1)
+
+
+async def test_other_names_make_latest_read_every_marker(make_tree: Any) -> None:
+    store = MemoryStore("ckpt")
+    prefix = "s3://ckpt/run/"
+    opener = lambda uri: store  # noqa: E731
+    await save_checkpoint(opener, make_tree({"w": b"1"}, "a"), prefix, step=5)
+    await save_checkpoint(opener, make_tree({"w": b"1"}, "b"), prefix, step=7, name="best")
+    store.calls.clear()
+    latest = await latest_complete(opener, prefix)
+    assert latest is not None and latest.name == "best"  # step 7 beats step-...05
+    assert (store.calls["list"], store.calls["get"]) == (1, 2)
+
+
+async def test_a_marker_gone_since_the_listing_falls_back(make_tree: Any) -> None:
+    store = MemoryStore("ckpt")
+    prefix = "s3://ckpt/run/"
+    opener = lambda uri: store  # noqa: E731
+    for step in (1, 2):
+        await save_checkpoint(opener, make_tree({"w": b"1"}, f"s{step}"), prefix, step=step)
+    store.fail("get", ObjectNotFound("deleted"), times=1)  # the newest marker, once
+    latest = await latest_complete(opener, prefix)
+    assert latest is not None and latest.step == 2  # read again among every marker
+
+
+async def test_step_names_are_reserved_for_their_step(make_tree: Any) -> None:
+    store = MemoryStore("ckpt")
+    for step, name in ((None, "step-000000000005"), (6, "step-000000000005"),
+                       (5, "step-0000000000005")):
+        with pytest.raises(InvalidURI, match="reserved for step 5"):
+            await save_checkpoint(lambda uri: store, make_tree({"w": b"1"}), "s3://ckpt/p",
+                                  step=step, name=name)
+    made = await save_checkpoint(lambda uri: store, make_tree({"w": b"1"}), "s3://ckpt/p",
+                                 step=5, name="step-000000000005")
+    assert made.step == 5 and len([k for k in store.objects if k.startswith("p/.complete/")]) == 1
