@@ -4,11 +4,12 @@ interruptible agents (the harness of tests/spot), and a PyTorch job that follows
 checkpoint contract and prints when each of its phases ends (benchmarks/_recovery_job.py).
 
 1. Reclaim with a notice, split into: detection (reclaim call -> attempt PREEMPTED recorded;
-   it contains the notice reaching the job and the job's final checkpoint upload),
-   re-placement (-> next attempt placed), preparation (-> the job's process runs its first
-   line), imports (torch, bourse), checkpoint lookup (store client, newest marker), checkpoint
-   download (its file), restore (-> the loop runs again). Transfer = the final upload and the
-   download.
+   it contains the notice reaching the job, the job's final checkpoint upload, the job's exit
+   (checkpoint saved -> its node sees the process gone) and the node's report), re-placement
+   (-> next attempt placed), preparation (-> the job's process runs its first line), imports
+   (torch, bourse), model setup (torch: model and optimizer built), checkpoint lookup (store
+   client, newest marker), checkpoint download (its file), restore (-> the loop runs again).
+   Transfer = the final upload and the download.
    Target (issue 7): <= 5 s p50 excluding checkpoint transfer, on loopback. Anchors: SkyPilot's
    managed jobs poll every 15 s before recovering; dstack needs about 2 minutes to notice a lost
    spot instance. Baseline measured in the same run: the same job's cold start (first attempt,
@@ -149,15 +150,18 @@ def reclaim_once(exchange: Exchange, job_id: str, number: int, current: Agent,
     first, second = attempt(detail, number), attempt(detail, number + 1)
     before = phases(current, job_id, number)
     assert first.ended_at is not None and first.state == "PREEMPTED", first
+    exited = exited_at(exchange, job_id, number)
     split = {
         "notice reaches the job": before["sigterm"] - t0,
         "final checkpoint upload": before["saved"] - before["sigterm"],
-        "job exit -> PREEMPTED recorded": first.ended_at - before["saved"],
+        "job exit (saved -> process gone)": exited - before["saved"],
+        "node reports -> PREEMPTED recorded": first.ended_at - exited,
         "detection": first.ended_at - t0,
         "re-placement": second.placed_at - first.ended_at,
         "preparation": again["started"] - second.placed_at,
         "imports": again["imported"] - again["started"],
-        "checkpoint lookup": again["found"] - again["imported"],
+        "model setup (torch)": again["setup"] - again["imported"],
+        "checkpoint lookup": again["found"] - again["setup"],
         "checkpoint download": again["downloaded"] - again["found"],
         "restore": again["loop"] - again["downloaded"],
         "total": again["loop"] - t0,
@@ -165,6 +169,13 @@ def reclaim_once(exchange: Exchange, job_id: str, number: int, current: Agent,
     split["total excl. transfer"] = (split["total"] - split["final checkpoint upload"]
                                      - split["checkpoint download"])
     return split
+
+
+def exited_at(exchange: Exchange, job_id: str, number: int) -> float:
+    """When the attempt's node saw its process exit (its ``exited`` event)."""
+    event = next(e for e in exchange.client.events(job_id)
+                 if e.attempt == number and e.kind == "exited")
+    return float(event.data["exited_at"])
 
 
 def lost_run(spot: Spot, cold: list[float]) -> Phases:
@@ -200,10 +211,10 @@ def stats(results: list[Phases], name: str) -> tuple[float, float]:
 def report_reclaim(results: list[Phases], cold: list[float]) -> None:
     print(f"\nreclaim (notice {NOTICE_S:g} s) -> loop running on the other node, "
           f"{len(results)} runs, seconds:")
-    print(f"  {'phase':34s} {'p50':>7s} {'p90':>7s}")
+    print(f"  {'phase':36s} {'p50':>7s} {'p90':>7s}")
     for name in results[0]:
         p50, p90 = stats(results, name)
-        print(f"  {name:34s} {p50:7.2f} {p90:7.2f}")
+        print(f"  {name:36s} {p50:7.2f} {p90:7.2f}")
     total, _ = stats(results, "total excl. transfer")
     cold_p50 = percentile(cold, 0.5)
     print(f"  baseline: the same job's cold start (placed -> loop running, no checkpoint), "
