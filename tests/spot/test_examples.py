@@ -1,6 +1,7 @@
 """The checkpoint-contract examples of docs/spot.md (examples/spot_*.py), run as the exchange
 runs a job: a real process, SIGTERMed mid-training once it has a checkpoint, must save and
-exit 143; run again, it resumes from that checkpoint and finishes."""
+exit 143; run again, it resumes from that checkpoint and finishes. The page shows each file
+whole: it must show them as they are."""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:.*LeafSpec.*")]
-
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+DOC = EXAMPLES.parent / "docs" / "spot.md"
 WAIT_S = 90.0
 
 
@@ -52,6 +52,14 @@ def finished(args: list[str], env: dict[str, str]) -> str:
     return out.stdout
 
 
+@pytest.mark.parametrize("name", ["spot_pytorch.py", "spot_lightning.py"])
+def test_the_page_shows_each_example_as_it_is(name: str) -> None:
+    text = (EXAMPLES / name).read_text()
+    code = text[text.index('"""', 3) + 3:].lstrip("\n")  # the file less its docstring
+    assert f"```python\n# examples/{name}\n{code}```\n" in DOC.read_text()
+
+
+@pytest.mark.slow
 def test_plain_pytorch_example_saves_on_sigterm_and_resumes(tmp_path: Path) -> None:
     args = [str(EXAMPLES / "spot_pytorch.py"), "200"]
     first = interrupted(args, env_for(tmp_path, 1, STEP_SLEEP_S="0.01"), "saved step 50")
@@ -64,6 +72,8 @@ def test_plain_pytorch_example_saves_on_sigterm_and_resumes(tmp_path: Path) -> N
     assert "done at step 200" in second
 
 
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:.*LeafSpec.*")
 def test_lightning_example_saves_on_sigterm_and_resumes(tmp_path: Path) -> None:
     args = [str(EXAMPLES / "spot_lightning.py"), "4", "0.01"]
     first = interrupted(args, env_for(tmp_path, 1), "epoch 1 ")
