@@ -1,5 +1,5 @@
 """A complete PyTorch Lightning script for spot capacity (docs/spot.md): the only bourse
-lines are the ``BourseCheckpoint`` callback and ``ckpt_path=resume_path()``. It checkpoints to
+line is the ``BourseCheckpoint`` callback. It checkpoints to
 ``BOURSE_CHECKPOINT_URI`` every epoch and when told to stop (SIGTERM, through Lightning's own
 signal handling; it exits 143 then), and a new attempt resumes from the newest complete
 checkpoint. CPU is enough; without the exchange, point ``BOURSE_CHECKPOINT_URI`` at a folder::
@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from bourse.lightning import BourseCheckpoint, resume_path
+from bourse.lightning import BourseCheckpoint
 
 
 class Regressor(L.LightningModule):
@@ -57,9 +57,8 @@ def main() -> None:
     trainer = L.Trainer(max_epochs=epochs, logger=False, enable_progress_bar=False,
                         enable_checkpointing=False,  # BourseCheckpoint does it, to the store
                         callbacks=[BourseCheckpoint(every_n_epochs=1)])
-    ckpt = resume_path()  # None on a first attempt: fit starts from scratch
-    print(f"resuming from {ckpt}" if ckpt else "starting", flush=True)
-    trainer.fit(Regressor(step_sleep_s), data(1), data(2), ckpt_path=ckpt)
+    # a new attempt resumes: the callback hands fit the newest complete checkpoint
+    trainer.fit(Regressor(step_sleep_s), data(1), data(2))
     print(f"done: {trainer.global_step} steps, val_loss "
           f"{float(trainer.callback_metrics['val_loss']):.4f}", flush=True)
 

@@ -148,7 +148,12 @@ class UiExchange:
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
+        for _, popen, _ in self.procs:  # SIGTERM first: the coordinator stops its store
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(popen.pid, signal.SIGTERM)
         for _, popen, _ in self.procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                popen.wait(timeout=15)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(popen.pid, signal.SIGKILL)
             popen.wait()

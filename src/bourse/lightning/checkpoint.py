@@ -7,8 +7,15 @@ told to stop: Lightning's own SIGTERM handling finishes the current batch and ra
 and the process exits with status 143 (128 + SIGTERM) so the exchange knows the work was
 interrupted, not done. Each save writes the trainer's checkpoint locally, then uploads it as a
 complete checkpoint — files first, completion marker last — so a job stopped mid-upload never
-leaves a half-written "latest". ``resume_path()`` finds the newest complete checkpoint and
-downloads it, for ``trainer.fit(..., ckpt_path=resume_path())``.
+leaves a half-written "latest".
+
+Resuming needs nothing more: when ``trainer.fit(model, ...)`` starts, the callback's ``setup``
+looks for the newest complete checkpoint under the URI and, if there is one, has Lightning
+restore it (model, optimizers, loops, callbacks) exactly as ``ckpt_path`` would — a first
+attempt finds none and starts from scratch. A ``ckpt_path`` given to ``fit`` still wins.
+``resume_path()`` downloads that checkpoint for scripts that pass ``ckpt_path`` themselves
+(then the callback leaves it to them), or on Lightning versions whose internals the
+automatic resume does not know (it warns then).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import asyncio
 import os
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +37,7 @@ from bourse.storage.settings import StoreSettings
 
 CHECKPOINT_FILE = "last.ckpt"
 SIGTERM_EXIT = 143
+_EXPLICIT: set[str] = set()  # URIs whose checkpoint a script fetched with resume_path()
 
 
 def _opener() -> Stores:
@@ -40,7 +49,7 @@ class BourseCheckpoint(L.Callback):
 
     def __init__(self, uri: str | None = None, every_n_epochs: int | None = 1,
                  every_n_train_steps: int | None = None, every_n_minutes: float | None = None,
-                 save_on_sigterm: bool = True) -> None:
+                 save_on_sigterm: bool = True, *, resume: bool = True) -> None:
         super().__init__()
         for name, value in (("every_n_epochs", every_n_epochs),
                             ("every_n_train_steps", every_n_train_steps),
@@ -50,9 +59,32 @@ class BourseCheckpoint(L.Callback):
         self.uri = uri or os.environ.get("BOURSE_CHECKPOINT_URI")
         self.every_n_epochs, self.every_n_train_steps = every_n_epochs, every_n_train_steps
         self.every_n_minutes, self.save_on_sigterm = every_n_minutes, save_on_sigterm
+        self.resume = resume
+        self.resumed_from: str | None = None  # the checkpoint fit() resumed from, if any
         self.saved: list[str] = []
         self._last_save = time.monotonic()
         self._saved_step: int | None = None
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        """Before ``fit`` restores anything: hand Lightning the newest complete checkpoint."""
+        if stage != "fit" or not self.resume or not self.uri or self.uri in _EXPLICIT:
+            return
+        connector = getattr(trainer, "_checkpoint_connector", None)
+        if connector is None or not callable(getattr(connector, "resume_start", None)):
+            warnings.warn("BourseCheckpoint cannot resume by itself on this Lightning version: "
+                          "pass ckpt_path=resume_path() to trainer.fit", stacklevel=2)
+            return
+        if getattr(connector, "_loaded_checkpoint", None):
+            return  # something is already loaded
+        path = asyncio.run(_download_latest(self.uri, Path(tempfile.mkdtemp(
+            prefix="bourse-resume-"))))
+        if path is None:
+            return  # a first attempt
+        # what fit(ckpt_path=...) does first; a path given to fit replaces it right after
+        connector.resume_start(path)
+        self.resumed_from = path
+        print(f"bourse: resuming from the newest complete checkpoint under {self.uri}",
+              flush=True)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule,
                            outputs: Any, batch: Any, batch_idx: int) -> None:
@@ -97,6 +129,7 @@ def resume_path(uri: str | None = None, into: Path | None = None) -> str | None:
     uri = uri or os.environ.get("BOURSE_CHECKPOINT_URI")
     if not uri:
         return None
+    _EXPLICIT.add(uri)
     return asyncio.run(_download_latest(uri, into or Path(tempfile.mkdtemp())))
 
 
