@@ -37,8 +37,8 @@ def test_the_demo_runs_the_digits_app_on_a_throwaway_exchange(tmp_path: Path) ->
     accuracy = float(re.findall(r"^test accuracy: ([\d.]+) on 360 held-out digits", out,
                                 flags=re.MULTILINE)[-1])
     assert accuracy > 0.8
-    assert re.search(r"^web UI: http://127\.0\.0\.1:\d+/ui/ \(sign in with the admin token",
-                     out, flags=re.MULTILINE)
+    assert re.search(r"^web UI, signed in: http://127\.0\.0\.1:\d+/ui/login\?next=/ui/runs"
+                     r"#token=\S+$", out, flags=re.MULTILINE), out
     assert not home.exists()  # the user's own BOURSE_HOME is left alone
     url = re.findall(r"coordinator at (http://\S+),", out)[0]
     with pytest.raises(OSError):  # and the throwaway exchange is gone

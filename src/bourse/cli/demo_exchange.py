@@ -21,9 +21,10 @@ from typing import Any
 import click
 
 from bourse.app.exchange import new_run_id
+from bourse.cli.ui import sign_in_link
 from bourse.core.errors import BourseError
 from bourse.local.exchange import LocalExchange, Status, bourse_home_at
-from bourse.sdk.config import credentials_path
+from bourse.sdk.config import load_credentials
 
 APP_FILES = ("digits_app.py", "digits_model.py")
 APP_TIMEOUT_S = 600.0
@@ -69,8 +70,8 @@ def app_tour(keep: bool) -> None:
     with throwaway_exchange(keep) as demo:
         url = demo.status.url
         click.echo(f"coordinator at {url}, agents {', '.join(map(str, demo.status.agent_pids))}")
-        click.echo(f"web UI: {url}/ui/ (sign in with the admin token in "
-                   f"{credentials_path(demo.env)})")
+        token = load_credentials(demo.env).token  # a throwaway exchange's admin token
+        click.echo(f"web UI, signed in: {sign_in_link(url, token, 'runs')}")
         project = copy_app(demo.root / "project")
         run_id = new_run_id()
         click.echo(f"$ bourse run {APP_FILES[0]}   (run {run_id}, from {project})\n")

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "cost": ("bourse.cli.cost", "cost", "What attempts cost, by day, node or job."),
     "offers": ("bourse.cli.offers", "offers", "What the market sells for a requirement."),
     "gpus": ("bourse.cli.gpus", "gpus", "The GPU models and labels bourse knows."),
+    "ui": ("bourse.cli.ui", "ui", "A link that opens the exchange's web UI signed in."),
     "login": ("bourse.cli.access", "login", "Store an exchange's URL and token for the CLI."),
     "projects": ("bourse.cli.access", "projects", "List projects (and `projects create`)."),
     "tokens": ("bourse.cli.access", "tokens", "API tokens: create, list, revoke (admin)."),

@@ -46,7 +46,7 @@ def up(data_dir: Path | None, agents: int, port: int | None, keep_alive: float,
                f"({len(status.agent_pids)} agent{'s' if len(status.agent_pids) != 1 else ''})")
     stop = down_command(exchange.data_dir)
     click.echo(f"credentials: {credentials_path()}   stop it with: {stop}", err=True)
-    click.echo(f"web UI: {status.url}/ui/ (sign in with the token in the credentials file)",
+    click.echo(f"web UI: {status.url}/ui/ (`bourse ui` prints a link that signs you in)",
                err=True)
 
 
