@@ -50,7 +50,8 @@ def throwaway_exchange(keep: bool = False) -> Iterator[Demo]:
     """A coordinator (with its store) and two agents in a temp dir; stopped and removed at
     the end unless ``keep``."""
     root = Path(tempfile.mkdtemp(prefix="bourse-demo-"))
-    exchange = LocalExchange(root / "local", keep_alive_s=2.0)
+    # a sample a second: the demo's short stages still draw a chart in the web UI
+    exchange = LocalExchange(root / "local", keep_alive_s=2.0, metrics_interval_s=1.0)
     kept = False
     try:
         with bourse_home_at(root / "home") as env:

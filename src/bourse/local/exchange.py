@@ -70,6 +70,7 @@ class Status:
 class LocalExchange:
     data_dir: Path
     keep_alive_s: float = 20.0
+    metrics_interval_s: float | None = None  # the agents' default (5 s) unless set
 
     @property
     def state_file(self) -> Path:
@@ -151,6 +152,8 @@ class LocalExchange:
             args += ["--token", client.create_enrollment(name=name).token]
         if cpus:
             args += ["--cpus", str(cpus)]
+        if self.metrics_interval_s is not None:
+            args += ["--metrics-interval", str(self.metrics_interval_s)]
         return spawn(args, work_dir / "agent.log", env=agent_env())
 
     def _wait_nodes(self, client: Client, count: int, timeout: float = 60.0) -> None:
