@@ -71,6 +71,12 @@ GARBAGE = [
           field="max_retries"),
     _case("max_retries a word", "POST", "/api/v1/jobs", job_spec(max_retries="three"),
           field="max_retries"),
+    _case("max_retries true", "POST", "/api/v1/jobs", job_spec(max_retries=True),
+          field="max_retries"),
+    _case("retry backoff true", "POST", "/api/v1/jobs",  # found by the API fuzzer
+          job_spec(retry={"backoff_max_s": True}), field="retry.backoff_max_s"),
+    _case("retry count true", "POST", "/api/v1/jobs", job_spec(retry={"on_failure": True}),
+          field="retry.on_failure"),
     _case("env name", "POST", "/api/v1/jobs", job_spec(env={"1X": "y"}), field="env.1X.[key]"),
     _case("env value", "POST", "/api/v1/jobs", job_spec(env={"X": 1}), field="env.X"),
     _case("absolute workdir", "POST", "/api/v1/jobs", job_spec(workdir="/etc"),

@@ -27,11 +27,14 @@ class RetryPolicy(BaseModel):
     ``max_retries``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    on_preemption: int = Field(default=DEFAULT_PREEMPTION_RETRIES, ge=0, le=10_000)
-    on_node_loss: int | None = Field(default=None, ge=0, le=10_000)
-    on_failure: int = Field(default=0, ge=0, le=10_000)
-    backoff_s: float = Field(default=0.0, ge=0, le=3600, allow_inf_nan=False)
-    backoff_max_s: float = Field(default=300.0, ge=0, le=86400, allow_inf_nan=False)
+    # strict: `true` is neither a count nor one second
+    on_preemption: int = Field(default=DEFAULT_PREEMPTION_RETRIES, ge=0, le=10_000,
+                               strict=True)
+    on_node_loss: int | None = Field(default=None, ge=0, le=10_000, strict=True)
+    on_failure: int = Field(default=0, ge=0, le=10_000, strict=True)
+    backoff_s: float = Field(default=0.0, ge=0, le=3600, allow_inf_nan=False, strict=True)
+    backoff_max_s: float = Field(default=300.0, ge=0, le=86400, allow_inf_nan=False,
+                                 strict=True)
 
     def limit(self, cause: Cause, max_retries: int) -> int:
         if cause == "preemption":

@@ -81,7 +81,7 @@ class JobSpec(Wire):
     compute: Compute = Field(default_factory=Compute)
     bundle: Sha256 | None = None
     workdir: Annotated[str, Field(max_length=1024, pattern=r"^[^/].*$|^$")] = ""
-    max_retries: int = Field(default=3, ge=0, le=100)
+    max_retries: int = Field(default=3, ge=0, le=100, strict=True)  # `true` is no count
     inputs: dict[DataName, DataUri] = Field(default_factory=dict, max_length=64)
     outputs: dict[DataName, DataUri] = Field(default_factory=dict, max_length=64)
     checkpoint: DataUri | None = None
