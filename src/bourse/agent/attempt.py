@@ -9,7 +9,7 @@ import shutil
 import signal
 import tarfile
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,23 @@ def job_env(base: Mapping[str, str], tmpdir: Path, msg: StartJob,
             data: Mapping[str, str] | None = None) -> dict[str, str]:
     """The job's environment: the base, its TMPDIR, the spec's variables, its secrets, the
     data plane's (``BOURSE_INPUT_<NAME>``..., the attempt's scoped store key), then the
-    exchange's."""
+    exchange's and the devices it was given."""
     return {**base, "TMPDIR": str(tmpdir), **msg.spec.env, **msg.secret_env, **(data or {}),
-            **msg.env}
+            **msg.env, **gpu_env(msg.gpus)}
+
+
+def gpu_env(gpus: Sequence[str] | None) -> dict[str, str]:
+    """The variables that show a job its devices and hide the others: CUDA (and everything
+    built on it) sees only ``CUDA_VISIBLE_DEVICES``; ``NVIDIA_VISIBLE_DEVICES`` is what the
+    NVIDIA container runtime reads, in a container the job starts or an image that sets it
+    (``void``: none, not even the driver's libraries). A job given none sees none: a CPU job
+    on a GPU node must not take a GPU another attempt was given. ``None`` (an older
+    coordinator that assigns nothing): nothing is set, the job sees every GPU."""
+    if gpus is None:
+        return {}
+    listed = ",".join(gpus)
+    return {"CUDA_VISIBLE_DEVICES": listed, "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+            "NVIDIA_VISIBLE_DEVICES": listed or "void"}
 
 
 def exit_info(file_status: int | None, wait_status: int | None,

@@ -137,8 +137,10 @@ class ContainerJobs(AttemptHooks):
         return argv, {k: env[k] for k in HOST_ONLY if k in env}
 
     def _gpus(self, msg: StartJob) -> list[str]:
-        """The node's GPUs for a job that asks for any (attempts get no GPUs of their own yet:
-        the process runtime does not split them either)."""
+        """The devices the exchange gave the attempt; from an older coordinator that gives
+        none, every GPU of the node for a job that asks for any."""
+        if msg.gpus is not None:
+            return list(msg.gpus)
         caps = self.node()
         if msg.spec.compute.gpu is None or caps is None:
             return []

@@ -190,15 +190,17 @@ class Runtime:
             self._signal(watch, signal.SIGTERM)
             self._escalate(watch)
 
-    def live(self) -> list[tuple[str, int, int, Path, bool]]:
-        """(job id, attempt, pid, directory, whether it runs in a container) of each attempt
-        whose process is watched."""
+    def live(self) -> list[tuple[str, int, int, Path, bool, tuple[str, ...] | None]]:
+        """(job id, attempt, pid, directory, whether it runs in a container, the devices it
+        was given) of each attempt whose process is watched."""
         found = []
         for w in self._watches.values():
             record = self._spool.get_attempt(*w.key)
             if not w.stale and record is not None:
-                image = w.start_message(record).spec.compute.image
-                found.append((*w.key, w.pid, w.adir.root, image is not None))
+                msg = w.start_message(record)
+                gpus = None if msg.gpus is None else tuple(msg.gpus)
+                found.append((*w.key, w.pid, w.adir.root, msg.spec.compute.image is not None,
+                              gpus))
         return found
 
     def running(self) -> list[AttemptRef]:

@@ -41,7 +41,7 @@ def share(compute: Compute, offer: Offer) -> float:
     if not offer.divisible:
         return 1.0
     if compute.gpu is not None and offer.gpu_count:
-        return compute.gpu.count / offer.gpu_count
+        return compute.gpu.count / offer.gpu_count * offer.gpu_price_share
     if offer.cpus:  # a CPU job reserves the CPUs it asks for, one when it does not say
         return min(1.0, (compute.cpus.min if compute.cpus.min > 0 else 1.0) / offer.cpus)
     return 1.0
@@ -89,6 +89,20 @@ def _gpu(c: Compute, o: Offer) -> str | None:
         return "has no GPU"
     if c.gpu.models and o.gpu not in c.gpu.models:
         return f"has {o.gpu}, not {'|'.join(c.gpu.models)}"
+    if o.gpu_slice is not None:
+        return _slice_lack(c.gpu.count, bool(c.gpu.models), o)
+    return None
+
+
+def _slice_lack(count: int, named: bool, o: Offer) -> str | None:
+    """MIG slices go to jobs that size their GPU by memory (or take any GPU), never to a job
+    that names the model, which expects the whole board; and one to a job: CUDA enumerates
+    a single MIG device per process."""
+    if named:
+        return (f"has MIG slices {o.gpu_slice} of {o.gpu}, not whole GPUs (ask for the "
+                "slice by its memory, e.g. gpu_memory='16GB+')")
+    if count > 1:
+        return f"has MIG slices {o.gpu_slice} (one per job: CUDA uses one), needs {count} GPUs"
     return None
 
 

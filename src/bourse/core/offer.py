@@ -17,6 +17,12 @@ class Offer:
     that its GPUs (or, for CPU jobs, its cpus) are of the offer's. Catalogue instance types are
     not divisible: a job takes the whole instance. ``price_is_floor`` marks prices known to
     exclude part of the cost (GCP's accelerator-attachment rows exclude the host VM).
+
+    A node whose free GPUs are of several kinds (models, MIG slices) makes one offer per kind:
+    each carries the node's price, and ``gpu_price_share`` is the part of it that the kind's
+    GPUs are (by weight: a whole GPU 1, a MIG slice its share of the GPU's memory), so a GPU
+    job pays for what it takes and a CPU job the same on any of them. ``gpu_slice`` names
+    the MIG profile of an offer of MIG slices (``gpu`` is then the parent's model).
     """
 
     id: str
@@ -47,6 +53,8 @@ class Offer:
     divisible: bool = False
     price_is_floor: bool = False
     source: OfferSource = "catalog"
+    gpu_slice: str | None = None  # "1g.18gb": the offer sells MIG slices of ``gpu``
+    gpu_price_share: float = 1.0  # the share of ``price`` its GPUs are (see above)
 
     @property
     def interruptible(self) -> bool:

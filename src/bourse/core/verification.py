@@ -316,9 +316,8 @@ def _mig(g: GpuInfo) -> Check | None:
                      reason="MIG is enabled but no MIG instance exists, so nothing can run: "
                             "create instances (nvidia-smi mig -cgi ... -C) or disable MIG")
     return Check(name="mig", status="pass", measured=f"{len(g.mig_instances)} instances",
-                 reason=f"MIG enabled: {len(g.mig_instances)} instances, each listed as a "
-                        "slice of its own; the exchange places jobs on the whole GPU (it does "
-                        "not sell MIG slices separately yet)")
+                 reason=f"MIG enabled: {len(g.mig_instances)} instances, each offered as a "
+                        "GPU of its own (the whole GPU is not offered while MIG is on)")
 
 
 # --- compute -------------------------------------------------------------------------------

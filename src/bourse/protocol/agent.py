@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from bourse.core.devices import DEVICE_ADDRESS
 from bourse.protocol.common import (
     AttemptRef,
     Capabilities,
@@ -148,6 +149,9 @@ class DataPlan(Wire):
     bundle: str | None = None  # the code bundle's URI in the store (readable with ``store``)
 
 
+DeviceAddress = Annotated[str, Field(pattern=DEVICE_ADDRESS)]
+
+
 class StartJob(Wire):
     job_id: JobId
     attempt: int = Field(ge=1)
@@ -156,6 +160,10 @@ class StartJob(Wire):
     data: DataPlan | None = None
     # the values of the secrets the spec names; the agent never writes them to its spool
     secret_env: dict[str, str] = Field(default_factory=dict)
+    # the devices the attempt is given (GPU or MIG UUIDs, or GPU indices), the only ones it
+    # sees; [] none (a CPU job on a GPU node); None: not said (an older coordinator), the
+    # job sees every GPU of the node
+    gpus: list[DeviceAddress] | None = Field(default=None, max_length=64)
 
     def __repr__(self) -> str:  # keep secrets out of tracebacks and logs
         return f"StartJob(job_id={self.job_id!r}, attempt={self.attempt})"

@@ -254,6 +254,8 @@ class OfferView(Wire):
     price_per_hour: float
     spot: bool
     verified_at: float | None = None
+    gpu_memory_mib: int | None = None  # per GPU (a MIG slice: its own)
+    gpu_slice: str | None = None  # MIG slices of ``gpu``: their profile ("1g.18gb")
 
 
 class OfferList(Wire):

@@ -33,6 +33,7 @@ class LiveAttempt:
     pid: int  # the shim's: the job's process group
     root: Path  # the attempt's directory
     container: bool = False  # its processes are the engine's, not the shim's children
+    gpus: tuple[str, ...] | None = None  # the devices it was given (None: not said)
 
     @property
     def key(self) -> Key:
@@ -65,7 +66,7 @@ class Sampler:
         now = self.clock()
         meter = self._meters.setdefault(attempt.key, CpuMeter())
         cpu = meter.measure(procs, now)
-        gpus_held = [g.sample for g in gpus if g.pids & pids]
+        gpus_held = [g.sample for g in gpus if holds(attempt, g, pids)]
         if attempt.container:  # the tree is the engine's client: say nothing of the container
             return JobSample(job_id=attempt.job_id, attempt=attempt.attempt, time=now,
                              work_bytes=self._size(attempt, now), gpus=gpus_held)
@@ -89,6 +90,14 @@ class Sampler:
                       cache_bytes=self.cache_used() if self.cache_used else None,
                       gpus=[g.sample for g in gpus],
                       disks=disks({"work dir": self.work_dir, "cache": self.cache_dir}))
+
+
+def holds(attempt: LiveAttempt, gpu: GpuReading, pids: set[int] | frozenset[int]) -> bool:
+    """Whether the attempt holds this GPU: it was given it (a container's processes are
+    hidden from the agent, so this is all that tells for them), or its processes use it (a
+    job of an older coordinator, given nothing by name)."""
+    given = attempt.gpus or ()
+    return (gpu.sample.uuid is not None and gpu.sample.uuid in given) or bool(gpu.pids & pids)
 
 
 def tree_size(root: Path, limit: int = MAX_WALK) -> int | None:

@@ -100,10 +100,12 @@ def _query(smi: str, timeout: float) -> str:
 
 
 def merge_table(query: SmiReading, table: SmiReading | None) -> SmiReading:
-    """The CSV reading completed by the table: its CUDA version and MIG devices."""
+    """The CSV reading completed by the table: its CUDA version and MIG devices, with the MIG
+    mode the table shows beside them (MIG devices exist only in MIG mode)."""
     if table is None:
         return query
-    migs = {g.index: g.mig_instances for g in table.gpus}
-    gpus = tuple(g.model_copy(update={"mig_instances": migs.get(g.index) or g.mig_instances})
-                 for g in query.gpus)
+    migs = {g.index: g for g in table.gpus if g.mig_instances}
+    gpus = tuple(g.model_copy(update={"mig_instances": t.mig_instances,
+                                      "mig_enabled": t.mig_enabled or g.mig_enabled})
+                 if (t := migs.get(g.index)) is not None else g for g in query.gpus)
     return replace(query, cuda=table.cuda or query.cuda, gpus=gpus)

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bourse.core.devices import held
 from bourse.core.states import AttemptState, JobState, exit_outcome
 from bourse.protocol.agent import CancelJob, Heartbeat, Hello, JobEvent, LogChunk, StartJob
 from bourse.protocol.common import AttemptRef
@@ -127,7 +128,15 @@ def start_command(job: Job, attempt: Attempt) -> Command:
     if job.resume:
         env["BOURSE_RESUME"] = "1"  # an earlier attempt was interrupted: resume its work
     return Command(attempt.node_id, StartJob(job_id=job.id, attempt=attempt.number,
-                                             spec=spec_of(job), env=env))
+                                             spec=spec_of(job), env=env,
+                                             gpus=given_devices(attempt.resources)))
+
+
+def given_devices(resources: dict[str, Any] | None) -> list[str] | None:
+    """The devices an attempt was given; None for one placed before devices were assigned
+    (it holds GPUs by count only: the agent shows it every GPU, as it did then)."""
+    addresses, anonymous = held(resources or {})
+    return None if anonymous else addresses
 
 
 async def record_job_events(session: AsyncSession, node_id: str, events: Sequence[JobEvent],

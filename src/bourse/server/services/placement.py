@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bourse.core.blocklist import tiers
 from bourse.core.compute import Compute
 from bourse.core.constraints import container_engines, first_lack
+from bourse.core.devices import Device, choose, groups, held, node_devices, take, weight
 from bourse.core.match import Match, cross_region, explain, match
 from bourse.core.offer import Offer
 from bourse.core.states import AttemptState, JobState
@@ -59,12 +60,16 @@ class Free:
     caps: Capabilities
     cpus: float
     memory_gib: float
-    gpus: int
+    devices: list[Device] = field(default_factory=list)  # its free GPUs (or MIG slices)
 
-    def take(self, need: dict[str, float]) -> None:
+    @property
+    def gpus(self) -> int:
+        return len(self.devices)
+
+    def take(self, need: dict[str, Any]) -> None:
         self.cpus -= need["cpus"]
         self.memory_gib -= need["memory_gib"]
-        self.gpus -= int(need["gpus"])
+        self.devices = take(self.devices, *held(need))
 
 
 @dataclass
@@ -75,9 +80,9 @@ class PlacementReport:
     commands: list[Command] = field(default_factory=list)
 
 
-def needs(compute: Compute) -> dict[str, float]:
+def needs(compute: Compute) -> dict[str, Any]:
     """What an attempt reserves on a node: the CPUs it asks for (a fraction is fine), one when
-    it does not say."""
+    it does not say; placement adds the devices it is given (``gpu_uuids``)."""
     return {"cpus": compute.cpus.min if compute.cpus.min > 0 else 1.0,
             "memory_gib": compute.memory.min,
             "gpus": float(compute.gpu.count if compute.gpu else 0)}
@@ -86,26 +91,45 @@ def needs(compute: Compute) -> dict[str, float]:
 LOCAL_REGION = "local"  # a node that does not say where it is
 
 
-def node_offer(free: Free) -> Offer | None:
-    caps, node = free.caps, free.node
+def node_offers(free: Free) -> list[Offer]:
+    """A node's free capacity as offers: one per kind of free device (a model, a MIG slice
+    profile), or one without GPUs when none is free. The first keeps the node's id."""
     if free.cpus <= 0:
-        return None
-    gpu = next((g.model for g in caps.gpus if g.model), None)
+        return []
+    kinds = [g for g in groups(free.devices) if g[0].model is not None]
+    if not kinds:
+        return [_offer(free, free.node.id, [])]
+    total = sum(weight(g) for g in kinds)
+    return [_offer(free, free.node.id if i == 0 else f"{free.node.id}.{i}", g,
+                   share=weight(g) / total if len(kinds) > 1 else 1.0)
+            for i, g in enumerate(kinds)]
+
+
+def node_offer(free: Free) -> Offer | None:
+    """The node's first offer (the one that keeps its id)."""
+    return next(iter(node_offers(free)), None)
+
+
+def _offer(free: Free, offer_id: str, devices: list[Device], share: float = 1.0) -> Offer:
+    caps, node = free.caps, free.node
+    first = devices[0] if devices else None
     price: float | None = on_demand_price(free)
     spot_price = None
     if caps.interruptible:  # sold only as spot: it can be reclaimed at any time
         spot_price = caps.spot_price or round(on_demand_price(free) * SPOT_SHARE, 4)
         price = None
-    memory = next((g.memory_mib for g in caps.gpus if g.memory_mib), None)
     verified = datetime.fromtimestamp(node.verified_at, UTC) if node.verified_at else None
-    return Offer(id=node.id, provider=caps.provider or "node", instance_type=node.name,
+    return Offer(id=offer_id, provider=caps.provider or "node", instance_type=node.name,
                  region=caps.region or LOCAL_REGION,
-                 gpu=gpu if free.gpus > 0 else None, gpu_count=max(free.gpus, 0),
-                 gpu_memory_mib=memory, cpus=free.cpus, memory_gib=free.memory_gib,
+                 gpu=first.model if first else None, gpu_count=len(devices),
+                 gpu_memory_mib=min((d.memory_mib for d in devices if d.memory_mib),
+                                    default=None),
+                 cpus=free.cpus, memory_gib=free.memory_gib,
                  disk_gib=caps.disk_free_gib, driver=caps.driver, price=price,
                  spot_price=spot_price, node_id=node.id, available=1, divisible=True,
                  source="node", verified_at=verified, engines=frozenset(caps.engines),
-                 tags=node.tags)
+                 tags=node.tags, gpu_slice=first.slice if first else None,
+                 gpu_price_share=share)
 
 
 def on_demand_price(free: Free) -> float:
@@ -135,8 +159,8 @@ async def live_capacity(session: AsyncSession, allow_unverified: bool = False) -
     for node_id, name, price, verified_at, capabilities, project_id, tags in rows:
         caps = await measured(session, node_id, verified_at, capabilities)
         info = NodeInfo(node_id, name, price, verified_at, project_id, frozenset(tags or ()))
-        frees[node_id] = Free(info, caps,
-                              float(caps.cpus), caps.memory_gib, len(caps.gpus))
+        frees[node_id] = Free(info, caps, float(caps.cpus), caps.memory_gib,
+                              node_devices(caps.gpus))
     held = await session.execute(select(Attempt.node_id, Attempt.resources).where(
         Attempt.node_id.in_(list(frees)), Attempt.state.in_(active_attempt_states())))
     for node_id, resources in held.all():  # columns, not entities: many attempts may run
@@ -226,11 +250,13 @@ def first_page(offers: Sequence[Offer]) -> int:
     """How many pending jobs a pass reads first: no more than the free CPUs can take (a job
     reserves one unless it asks for a fraction), so that the pass a freed slot causes loads
     one or two jobs, not a whole page; later pages are full."""
-    return min(PAGE, max(1, math.ceil(sum(o.cpus or 0.0 for o in offers) - 1e-9)))
+    cpus = {o.node_id or i: o.cpus or 0.0 for i, o in enumerate(offers)}  # a node's offers
+    # share its CPUs
+    return min(PAGE, max(1, math.ceil(sum(cpus.values()) - 1e-9)))
 
 
 def _offers(frees: list[Free]) -> list[Offer]:
-    return [o for f in frees if (o := node_offer(f)) is not None]
+    return [o for f in frees for o in node_offers(f)]
 
 
 async def _pending_page(session: AsyncSession, cursor: tuple[float, str] | None,
@@ -317,11 +343,24 @@ def skipped_for_environment(compute: Compute, offers: Sequence[Offer],
     return found[:most]
 
 
+def assigned(compute: Compute, offer: Offer, free: Free) -> dict[str, Any]:
+    """The devices an attempt placed on ``offer`` gets: ``count`` free ones of the offer's
+    kind (the matcher saw that many free, so they are there)."""
+    if compute.gpu is None:
+        return {}
+    kind = (offer.gpu, offer.gpu_slice)
+    chosen = choose(free.devices, kind, compute.gpu.count)
+    if chosen is None:  # the offer and the free devices disagree: a bug, never a guess
+        raise AssertionError(f"offer {offer.id} has no {compute.gpu.count} free devices "
+                             f"of kind {kind}")
+    return {"gpu_uuids": [d.address for d in chosen]}
+
+
 def _place(session: AsyncSession, job: Job, compute: Compute, chosen: Match, *,
            frees: dict[str, Free], now: float, lease_s: float,
            data_region: str | None = None, skipped: Sequence[str] = ()) -> Command:
-    node_id = chosen.offer.id
-    need = needs(compute)
+    node_id = chosen.offer.node_id or chosen.offer.id
+    need = needs(compute) | assigned(compute, chosen.offer, frees[node_id])
     frees[node_id].take(need)
     job.attempt += 1
     job.node_id, job.pending_reason = node_id, None
