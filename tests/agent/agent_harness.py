@@ -101,9 +101,10 @@ class Agent:
     async def start(self, job_id: str, command: list[str], *, attempt: int = 1,
                     bundle: Path | None = None, bundle_sha: str | None = None,
                     env: dict[str, str] | None = None, spec_env: dict[str, str] | None = None,
-                    **spec: Any) -> None:
-        """``env`` is what the exchange sets (``StartJob.env``), ``spec_env`` the user's."""
-        msg = StartJob(job_id=job_id, attempt=attempt, env=env or {},
+                    gpus: list[str] | None = None, **spec: Any) -> None:
+        """``env`` is what the exchange sets (``StartJob.env``), ``spec_env`` the user's,
+        ``gpus`` the devices the exchange gave the attempt."""
+        msg = StartJob(job_id=job_id, attempt=attempt, env=env or {}, gpus=gpus,
                        spec=JobSpec(command=command, env=spec_env or {}, bundle=bundle_sha,
                                     **spec))
         await self.runtime.start(msg, bundle)

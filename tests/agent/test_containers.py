@@ -150,3 +150,24 @@ async def test_an_image_job_on_a_node_without_engine_fails_to_start(
     reason = c.event("n", "start_failed")["data"]["reason"]
     assert reason == ("the job names image python:3.12 but this node has no container engine "
                       "(install docker or podman on the node)")
+
+
+async def test_an_image_job_gets_exactly_the_devices_it_was_given(
+        recorder: Path, agent_factory: Callable[..., Agent]) -> None:
+    """The exchange gave the attempt the node's second GPU: the container gets that one (the
+    node has two), and a job given none gets none, even from an image that asks for all."""
+    agent = agent_factory(hooks=ContainerJobs(Engine("docker", str(recorder)), lambda: CAPS))
+    await agent.start("one", ["nvidia-smi"], gpus=[UUIDS[1]],
+                      compute=Compute(gpus=1, image="nvidia/cuda:12.4.1-base-ubuntu22.04"))
+    await agent.start("none", ["true"], gpus=[],
+                      compute=Compute(image="nvidia/cuda:12.4.1-base-ubuntu22.04"))
+    c = agent.coordinator
+    await c.until(lambda: c.exited("one")() and c.exited("none")())
+    runs = {r["argv"][5]: r for r in calls(recorder) if r["argv"][1] == "run"}
+    one, none = runs["bourse-one-1"], runs["bourse-none-1"]
+    argv = one["argv"]
+    assert argv[argv.index("--gpus") + 1] == f'"device={UUIDS[1]}"'
+    assert f"CUDA_VISIBLE_DEVICES={UUIDS[1]}" in str(one["env_file"]).splitlines()
+    assert "--gpus" not in none["argv"]
+    assert {"NVIDIA_VISIBLE_DEVICES=void", "CUDA_VISIBLE_DEVICES="} <= set(
+        str(none["env_file"]).splitlines())

@@ -17,9 +17,17 @@ from typing import Any
 
 import pytest
 from agent_harness import Agent
+from pydantic import ValidationError
 
 from bourse.agent import shim
-from bourse.agent.attempt import LOST_REASON, StartError, exit_info, job_env, resolve_workdir
+from bourse.agent.attempt import (
+    LOST_REASON,
+    StartError,
+    exit_info,
+    gpu_env,
+    job_env,
+    resolve_workdir,
+)
 from bourse.agent.spool import AttemptRecord, AttemptStatus
 from bourse.protocol.agent import StartJob
 from bourse.protocol.common import AttemptRef, JobSpec
@@ -74,6 +82,29 @@ async def test_job_env_layers() -> None:
                    spec=JobSpec(command=["true"], env={"X": "spec", "Y": "spec"}))
     assert job_env({"PATH": "/bin", "Y": "base"}, Path("/t"), msg) == {
         "PATH": "/bin", "TMPDIR": "/t", "X": "exchange", "Y": "spec", "BOURSE_JOB_ID": "j"}
+
+
+def test_gpu_env_shows_the_given_devices_and_hides_the_rest() -> None:
+    mig = "MIG-GPU-00000000-0000-0000-0000-000000000000/9/0"
+    assert gpu_env(["GPU-aa", mig]) == {
+        "CUDA_VISIBLE_DEVICES": f"GPU-aa,{mig}", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "NVIDIA_VISIBLE_DEVICES": f"GPU-aa,{mig}"}
+    assert gpu_env([]) == {"CUDA_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                           "NVIDIA_VISIBLE_DEVICES": "void"}  # a CPU job on a GPU node
+    assert gpu_env(None) == {}  # an older coordinator: nothing said, nothing hidden
+
+
+async def test_the_exchange_s_devices_win_over_the_spec_s() -> None:
+    msg = StartJob(job_id="j", attempt=1, gpus=["GPU-bb"], spec=JobSpec(
+        command=["true"], env={"CUDA_VISIBLE_DEVICES": "0,1,2,3"}))
+    assert job_env({}, Path("/t"), msg)["CUDA_VISIBLE_DEVICES"] == "GPU-bb"
+
+
+def test_start_job_refuses_a_device_list_cuda_would_misread() -> None:
+    with pytest.raises(ValidationError):
+        StartJob(job_id="j", attempt=1, gpus=["GPU-aa,GPU-bb"], spec=JobSpec(command=["x"]))
+    old = StartJob.model_validate({"job_id": "j", "attempt": 1, "spec": {"command": ["x"]}})
+    assert old.gpus is None  # an older coordinator's StartJob
 
 
 # --- running jobs -------------------------------------------------------------------------------
@@ -161,6 +192,17 @@ async def test_the_job_sees_only_its_own_environment(agent: Agent,
     assert env["FOO"] == "bar"
     assert env["TMPDIR"] == str(agent.dir("j").tmp)
     assert set(env) <= {"PATH", "HOME", "LANG", "TMPDIR", "BOURSE_JOB_ID", "FOO", "PWD"}
+
+
+async def test_a_process_job_sees_the_devices_it_was_given(agent: Agent) -> None:
+    mig = "MIG-GPU-00000000-0000-0000-0000-000000000000/10/0"
+    await agent.start("g", ["env"], gpus=[mig])
+    await agent.start("c", ["env"], gpus=[])
+    c = agent.coordinator
+    await c.until(lambda: c.exited("g")() and c.exited("c")())
+    for job, devices, nvidia in (("g", mig, mig), ("c", "", "void")):
+        env = dict(line.split("=", 1) for line in c.stream(job, "stdout").decode().splitlines())
+        assert (env["CUDA_VISIBLE_DEVICES"], env["NVIDIA_VISIBLE_DEVICES"]) == (devices, nvidia)
 
 
 def make_bundle(path: Path, files: dict[str, bytes]) -> Path:

@@ -158,3 +158,17 @@ def test_a_container_job_s_tree_is_not_reported_as_its_use(
     (sample,) = _sampler(tmp_path).sample([boxed]).jobs
     assert (sample.cpu_percent, sample.memory_bytes, sample.processes) == (None, None, None)
     assert sample.work_bytes is not None
+
+
+def test_a_job_holds_the_gpus_it_was_given_even_unseen(
+        tmp_path: Path, spawn: Callable[[str], int]) -> None:
+    """A container job's processes are the engine's, invisible to the agent: the GPU the
+    exchange gave it is what it holds. A job given GPU 1 whose processes hold none yet still
+    reports GPU 1, and not GPU 0."""
+    nvml = ReplayNvml("xml-rtx-a5000-x2-drv590.xml")
+    uuids = [g.sample.uuid for g in NvmlGpus(nvml).read()]
+    client = _attempt(tmp_path, spawn("import time; time.sleep(60)"), "boxed")
+    boxed = LiveAttempt(client.job_id, 1, client.pid, client.root, container=True,
+                        gpus=(str(uuids[1]),))
+    (sample,) = _sampler(tmp_path, NvmlGpus(nvml)).sample([boxed]).jobs
+    assert [g.uuid for g in sample.gpus] == [uuids[1]]

@@ -54,15 +54,23 @@ def node_devices(gpus: Sequence[GpuInfo]) -> list[Device]:
     """Every device of a node, in order (GPU index, then MIG device index)."""
     found: list[Device] = []
     seen: set[str] = set()
-    for position, g in enumerate(gpus):
-        if g.index is None:  # the sources list GPUs in index order
-            g = g.model_copy(update={"index": position})
-        for device in _mig_devices(g) if g.mig_enabled and g.mig_instances else [_whole(g)]:
+    for position, listed in enumerate(gpus):
+        for device in _devices(_indexed(listed, position)):
             if (device is not None and device.address not in seen
                     and re.match(DEVICE_ADDRESS, device.address)):
                 seen.add(device.address)
                 found.append(device)
     return found[:MAX_DEVICES_PER_NODE]
+
+
+def _indexed(g: GpuInfo, position: int) -> GpuInfo:
+    """The GPU with an index: its place in the list where the source gave none (the sources
+    list GPUs in index order)."""
+    return g if g.index is not None else g.model_copy(update={"index": position})
+
+
+def _devices(g: GpuInfo) -> list[Device | None]:
+    return _mig_devices(g) if g.mig_enabled and g.mig_instances else [_whole(g)]
 
 
 def _whole(g: GpuInfo) -> Device:
