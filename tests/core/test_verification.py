@@ -104,10 +104,13 @@ GPU_CASES: list[tuple[str, dict[str, Any], str | None, str]] = [
      "warn", "hw_power_brake_slowdown, hw_slowdown"),
     ("mig", {**H100, "mig_enabled": True}, "warn", "no MIG instance exists"),
     ("mig", {**H100, "mig_enabled": False, "mig_pending": True}, "warn", "change is pending"),
-    ("mig", {**H100, "mig_enabled": True, "mig_pending": True,
-             "mig_instances": [MigInstance(gpu_instance_id=1, memory_mib=40448)]}, "pass",
-     "1 instances, each listed as a slice of its own; the exchange places jobs on the whole "
-     "GPU"),
+    ("mig", {**H100, "uuid": "GPU-ee7954ec-da95-fd7a-ddfd-c6b32cc2f8aa", "mig_enabled": True,
+             "mig_pending": True, "mig_instances": [MigInstance(
+                 gpu_instance_id=1, compute_instance_id=0, memory_mib=40448)]}, "pass",
+     "1 instances, each offered as a GPU of its own (the whole GPU is not offered"),
+    ("mig", {**H100, "mig_enabled": True, "mig_instances": [MigInstance(
+        gpu_instance_id=1, compute_instance_id=0, memory_mib=40448)]}, "warn",
+     "1 MIG devices have no UUID, nor has their GPU, so no job can be given them"),
 ]
 
 

@@ -30,6 +30,7 @@ from functools import cache
 
 from bourse.core.cuda import arch_supports, max_cuda, min_driver, runnable_build, tables
 from bourse.core.data import read_rows
+from bourse.core.devices import mig_address
 from bourse.core.errors import InvalidInput
 from bourse.core.gpus import GpuModel, catalogue
 from bourse.core.versions import Version, parse_version
@@ -315,6 +316,12 @@ def _mig(g: GpuInfo) -> Check | None:
         return Check(name="mig", status="warn",
                      reason="MIG is enabled but no MIG instance exists, so nothing can run: "
                             "create instances (nvidia-smi mig -cgi ... -C) or disable MIG")
+    unnamed = sum(1 for m in g.mig_instances if mig_address(g, m) is None)
+    if unnamed:
+        return Check(name="mig", status="warn", measured=f"{len(g.mig_instances)} instances",
+                     reason=f"{unnamed} MIG devices have no UUID, nor has their GPU, so no job "
+                            "can be given them: install the NVIDIA driver's NVML library "
+                            "(libnvidia-ml) or an nvidia-smi that reports UUIDs")
     return Check(name="mig", status="pass", measured=f"{len(g.mig_instances)} instances",
                  reason=f"MIG enabled: {len(g.mig_instances)} instances, each offered as a "
                         "GPU of its own (the whole GPU is not offered while MIG is on)")

@@ -105,11 +105,6 @@ def node_offers(free: Free) -> list[Offer]:
             for i, g in enumerate(kinds)]
 
 
-def node_offer(free: Free) -> Offer | None:
-    """The node's first offer (the one that keeps its id)."""
-    return next(iter(node_offers(free)), None)
-
-
 def _offer(free: Free, offer_id: str, devices: list[Device], share: float = 1.0) -> Offer:
     caps, node = free.caps, free.node
     first = devices[0] if devices else None
