@@ -272,3 +272,11 @@ def test_no_exchange_offer_explains_and_exits_1(exchange: FakeExchange) -> None:
     assert "gpu: 3 of 3 offers removed" in result.stderr
     data = json.loads(CliRunner().invoke(cli, ["offers", "--exchange", "--json"]).stdout)
     assert data == {"offers": [], "explanation": ["gpu: 3 of 3 offers removed"]}
+
+
+def test_an_exchange_offer_of_mig_slices_says_so(exchange: FakeExchange) -> None:
+    exchange.offers = {"offers": [_exchange_offer(gpu="h200", gpu_slice="1g.18gb",
+                                                  gpu_memory_mib=16384)]}
+    result = CliRunner().invoke(cli, ["offers", "--exchange", "--gpu-memory", "16GB+"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[1].split()[3:6] == ["h200", "MIG", "1g.18gb"]

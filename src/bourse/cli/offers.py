@@ -161,7 +161,8 @@ def exchange_row(o: OfferView) -> list[str]:
     kind = " (spot)" if o.spot else ""
     verified = (time.strftime("%Y-%m-%d %H:%M", time.localtime(o.verified_at))
                 if o.verified_at else "not verified")
-    return [o.id, o.provider, o.instance_type, o.gpu or "-", str(o.gpu_count),
+    gpu = f"{o.gpu} MIG {o.gpu_slice}" if o.gpu and o.gpu_slice else o.gpu or "-"
+    return [o.id, o.provider, o.instance_type, gpu, str(o.gpu_count),
             f"{o.cpus:g}" if o.cpus is not None else "-",
             f"{o.memory_gib:.0f}GiB" if o.memory_gib is not None else "-",
             f"{o.price_per_hour:.4f}{kind}", o.region, verified]
