@@ -27,6 +27,16 @@ class Forbidden(BourseError):
     http_status = 403
 
 
+class ForeignData(Forbidden):
+    """A job names a store location that another project's job wrote first
+    (``services.claims``); ``field`` says which of its spec's URIs."""
+
+    def __init__(self, message: str, *, field: str | None = None,
+                 hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.field = field
+
+
 class Conflict(BourseError):
     exit_code = 1
     http_status = 409
@@ -53,7 +63,7 @@ class TooMany(BourseError):
 _MEANINGS = {
     400: "The body could not be decoded (not UTF-8).",
     401: "No token, or one that is unknown, revoked or expired.",
-    403: "The token's role may not do this.",
+    403: "The token's role may not do this, or a job names data of another project's.",
     404: "Not found, or not visible to the token's project.",
     409: "Conflicts with the current state.",
     413: "The body is larger than the limit.",
@@ -80,7 +90,7 @@ async def _bourse_error(_request: Request, exc: Exception) -> JSONResponse:
 
 
 def error_response(exc: BourseError) -> JSONResponse:
-    field = exc.field if isinstance(exc, InvalidInput) else None
+    field = exc.field if isinstance(exc, InvalidInput | ForeignData) else None
     headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
     if isinstance(exc, TooMany):
         headers = {"Retry-After": str(exc.retry_after_s)}

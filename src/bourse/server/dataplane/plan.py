@@ -2,8 +2,13 @@
 
 A job reads its inputs and its code bundle, and writes its outputs and its checkpoint prefix
 (default ``s3://<bucket>/jobs/<job id>/checkpoints/``, the same for every attempt). Writes may
-not reach the prefixes the exchange keeps for itself: ``bundles/`` (code, content-addressed)
-and ``jobs/`` (default checkpoints, which the exchange assigns).
+not reach the prefixes the exchange keeps for itself: ``bundles/`` (code, content-addressed),
+``jobs/`` (default checkpoints, which the exchange assigns) and ``logs/`` (ended jobs' logs),
+nor claim ``runs/`` as a whole (every project's app runs write below it). Reads may not reach
+them either, except a job's own project's ``jobs/<id>/`` (``services.claims`` asks whose).
+
+Which project may touch the rest is ``services.claims``'s business; the prefix arithmetic it
+needs is here (`location`, `ancestors`, `below`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from bourse.storage.jobenv import default_checkpoint
 from bourse.storage.settings import StoreSettings
 from bourse.storage.uri import StoreURI, parse_uri
 
-RESERVED = ("bundles/", "jobs/")
+RESERVED = ("bundles/", "jobs/", "logs/")
+SHARED = "runs/"  # app runs write at runs/<run>/<stage>/ (bourse.app.exchange)
+JOBS = "jobs/"
 NO_STORE_HINT = ("this exchange runs without an object store (`bourse server --no-store`); "
                   "start it with the embedded store (the default) or --store-endpoint")
 
@@ -52,7 +59,8 @@ def overlaps(a: StoreURI, b: StoreURI) -> bool:
 
 def check_spec(spec: JobSpec, root: StoreURI | None) -> None:
     """Refuse, at submit, data the exchange cannot grant: any data without a store, URIs
-    other than ``s3://`` (job credentials are S3 keys), writes into the exchange's prefixes."""
+    other than ``s3://`` (job credentials are S3 keys), writes into the exchange's prefixes
+    or above ``runs/``, reads of ``logs/``, ``bundles/`` or all of ``jobs/``."""
     for field, text, written in _uris(spec):
         if root is None:
             raise InvalidInput(f"the job names data ({field}) but this exchange has no object "
@@ -62,12 +70,84 @@ def check_spec(spec: JobSpec, root: StoreURI | None) -> None:
             raise InvalidInput(f"{field}: {text} is not an s3:// URI; job credentials cover "
                                "the exchange's S3 store only", field=field,
                                hint="copy the data into an s3:// bucket of the exchange")
-        reserved = next((r for r in RESERVED if written and overlaps(uri, root.join(r))), None)
-        if reserved is not None:
-            raise InvalidInput(
-                f"{field}: {text} reaches {root.join(reserved)}, which the exchange keeps for "
-                "itself", field=field, hint=f"write elsewhere, e.g. {root.join('data/')}; "
-                "the default checkpoint is already a prefix of the job's own")
+        if written:
+            _check_write(field, uri, root)
+        else:
+            check_read(field, uri, root)
+
+
+def _check_write(field: str, uri: StoreURI, root: StoreURI) -> None:
+    reserved = next((r for r in RESERVED if overlaps(uri, root.join(r))), None)
+    if reserved is not None:
+        raise InvalidInput(
+            f"{field}: {uri} reaches {root.join(reserved)}, which the exchange keeps for "
+            "itself", field=field, hint=f"write elsewhere, e.g. {root.join('data/')}; "
+            "the default checkpoint is already a prefix of the job's own")
+    if contains(uri, root.join(SHARED)):
+        raise InvalidInput(
+            f"{field}: {uri} covers {root.join(SHARED)}, where the app runs of every project "
+            "write", field=field, hint=f"write below a run's own prefix, e.g. "
+                                       f"{root.join(SHARED, '<run>/')}")
+
+
+def check_read(field: str, uri: StoreURI, root: StoreURI) -> None:
+    """Refuse reads of the exchange's own prefixes: ``logs/`` and ``bundles/`` (a job's own
+    bundle is granted apart), and ``jobs/`` except inside one job's prefix (whose project
+    may read it: `job_of`)."""
+    reserved = next((r for r in RESERVED if overlaps(uri, root.join(r))), None)
+    if reserved is None or (reserved == JOBS and job_of(uri, root) is not None):
+        return
+    raise InvalidInput(
+        f"{field}: {uri} reaches {root.join(reserved)}, which the exchange keeps for itself",
+        field=field, hint="read a job's checkpoints at s3://<bucket>/jobs/<job id>/, its "
+                          "outputs at their URIs, its logs with `bourse logs JOB`")
+
+
+def contains(outer: StoreURI, inner: StoreURI) -> bool:
+    """Whether ``outer`` covers all of ``inner``."""
+    return (outer.scheme, outer.bucket) == (inner.scheme, inner.bucket) and \
+        inner.as_prefix().key.startswith(outer.as_prefix().key)
+
+
+def job_of(uri: StoreURI, root: StoreURI) -> str | None:
+    """The job whose prefix ``root/jobs/<id>/`` holds ``uri``; None elsewhere."""
+    key = uri.as_prefix().key
+    if uri.root != root or not key.startswith(JOBS):
+        return None
+    return key[len(JOBS):].partition("/")[0] or None
+
+
+def location(field: str, text: str) -> StoreURI:
+    """A URI as a location: the prefix it names (an object ``k`` counts as ``k/``, as
+    credentials do)."""
+    return parse_uri(text, field=field).as_prefix()
+
+
+def reads(spec: JobSpec) -> list[tuple[str, StoreURI]]:
+    return [(f"inputs.{n}", location(f"inputs.{n}", u)) for n, u in spec.inputs.items()]
+
+
+def writes(spec: JobSpec) -> list[tuple[str, StoreURI]]:
+    """(field, location) of what a job writes; its checkpoint once ``resolve_spec`` has
+    filled it in."""
+    found = [(f"outputs.{n}", location(f"outputs.{n}", u)) for n, u in spec.outputs.items()]
+    if spec.checkpoint is not None:
+        found.append(("checkpoint", location("checkpoint", spec.checkpoint)))
+    return found
+
+
+def ancestors(key: str) -> list[str]:
+    """Every prefix that contains the prefix ``key`` (empty or ending in ``/``), itself
+    included: ``a/b/`` -> ``""``, ``a/``, ``a/b/``."""
+    parts = key.split("/")[:-1]
+    return ["", *("".join(p + "/" for p in parts[:n]) for n in range(1, len(parts) + 1))]
+
+
+def below(key: str) -> tuple[str, str] | None:
+    """The byte range of keys that start with the prefix ``key`` (ending in ``/``): from
+    ``key`` up to ``key`` with its ``/`` replaced by the next byte, ``0``. None for the
+    empty prefix (everything)."""
+    return (key, key[:-1] + "0") if key else None
 
 
 def checkpoint_of(spec: JobSpec, job_id: str, root: StoreURI) -> str:

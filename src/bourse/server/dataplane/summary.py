@@ -1,9 +1,9 @@
 """What the exchange's store holds at a URI, summed up for a client that cannot read the store
 itself (the app driver keys its stage cache by it): `summarise`.
 
-Any user may ask about any ``s3://`` URI of the store: a job of theirs may name it as an input
-and read it all (job credentials are scoped to a job's spec, not to a project), so keys, sizes
-and ETags tell them nothing they could not read anyway.
+A user may ask about what their project's jobs may read (``services.claims``): keys, sizes and
+ETags tell them nothing they could not read anyway. The route checks that, between `location`
+(the URI checked) and `summarise` (the store listed, outside any transaction).
 """
 
 from __future__ import annotations
@@ -14,18 +14,24 @@ from bourse.server.dataplane.plan import NO_STORE_HINT
 from bourse.server.dataplane.plane import DataPlane
 from bourse.storage.errors import AccessDenied, StorageError
 from bourse.storage.listing import content_digest, locate
-from bourse.storage.uri import parse_uri
+from bourse.storage.uri import StoreURI, parse_uri
 
 
-async def summarise(plane: DataPlane | None, text: str) -> DataSummary:
-    """The objects at ``text`` (an ``s3://`` URI of the exchange's store): how many, how many
-    bytes and their digest. A prefix with nothing under it is zero objects, not an error."""
+def location(plane: DataPlane | None, text: str) -> tuple[DataPlane, StoreURI]:
+    """``text`` as a URI of the exchange's store (with the plane that reads it), or why it
+    cannot be summed up."""
     if plane is None:
         raise InvalidInput("this exchange has no object store", field="uri", hint=NO_STORE_HINT)
     uri = parse_uri(text, field="uri")
     if uri.scheme != "s3":
         raise InvalidInput(f"{text} is not an s3:// URI; the exchange reads its S3 store only",
                            field="uri", hint="name data in the exchange's store (s3://...)")
+    return plane, uri
+
+
+async def summarise(plane: DataPlane, uri: StoreURI) -> DataSummary:
+    """The objects at ``uri`` (from `location`): how many, how many bytes and their digest.
+    A prefix with nothing under it is zero objects, not an error."""
     try:
         found = await locate(plane.store_for(uri), uri)
     except AccessDenied as exc:  # the exchange's own key: not the caller's token (403)

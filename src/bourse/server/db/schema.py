@@ -21,11 +21,15 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # 64-bit row ids (cursors of the timeline and the logs) on PostgreSQL; SQLite's rowid is
 # already 64-bit and must be declared INTEGER to autoincrement.
 ROW_ID = BigInteger().with_variant(Integer, "sqlite")
+# Store keys compared byte by byte, so that a range of keys is a range of prefixes: SQLite's
+# default collation (BINARY) does; PostgreSQL's needs "C".
+STORE_KEY = String(1024).with_variant(postgresql.VARCHAR(1024, collation="C"), "postgresql")
 
 
 class Base(DeclarativeBase):
@@ -265,3 +269,17 @@ class MetricSample(Base):
         Index("ix_metric_samples_node", "node_id", "time"),
         Index("ix_metric_samples_period", "period_s", "time"),
     )
+
+
+class StoreClaim(Base):
+    """A store prefix (``scheme://bucket/prefix``, ``prefix`` empty or ending in ``/``) that a
+    project's job wrote first: only that project's jobs may read or write where it overlaps
+    (``bourse.server.services.claims``). Kept when the job ends, as the data is."""
+
+    __tablename__ = "store_claims"
+    scheme: Mapped[str] = mapped_column(String(16), primary_key=True)
+    bucket: Mapped[str] = mapped_column(String(255), primary_key=True)
+    prefix: Mapped[str] = mapped_column(STORE_KEY, primary_key=True)
+    project_id: Mapped[str] = mapped_column(String(64))
+    job_id: Mapped[str] = mapped_column(String(40))  # the job that claimed it
+    created_at: Mapped[float] = mapped_column(Float)

@@ -23,7 +23,7 @@ JobIdPath = Annotated[str, Path(pattern=ID_PATTERN, max_length=64)]
 KEEP_ALIVE_S = 15.0
 
 
-@router.post("", status_code=201, responses=responses(400, 401, 413, 422))
+@router.post("", status_code=201, responses=responses(400, 401, 403, 413, 422))
 async def submit(spec: JobSpec, state: State, user: User) -> JobView:
     async with state.db.write() as session:
         job = await jobs.submit_job(session, spec, user.project_id, state.clock(),
@@ -32,7 +32,7 @@ async def submit(spec: JobSpec, state: State, user: User) -> JobView:
     return jobs.job_view(job)
 
 
-@router.post("/batch", status_code=201, responses=responses(400, 401, 413, 422))
+@router.post("/batch", status_code=201, responses=responses(400, 401, 403, 413, 422))
 async def submit_batch(batch: JobBatch, state: State, user: User) -> JobList:
     """Submit up to 1,000 jobs at once, in one transaction."""
     now = state.clock()

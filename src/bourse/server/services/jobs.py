@@ -20,7 +20,7 @@ from bourse.server.dataplane.plan import resolve_spec
 from bourse.server.db.schema import Attempt, BundleOwner, Event, Job, LogChunk, Node, Project
 from bourse.server.ids import new_id
 from bourse.server.logarchive import LogArchive, merge, view
-from bourse.server.services import secrets
+from bourse.server.services import claims, secrets
 from bourse.server.services.lifecycle import add_event, set_job_state
 from bourse.server.services.specs import remember, spec_of
 from bourse.storage.errors import StoreUnavailable
@@ -35,7 +35,8 @@ async def submit_job(session: AsyncSession, spec: JobSpec, project_id: str, now:
     """Accept a job into a project. ``store`` is the root of the exchange's bucket, None
     without a data plane (then a job that names data is refused). ``required``: the
     project's compliance tags when the caller has read them already (a batch reads them
-    once)."""
+    once). What the job reads and writes in the store is checked against, and claimed for,
+    its project (``services.claims``)."""
     if spec.compute.num_nodes > 1:
         raise InvalidInput(f"num_nodes={spec.compute.num_nodes}: jobs spanning several nodes "
                            "are not supported by the exchange yet", field="compute.num_nodes",
@@ -49,6 +50,7 @@ async def submit_job(session: AsyncSession, spec: JobSpec, project_id: str, now:
     spec = with_tags(spec, required)
     job_id = new_id("j")
     spec = resolve_spec(spec, job_id, store)
+    await claims.claim_spec(session, spec, job_id, project_id, store, now=now)
     job = Job(id=job_id, name=spec.name, state=JobState.PENDING.value,
               spec=spec.model_dump(mode="json"), created_at=now, updated_at=now, attempt=0,
               cancel_requested=False, retries_used=0, max_retries=spec.max_retries,
