@@ -22,6 +22,11 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("PUT", "/api/v1/nodes/{node_id}/tags"): {"json": {"tags": ["hipaa"]}},
 }
 
+# Routes that name what they read in their query: (method, path) -> (parameter, its id, default)
+QUERIES: dict[tuple[str, str], tuple[str, str, str]] = {
+    ("GET", "/api/v1/data/summary"): ("uri", "uri", "s3://bourse/shared/"),
+}
+
 
 def routes(exchange: Exchange) -> list[tuple[str, str]]:
     """(method, path) of every authenticated route."""
@@ -45,4 +50,8 @@ def request_for(method: str, path: str, ids: dict[str, str],
         body = {"content": bundle}
     elif not body and method in ("POST", "PUT", "PATCH"):
         body = {"json": {}}
+    query = QUERIES.get((method, path))
+    if query is not None:
+        name, key, default = query
+        body = {**body, "params": {name: ids.get(key, default)}}
     return {"method": method, "url": path.format(**ids), **body}
