@@ -6,12 +6,13 @@ data (put in the store outside bourse) stays readable by every project."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from fake_agent import FakeAgent
 from server_harness import Exchange, job_spec, open_exchange
 from sqlalchemy import select
 
@@ -241,3 +242,24 @@ async def test_the_summary_tells_a_project_only_what_its_jobs_may_read(
         assert "weights" not in response.text and "objects" not in response.json()
     assert (await alpha.summary("s3://bourse/logs/")).status_code == 404
     assert (await alpha.summary(f"s3://bourse/jobs/{job['id']}/checkpoints/")).status_code == 200
+
+
+# --- placement --------------------------------------------------------------------------------
+
+async def test_a_pending_job_whose_input_was_claimed_since_fails_instead_of_reading_it(
+        exchange: Exchange, alpha: Project, beta: Project,
+        agent_factory: Callable[..., Awaitable[FakeAgent]]) -> None:
+    """Beta reads a prefix nobody had claimed yet; alpha then writes there first. Beta's job
+    is not given credentials for alpha's data: placement fails it and says why."""
+    early = await beta.job(inputs={"x": "s3://bourse/data/soon/"})
+    own = await beta.job(inputs={"d": SHARED})
+    await alpha.job(outputs={"model": "s3://bourse/data/soon/model/"})
+    agent = await agent_factory("node", cpus=8)
+    await exchange.tick()
+
+    failed = await exchange.job(early["id"])
+    assert failed["state"] == "FAILED"
+    assert failed["reason"] == ("inputs.x: s3://bourse/data/soon/ belongs to another project "
+                                "(claimed after this job was submitted)")
+    assert "alpha-corp" not in str(failed)
+    await agent.expect("start_job", job_id=own["id"])  # the others are placed as before

@@ -65,6 +65,17 @@ async def check_readable(session: AsyncSession, field: str, uri: StoreURI, proje
     await _check_free(session, field, uri, project_id, root, write=False)
 
 
+async def taken_input(session: AsyncSession, spec: JobSpec, project_id: str) -> str | None:
+    """Why a job can no longer read one of its inputs: another project claimed it after the
+    job was submitted (placement asks before each attempt); None while all are readable.
+    Inputs in ``jobs/<id>/`` need no second look: a job's project never changes."""
+    for field, uri in reads(spec):
+        if await foreign_claim(session, uri, project_id):
+            return (f"{field}: {uri} belongs to another project (claimed after this job was "
+                    "submitted)")
+    return None
+
+
 async def check_visible(session: AsyncSession, uri: StoreURI, project_id: str,
                         root: StoreURI) -> None:
     """What ``GET /data/summary`` may tell a project about: what its jobs may read. Anything

@@ -30,6 +30,7 @@ from bourse.protocol.common import Capabilities, ProbeReport
 from bourse.server.access import Scope
 from bourse.server.commands import Command
 from bourse.server.db.schema import Attempt, Job, Node
+from bourse.server.services import claims
 from bourse.server.services.agents import start_command
 from bourse.server.services.jobs import active_attempt_states
 from bourse.server.services.lifecycle import add_event, end_attempt, set_job_state
@@ -219,6 +220,8 @@ async def place_pending(session: AsyncSession, now: float, lease_s: float, *,
         if not jobs:
             break
         for job in jobs:
+            if job.spec.get("inputs") and await _inputs_taken(session, job, now):
+                continue
             compute = compute_of(job)
             near = data_region if job.spec.get("inputs") else None
             chosen = (_choose(compute, offers, _blocklist(job), now, near)
@@ -275,6 +278,17 @@ async def _no_room(session: AsyncSession, reason: str) -> int:
             and_(Job.pending_reason.in_(_CAPACITY_REASONS), Job.pending_reason != reason)),
     ).values(pending_reason=reason))
     return int(getattr(result, "rowcount", 0) or 0)
+
+
+async def _inputs_taken(session: AsyncSession, job: Job, now: float) -> bool:
+    """Fail a job whose inputs another project has claimed since it was submitted: the
+    attempt would get credentials for that project's data (``services.claims``)."""
+    reason = await claims.taken_input(session, spec_of(job), job.project_id)
+    if reason is None:
+        return False
+    job.reason = reason
+    set_job_state(session, job, JobState.FAILED, now, reason)
+    return True
 
 
 def compute_of(job: Job) -> Compute:
