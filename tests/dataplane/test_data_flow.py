@@ -1,7 +1,7 @@
 """Data flowing through jobs on a real exchange with its embedded SeaweedFS: inputs
 prefetched into the node's cache, outputs uploaded and recorded, checkpoints written directly,
 a later job reading an earlier one's output, and a second job on the same inputs served from
-the cache."""
+the cache; a second project that cannot name the first one's data."""
 
 from __future__ import annotations
 
@@ -10,16 +10,21 @@ import uuid
 from pathlib import Path
 
 import pytest
-from data_jobs import READ_MODEL, TRAIN, preparing, python
+from data_jobs import READ_MODEL, TRAIN, WRITE_OUTPUT, preparing, python
 from dataplane_harness import DATASETS, RESULTS, DataExchange
 
 from bourse.protocol.common import JobSpec
 from bourse.sdk.bundle import pack
+from bourse.sdk.client import Client
+from bourse.sdk.errors import ApiInvalidInput, ApiNotFound, Forbidden
 from bourse.sdk.logs import LogDecoder
 
 pytestmark = pytest.mark.slow
 DIGITS = {f"digits/{n}.txt": str(n).encode() * (n + 1) for n in range(5)} | {
     "digits/more/9.txt": b"9" * 10}
+
+READ_SHARED = "import os, pathlib; print(pathlib.Path(os.environ['BOURSE_INPUT_D'], '0.txt')" \
+              ".read_text())"
 
 
 def stdout(dx: DataExchange, job_id: str) -> str:
@@ -109,3 +114,35 @@ def test_logs_of_ended_jobs_move_to_the_store_and_still_read(dx: DataExchange) -
 
     dx.exchange.wait_for(archived, 30.0, f"the logs of {job_id} in the store")
     assert stdout(dx, job_id).splitlines() == lines  # read back from the archive
+
+
+def test_projects_do_not_share_their_data(dx: DataExchange) -> None:
+    """A second project on the same store: it can neither read the first one's output (a job
+    of the first project can, later) nor its archived logs, nor sum it up; data put in the
+    store outside bourse is read by both."""
+    admin = dx.exchange.client
+    admin.create_project("beta-e2e")
+    beta = Client(admin.url, admin.create_token("beta-e2e").token, timeout=10)
+    dx.s3.put_object(Bucket=DATASETS, Key="shared/0.txt", Body=b"shared")
+    model = f"s3://{RESULTS}/{uuid.uuid4().hex[:8]}/model/"
+    writer = run(dx, JobSpec(command=python(WRITE_OUTPUT), outputs={"model": model}))
+    assert admin.job(writer).state == "SUCCEEDED", admin.job(writer).reason
+
+    with pytest.raises(Forbidden, match="belongs to another project"):
+        beta.submit(JobSpec(command=["true"], inputs={"model": model}))
+    with pytest.raises(Forbidden, match="belongs to another project"):
+        beta.submit(JobSpec(command=["true"], outputs={"model": model + "evil/"}))
+    with pytest.raises(ApiInvalidInput, match="keeps for itself"):
+        beta.submit(JobSpec(command=["true"], inputs={"logs": f"s3://bourse/logs/{writer}"
+                                                                ".jsonl.gz"}))
+    with pytest.raises(ApiNotFound):
+        beta.data_summary(model)
+    assert admin.data_summary(model).objects == 1
+    shared = JobSpec(command=python(READ_SHARED), inputs={"d": f"s3://{DATASETS}/shared/"})
+    assert admin.job(run(dx, shared)).state == "SUCCEEDED"
+    theirs = beta.submit(shared).id
+    assert dx.exchange.wait_ended(theirs, 60).state == "SUCCEEDED"
+
+    reader = run(dx, JobSpec(command=python(READ_MODEL), inputs={"model": model}))
+    assert admin.job(reader).state == "SUCCEEDED", admin.job(reader).reason
+    assert stdout(dx, reader).strip() == "w"
