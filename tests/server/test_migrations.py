@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -128,3 +129,33 @@ async def test_tenancy_moves_what_existed_into_the_default_project(
         ("tok-1", "admin", "default"), ("tok-2", None, None)]
     assert [row[0] for row in found["SELECT id, required_tags FROM projects"]] == ["default"]
     assert found["SELECT count, hash FROM audit_head"] == [(0, "0" * 64)]
+
+
+async def test_store_claims_take_in_what_earlier_jobs_wrote(empty_database_url: str) -> None:
+    """0011: outputs and explicit checkpoints of earlier jobs are claimed for their projects,
+    the oldest writer first; default checkpoints (``jobs/<id>/``) are not claims."""
+    db = Database(empty_database_url)
+    jobs = [("j-1", "alpha", 1.0, {"outputs": {"m": "s3://bourse/data/a/m"},
+                                   "checkpoint": "s3://bourse/jobs/j-1/checkpoints/"}),
+            ("j-2", "beta", 2.0, {"outputs": {"m": "s3://bourse/data/a/m/"},
+                                  "checkpoint": "s3://res/ckpt/", "inputs": {"x": "s3://in/"}}),
+            ("j-3", "beta", 3.0, {})]
+    try:
+        async with db.engine.begin() as connection:
+            await connection.run_sync(_upgrade_to("0010"))
+            for job_id, project, created, spec in jobs:
+                await connection.execute(text(
+                    "INSERT INTO jobs (id, state, spec, created_at, updated_at, attempt,"
+                    " cancel_requested, retries_used, max_retries, avoid_nodes, project_id)"
+                    " VALUES (:id, 'SUCCEEDED', :spec, :created, 0, 1, false, 0, 3, '[]',"
+                    " :project)"), {"id": job_id, "spec": json.dumps({"command": ["x"], **spec}),
+                                    "created": created, "project": project})
+        await db.migrate()
+        async with db.engine.connect() as connection:
+            found = (await connection.execute(text(
+                "SELECT bucket, prefix, project_id, job_id FROM store_claims ORDER BY bucket"
+            ))).all()
+    finally:
+        await db.close()
+    assert [tuple(r) for r in found] == [("bourse", "data/a/m/", "alpha", "j-1"),
+                                         ("res", "ckpt/", "beta", "j-2")]
