@@ -19,9 +19,10 @@ at once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import cast
 
-from sqlalchemy import ColumnElement, Table, and_, func, or_, select, true
+from sqlalchemy import ColumnElement, Exists, Table, bindparam, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.errors import InvalidInput, NotFound
@@ -40,40 +41,43 @@ CLAIMS = cast(Table, StoreClaim.__table__)
 async def claim_spec(session: AsyncSession, spec: JobSpec, job_id: str, project_id: str,
                      root: StoreURI | None, *, now: float) -> None:
     """Check what a job (its spec resolved) reads and writes against other projects' claims,
-    then claim what it writes for its project."""
+    then claim what it writes for its project (its default checkpoint, in ``jobs/<id>/``, is
+    its own already)."""
     read, written = reads(spec), writes(spec)
     if root is None or not (read or written):
         return
     await _serialise(session)
+    claimed = [(f, u) for f, u in written if job_of(u, root) is None]
+    for field, uri in claimed:
+        _check_length(field, uri)
     for field, uri in read:
-        await check_readable(session, field, uri, project_id, root)
-    for field, uri in written:
-        await _check_free(session, field, uri, project_id, root, write=True)
-    claimed = {uri for _, uri in written if job_of(uri, root) is None}
-    await insert_ignore(session, CLAIMS, [_claim(u, project_id, job_id, now) for u in claimed])
+        await _check_job(session, field, uri, project_id, root)
+    refused = await _first_foreign(session, [*read, *claimed], project_id)
+    if refused is not None:
+        field, uri = refused
+        raise _foreign(field, uri, project_id, root, write=not field.startswith("inputs."))
+    await insert_ignore(session, CLAIMS, [_claim(u, project_id, job_id, now)
+                                          for u in {u for _, u in claimed}])
 
 
 async def check_readable(session: AsyncSession, field: str, uri: StoreURI, project_id: str,
                          root: StoreURI) -> None:
     """Refuse a location a job of ``project_id`` may not read: another project's claim or
     job prefix (``check_spec`` has refused the exchange's other prefixes)."""
-    job = job_of(uri, root)
-    if job is not None:
-        if await session.scalar(select(Job.project_id).where(Job.id == job)) != project_id:
-            raise _foreign(field, uri, project_id, root, write=False)
-        return
-    await _check_free(session, field, uri, project_id, root, write=False)
+    await _check_job(session, field, uri, project_id, root)
+    if await _first_foreign(session, [(field, uri)], project_id) is not None:
+        raise _foreign(field, uri, project_id, root, write=False)
 
 
 async def taken_input(session: AsyncSession, spec: JobSpec, project_id: str) -> str | None:
     """Why a job can no longer read one of its inputs: another project claimed it after the
     job was submitted (placement asks before each attempt); None while all are readable.
     Inputs in ``jobs/<id>/`` need no second look: a job's project never changes."""
-    for field, uri in reads(spec):
-        if await foreign_claim(session, uri, project_id):
-            return (f"{field}: {uri} belongs to another project (claimed after this job was "
-                    "submitted)")
-    return None
+    refused = await _first_foreign(session, reads(spec), project_id)
+    if refused is None:
+        return None
+    field, uri = refused
+    return f"{field}: {uri} belongs to another project (claimed after this job was submitted)"
 
 
 async def check_visible(session: AsyncSession, uri: StoreURI, project_id: str,
@@ -89,30 +93,53 @@ async def check_visible(session: AsyncSession, uri: StoreURI, project_id: str,
                             "outside bourse") from exc
 
 
-async def foreign_claim(session: AsyncSession, uri: StoreURI, project_id: str) -> bool:
-    """Whether a prefix claimed by another project overlaps the location ``uri``: one of its
-    ancestors (an index look-up each) or a key in the range below it (an index range)."""
-    found = await session.scalar(select(StoreClaim.prefix).where(
-        StoreClaim.scheme == uri.scheme, StoreClaim.bucket == uri.bucket,
-        StoreClaim.project_id != project_id, _overlapping(uri.as_prefix().key)).limit(1))
-    return found is not None
+async def _first_foreign(session: AsyncSession, located: Sequence[tuple[str, StoreURI]],
+                         project_id: str) -> tuple[str, StoreURI] | None:
+    """The first (field, location) that a prefix claimed by another project overlaps."""
+    for field, uri in located:
+        key = uri.as_prefix().key
+        span = below(key)
+        if span is None:  # the whole bucket: any claim in it
+            found = await session.scalar(_IN_BUCKET, {
+                "scheme": uri.scheme, "bucket": uri.bucket, "project": project_id})
+        else:
+            found = await session.scalar(_OVERLAPPING, {
+                "scheme": uri.scheme, "bucket": uri.bucket, "project": project_id,
+                "ancestors": ancestors(key), "low": span[0], "high": span[1]})
+        if found:
+            return field, uri
+    return None
 
 
-def _overlapping(key: str) -> ColumnElement[bool]:
-    span = below(key)
-    if span is None:  # the whole bucket
-        return true()
-    return or_(StoreClaim.prefix.in_(ancestors(key)),
-               and_(StoreClaim.prefix >= span[0], StoreClaim.prefix < span[1]))
+def _claims_where(*where: ColumnElement[bool]) -> Exists:
+    c = CLAIMS.c
+    return exists().where(c.scheme == bindparam("scheme"), c.bucket == bindparam("bucket"),
+                          c.project_id != bindparam("project"), *where)
 
 
-async def _check_free(session: AsyncSession, field: str, uri: StoreURI, project_id: str,
-                      root: StoreURI, *, write: bool) -> None:
-    if write and len(uri.key.encode()) > MAX_KEY_BYTES:
+# Built once (compiled once): another project's claim among the ancestors of a location
+# (index look-ups), or in the range of keys below it (an index range), each apart so that
+# each uses the index.
+_OVERLAPPING = select(or_(
+    _claims_where(CLAIMS.c.prefix.in_(bindparam("ancestors", expanding=True))),
+    _claims_where(CLAIMS.c.prefix >= bindparam("low"), CLAIMS.c.prefix < bindparam("high"))))
+_IN_BUCKET = select(_claims_where())
+
+
+async def _check_job(session: AsyncSession, field: str, uri: StoreURI, project_id: str,
+                     root: StoreURI) -> None:
+    """Refuse a read inside another project's ``jobs/<id>/`` (or a job that does not exist,
+    in the same words)."""
+    job = job_of(uri, root)
+    if job is not None and await session.scalar(
+            select(Job.project_id).where(Job.id == job)) != project_id:
+        raise _foreign(field, uri, project_id, root, write=False)
+
+
+def _check_length(field: str, uri: StoreURI) -> None:
+    if len(uri.key.encode()) > MAX_KEY_BYTES:
         raise InvalidInput(f"{field}: {uri} is longer than an S3 key may be "
                            f"({MAX_KEY_BYTES} bytes)", field=field, hint="use a shorter prefix")
-    if await foreign_claim(session, uri, project_id):
-        raise _foreign(field, uri, project_id, root, write=write)
 
 
 def _foreign(field: str, uri: StoreURI, project_id: str, root: StoreURI,
