@@ -90,6 +90,10 @@ def test_overlaps(a: str, b: str, expected: bool) -> None:
     ({"outputs": {"m": "s3://bourse/bundles/"}}, "outputs.m", "keeps for itself"),
     ({"outputs": {"m": "s3://bourse/"}}, "outputs.m", "keeps for itself"),
     ({"checkpoint": "s3://bourse/jobs/j-other/checkpoints/"}, "checkpoint", "keeps for itself"),
+    ({"outputs": {"m": "s3://bourse/logs/j-1.jsonl.gz"}}, "outputs.m", "keeps for itself"),
+    ({"outputs": {"m": "s3://bourse/runs/"}}, "outputs.m", "app runs of every project"),
+    ({"inputs": {"l": "s3://bourse/logs/j-1.jsonl.gz"}}, "inputs.l", "keeps for itself"),
+    ({"inputs": {"b": "s3://bourse/bundles/"}}, "inputs.b", "keeps for itself"),
 ])
 def test_check_spec_refuses(spec: dict[str, Any], field: str, words: str) -> None:
     with pytest.raises(Exception, match=words) as caught:
