@@ -166,6 +166,19 @@ def server_config(data_dir: Path, database_url: str, **overrides: Any) -> Server
 
 
 @contextlib.asynccontextmanager
+async def memory_store_exchange(tmp_path: Path, database_url: str,
+                                store: Any) -> AsyncIterator[Exchange]:
+    """``open_exchange`` with a data plane over an in-memory store (bucket ``bourse``) and
+    an issuer that hands out keys without a store behind them."""
+    from bourse.storage import MemoryIssuer, StoreSettings
+
+    plane = DataPlane(StoreSettings(endpoint="http://store.test:8333"), "bourse",
+                      MemoryIssuer(), store=store)
+    async with open_exchange(tmp_path, database_url, dataplane=plane) as opened:
+        yield opened
+
+
+@contextlib.asynccontextmanager
 async def open_exchange(tmp_path: Path, database_url: str, *, run_scheduler: bool = False,
                         clock: Clock | None = None, dataplane: DataPlane | None = None,
                         **overrides: Any) -> AsyncIterator[Exchange]:

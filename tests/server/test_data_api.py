@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_harness import Exchange, open_exchange, serve
+from server_harness import Exchange, memory_store_exchange, open_exchange, serve
 
 from bourse import Compute, Work
 from bourse.app.call import Call
@@ -32,9 +32,7 @@ def store() -> MemoryStore:
 @pytest.fixture
 async def exchange(database_url: str, tmp_path: Path,
                    store: MemoryStore) -> AsyncIterator[Exchange]:
-    plane = DataPlane(StoreSettings(endpoint="http://store.test:8333"), "bourse",
-                      MemoryIssuer(), store=store)
-    async with open_exchange(tmp_path, database_url, dataplane=plane) as opened:
+    async with memory_store_exchange(tmp_path, database_url, store) as opened:
         yield opened
 
 

@@ -13,13 +13,12 @@ from typing import Any
 import httpx
 import pytest
 from fake_agent import FakeAgent
-from server_harness import Exchange, job_spec, open_exchange
+from server_harness import Exchange, job_spec, memory_store_exchange
 from sqlalchemy import select
 
-from bourse.server.dataplane import DataPlane
 from bourse.server.dataplane.plan import ancestors, below, check_read, job_of
 from bourse.server.db.schema import StoreClaim
-from bourse.storage import MemoryIssuer, MemoryStore, StoreSettings, parse_uri
+from bourse.storage import MemoryStore, parse_uri
 
 pytestmark = pytest.mark.anyio
 ROOT = parse_uri("s3://bourse/")
@@ -36,9 +35,7 @@ def store() -> MemoryStore:
 @pytest.fixture
 async def exchange(database_url: str, tmp_path: Path,
                    store: MemoryStore) -> AsyncIterator[Exchange]:
-    plane = DataPlane(StoreSettings(endpoint="http://store.test:8333"), "bourse",
-                      MemoryIssuer(), store=store)
-    async with open_exchange(tmp_path, database_url, dataplane=plane) as opened:
+    async with memory_store_exchange(tmp_path, database_url, store) as opened:
         yield opened
 
 
