@@ -220,8 +220,6 @@ async def place_pending(session: AsyncSession, now: float, lease_s: float, *,
         if not jobs:
             break
         for job in jobs:
-            if job.spec.get("inputs") and await _inputs_taken(session, job, now):
-                continue
             compute = compute_of(job)
             near = data_region if job.spec.get("inputs") else None
             chosen = (_choose(compute, offers, _blocklist(job), now, near)
@@ -229,6 +227,9 @@ async def place_pending(session: AsyncSession, now: float, lease_s: float, *,
             if chosen is None:
                 report.unplaced += 1
                 _explain_pending(job, compute, offers, frees)
+                continue
+            # looked up only for a job about to get credentials, not at every pass it waits
+            if job.spec.get("inputs") and await _inputs_taken(session, job, now):
                 continue
             report.commands.append(_place(session, job, compute, chosen, frees=by_id,
                                           now=now, lease_s=lease_s, data_region=near,
