@@ -6,12 +6,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from bourse.protocol.common import JobSpec
 from bourse.server import keys
 from bourse.server.audit_writer import AuditWriter
 from bourse.server.bundles import BundleStore
 from bourse.server.config import ServerConfig
 from bourse.server.dataplane import DataPlane
 from bourse.server.db.database import Database
+from bourse.server.db.schema import Job
 from bourse.server.hub import Hub
 from bourse.server.logarchive import LogArchive
 from bourse.server.logmeter import LogMeter
@@ -20,6 +22,7 @@ from bourse.server.scheduler import Scheduler
 from bourse.server.services import audit
 from bourse.server.services.secrets import SecretBox, SecretKeeper
 from bourse.server.services.tokens import PrincipalCache
+from bourse.server.submitter import Submitter
 from bourse.storage.uri import StoreURI
 
 
@@ -37,6 +40,7 @@ class ServerState:
     logs: LogArchive | None = None  # ended jobs' logs in the store (with a data plane)
     key: bytes = b""  # the server key (``keys``), loaded at start
     audit_writer: AuditWriter | None = None  # group commit of audit records, made on first use
+    submitter: Submitter | None = None  # group commit of single submits, made on first use
 
     def open_key(self) -> None:
         self.key = keys.load_or_create(self.config.data_dir)
@@ -56,6 +60,12 @@ class ServerState:
         if self.audit_writer is None:
             self.audit_writer = AuditWriter(self.db, lambda: self.audit_key)
         await self.audit_writer.write(entry)
+
+    async def submit(self, spec: JobSpec, project_id: str) -> Job:
+        """Accept one job, group-committed with concurrent submits (``submitter``)."""
+        if self.submitter is None:
+            self.submitter = Submitter(self.db, lambda: self.store_root)
+        return await self.submitter.submit(spec, project_id, self.clock())
 
     @classmethod
     def build(cls, config: ServerConfig, clock: Callable[[], float] = time.time) -> ServerState:

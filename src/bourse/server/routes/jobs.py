@@ -25,9 +25,7 @@ KEEP_ALIVE_S = 15.0
 
 @router.post("", status_code=201, responses=responses(400, 401, 403, 413, 422))
 async def submit(spec: JobSpec, state: State, user: User) -> JobView:
-    async with state.db.write() as session:
-        job = await jobs.submit_job(session, spec, user.project_id, state.clock(),
-                                    state.store_root)
+    job = await state.submit(spec, user.project_id)
     state.scheduler.kick()
     return jobs.job_view(job)
 

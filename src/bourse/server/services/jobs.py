@@ -36,7 +36,9 @@ async def submit_job(session: AsyncSession, spec: JobSpec, project_id: str, now:
     without a data plane (then a job that names data is refused). ``required``: the
     project's compliance tags when the caller has read them already (a batch reads them
     once). What the job reads and writes in the store is checked against, and claimed for,
-    its project (``services.claims``)."""
+    its project (``services.claims``). Every refusal (``BourseError``) is raised before
+    anything is written: a group of submits (``server.submitter``) relies on that to accept
+    the rest of the group in the same transaction."""
     if spec.compute.num_nodes > 1:
         raise InvalidInput(f"num_nodes={spec.compute.num_nodes}: jobs spanning several nodes "
                            "are not supported by the exchange yet", field="compute.num_nodes",
