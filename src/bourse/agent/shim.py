@@ -76,10 +76,12 @@ class AttemptDir:
         return self.root / "pid"
 
     def create(self) -> None:
+        """The directory and its empty parts. The log files are made by ``spawn`` (before
+        the shim runs, so before anything reads them): on a busy disk each file or directory
+        made costs the agent's loop as much as the rest of a start."""
+        self.root.mkdir(parents=True, exist_ok=True)
         for d in (self.work, self.tmp, self.stdout.parent):
-            d.mkdir(parents=True, exist_ok=True)
-        for log in (self.stdout, self.stderr):
-            log.touch()
+            d.mkdir(exist_ok=True)
 
 
 def spawn(adir: AttemptDir, cwd: Path, command: list[str], env: dict[str, str]) -> int:
