@@ -14,7 +14,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.devices import held
@@ -187,6 +187,16 @@ async def load_attempts(session: AsyncSession,
     return {(a.job_id, a.number): a for a in rows if (a.job_id, a.number) in keys}
 
 
+# Statements the hub runs at every batch of agent messages, built once: building one costs
+# more than SQLite takes to run it. Lists are bound at execution (expanding parameters).
+_ATTEMPTS_AND_JOBS = (
+    select(Attempt, Job).join(Job, Job.id == Attempt.job_id)
+    .where(Attempt.job_id.in_(bindparam("jobs", expanding=True))).with_for_update(of=Job))
+_STORED_SEQS = select(Event.job_id, Event.attempt, Event.agent_seq).where(
+    Event.job_id.in_(bindparam("jobs", expanding=True)),
+    Event.agent_seq.in_(bindparam("seqs", expanding=True)))
+
+
 async def load_attempts_and_jobs(
         session: AsyncSession, keys: set[tuple[str, int]],
 ) -> tuple[dict[tuple[str, int], Attempt], dict[str, Job]]:
@@ -194,9 +204,8 @@ async def load_attempts_and_jobs(
     statement."""
     if not keys:
         return {}, {}
-    rows = (await session.execute(
-        select(Attempt, Job).join(Job, Job.id == Attempt.job_id)
-        .where(Attempt.job_id.in_({job for job, _ in keys})).with_for_update(of=Job))).all()
+    rows = (await session.execute(_ATTEMPTS_AND_JOBS,
+                                  {"jobs": sorted({job for job, _ in keys})})).all()
     attempts = {(a.job_id, a.number): a for a, _ in rows if (a.job_id, a.number) in keys}
     return attempts, {j.id: j for a, j in rows if (a.job_id, a.number) in keys}
 
@@ -214,10 +223,8 @@ async def _stored_seqs(session: AsyncSession,
                        events: Sequence[JobEvent]) -> set[tuple[str, int, int]]:
     if not events:
         return set()
-    rows = await session.execute(
-        select(Event.job_id, Event.attempt, Event.agent_seq).where(
-            Event.job_id.in_({e.job_id for e in events}),
-            Event.agent_seq.in_({e.seq for e in events})))
+    rows = await session.execute(_STORED_SEQS, {"jobs": sorted({e.job_id for e in events}),
+                                                "seqs": sorted({e.seq for e in events})})
     return {(job, attempt, seq) for job, attempt, seq in rows.all() if seq is not None}
 
 

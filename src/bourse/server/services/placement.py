@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import and_, or_, select, tuple_, update
+from sqlalchemy import Select, and_, bindparam, or_, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.blocklist import tiers
@@ -143,22 +143,32 @@ def public_offer(offer: Offer, project_id: str, scope: Scope) -> Offer:
     return replace(offer, id=opaque, instance_type="node", node_id=None)
 
 
-async def live_capacity(session: AsyncSession, allow_unverified: bool = False) -> list[Free]:
-    """Connected, verified nodes and what their active attempts leave free."""
+def _live_nodes(allow_unverified: bool) -> Select[Any]:
     query = select(Node.id, Node.name, Node.price, Node.verified_at, Node.capabilities,
                    Node.project_id, Node.tags).where(
         Node.state == "online", Node.session.is_not(None), Node.capabilities.is_not(None))
     if not allow_unverified:
         query = query.where(Node.verification_status.in_(PLACEABLE))
-    rows = (await session.execute(query.order_by(Node.id))).all()
+    return query.order_by(Node.id)
+
+
+# built once (every placement pass runs them; building one costs more than running it)
+_LIVE_NODES = {allow: _live_nodes(allow) for allow in (False, True)}
+_HELD = select(Attempt.node_id, Attempt.resources).where(
+    Attempt.node_id.in_(bindparam("nodes", expanding=True)),
+    Attempt.state.in_(active_attempt_states()))
+
+
+async def live_capacity(session: AsyncSession, allow_unverified: bool = False) -> list[Free]:
+    """Connected, verified nodes and what their active attempts leave free."""
+    rows = (await session.execute(_LIVE_NODES[allow_unverified])).all()
     frees = {}
     for node_id, name, price, verified_at, capabilities, project_id, tags in rows:
         caps = await measured(session, node_id, verified_at, capabilities)
         info = NodeInfo(node_id, name, price, verified_at, project_id, frozenset(tags or ()))
         frees[node_id] = Free(info, caps, float(caps.cpus), caps.memory_gib,
                               node_devices(caps.gpus))
-    held = await session.execute(select(Attempt.node_id, Attempt.resources).where(
-        Attempt.node_id.in_(list(frees)), Attempt.state.in_(active_attempt_states())))
+    held = await session.execute(_HELD, {"nodes": list(frees)})
     for node_id, resources in held.all():  # columns, not entities: many attempts may run
         frees[node_id].take(resources)
     return list(frees.values())
@@ -258,14 +268,25 @@ def _offers(frees: list[Free]) -> list[Offer]:
     return [o for f in frees for o in node_offers(f)]
 
 
+def _pending(after_cursor: bool) -> Select[Job]:
+    query = select(Job).where(Job.state == JobState.PENDING.value,
+                              or_(Job.not_before.is_(None), Job.not_before <= bindparam("now")))
+    if after_cursor:
+        query = query.where(tuple_(Job.created_at, Job.id)
+                            > tuple_(bindparam("created_at"), bindparam("id")))
+    return (query.order_by(Job.created_at, Job.id).limit(bindparam("size"))
+            .with_for_update(skip_locked=True))
+
+
+_PENDING = {after: _pending(after) for after in (False, True)}  # built once, as _HELD
+
+
 async def _pending_page(session: AsyncSession, cursor: tuple[float, str] | None,
                         now: float, size: int = PAGE) -> list[Job]:
-    query = select(Job).where(Job.state == JobState.PENDING.value,
-                              or_(Job.not_before.is_(None), Job.not_before <= now))
+    params: dict[str, Any] = {"now": now, "size": size}
     if cursor is not None:
-        query = query.where(tuple_(Job.created_at, Job.id) > cursor)
-    page = await session.scalars(query.order_by(Job.created_at, Job.id).limit(size)
-                                 .with_for_update(skip_locked=True))
+        params |= {"created_at": cursor[0], "id": cursor[1]}
+    page = await session.scalars(_PENDING[cursor is not None], params)
     return list(page.all())
 
 
