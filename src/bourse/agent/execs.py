@@ -49,18 +49,19 @@ class Beside:
 
 def save_beside(adir: AttemptDir, cwd: Path, env: dict[str, str],
                 image: str | None = None, uid: int | None = None) -> None:
-    path = adir.root / BESIDE
-    fd = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    """Written in place, before the process starts (so before anyone can ask to exec beside
+    it); a file cut short by a crash reads as none (``load_beside``). No temporary file and
+    rename: each file made costs a start as much as the rest of it on a busy disk."""
+    fd = os.open(adir.root / BESIDE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
         json.dump({"cwd": str(cwd), "env": env, "image": image, "uid": uid}, out)
-    os.replace(path.with_suffix(".tmp"), path)
 
 
 def drop_beside(adir: AttemptDir) -> None:
     """Once the job's process has ended: nothing runs beside it any more, and the environment
     (the attempt's store keys) must not outlive the attempt on disk."""
-    for path in (adir.root / BESIDE, (adir.root / BESIDE).with_suffix(".tmp")):
-        path.unlink(missing_ok=True)
+    for path in (adir.root / BESIDE, (adir.root / BESIDE).with_suffix(".tmp")):  # .tmp: left
+        path.unlink(missing_ok=True)  # by agents before 2026-11-30, which wrote it and renamed
 
 
 def load_beside(adir: AttemptDir) -> Beside | None:
