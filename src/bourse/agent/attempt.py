@@ -78,8 +78,11 @@ def _describe(code: int | None, sig: int | None) -> str:
 
 
 def resolve_workdir(work: Path, workdir: str) -> Path:
-    cwd = (work / workdir).resolve()
-    if not cwd.is_relative_to(work.resolve()):
+    root = work.resolve()
+    if workdir in ("", "."):  # the job's files themselves, just made: one path walk, not three
+        return root
+    cwd = (root / workdir).resolve()
+    if not cwd.is_relative_to(root):
         raise StartError(f"workdir {workdir!r} points outside the job's files")
     if not cwd.is_dir():
         raise StartError(f"workdir {workdir!r} does not exist in the job's files")

@@ -53,8 +53,8 @@ def save_beside(adir: AttemptDir, cwd: Path, env: dict[str, str],
     it); a file cut short by a crash reads as none (``load_beside``). No temporary file and
     rename: each file made costs a start as much as the rest of it on a busy disk."""
     fd = os.open(adir.root / BESIDE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump({"cwd": str(cwd), "env": env, "image": image, "uid": uid}, out)
+    with os.fdopen(fd, "w") as out:  # dumps: the C encoder (dump streams through Python's)
+        out.write(json.dumps({"cwd": str(cwd), "env": env, "image": image, "uid": uid}))
 
 
 def drop_beside(adir: AttemptDir) -> None:
