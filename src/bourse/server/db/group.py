@@ -9,8 +9,9 @@ next group.
 
 ``apply`` writes a group inside the transaction and returns one outcome per item, in order:
 a result, or the exception that item is refused with (then it must have written nothing,
-so that the others can still commit). An exception raised out of ``apply`` or the commit
-fails the whole group: every caller in it gets that exception.
+so that the others can still commit). When ``apply`` or the commit raises instead (a
+database error), the transaction is rolled back and the group's items are written again one
+per transaction, so that only the item that causes it fails, with that exception.
 """
 
 from __future__ import annotations
@@ -47,16 +48,24 @@ class GroupCommit(Generic[T, R]):
     async def _drain_all(self) -> None:
         while self._queue:
             group, self._queue = self._queue, []
-            try:
-                async with self.db.write() as session:
-                    outcomes = await self.apply(session, [item for item, _ in group])
-                self.groups += 1
-            except BaseException as exc:
-                _settle([done for _, done in group], [exc] * len(group))
-                if not isinstance(exc, Exception):
-                    raise  # cancelled at shutdown: the callers were told, now stop
-            else:
-                _settle([done for _, done in group], outcomes)
+            await self._write(group)
+
+    async def _write(self, group: list[tuple[T, asyncio.Future[R]]]) -> None:
+        try:
+            async with self.db.write() as session:
+                outcomes = await self.apply(session, [item for item, _ in group])
+            self.groups += 1
+        except Exception as exc:
+            if len(group) == 1:
+                _settle([group[0][1]], [exc])
+                return
+            for entry in group:  # one item's failure must not fail the others: each alone
+                await self._write([entry])
+        except BaseException as exc:  # cancelled at shutdown: tell the callers, then stop
+            _settle([done for _, done in group], [exc] * len(group))
+            raise
+        else:
+            _settle([done for _, done in group], outcomes)
 
 
 def _settle(waiting: Sequence[asyncio.Future[R]],
