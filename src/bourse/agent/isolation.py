@@ -79,12 +79,12 @@ def decide(mode: str, euid: int, reachable: str | None) -> Decision:
     return Decision(False, why, SHARED_USER_GAPS)
 
 
-def unreachable(path: Path) -> str | None:
+def unreachable(path: Path, what: str = "the work dir") -> str | None:
     """Why a user other than the owner cannot reach ``path`` (a folder above it they cannot
     enter), or None."""
     for folder in path.resolve().parents:
         if not os.stat(folder).st_mode & stat.S_IXOTH:
-            return f"job users cannot enter {folder}, above the work dir {path}"
+            return f"job users cannot enter {folder}, above {what} {path}"
     return None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from bourse.agent.isolation import unreachable
 from bourse.agent.shim import signal_group
 from bourse.agent.spool import AttemptStatus, Spool
 from bourse.core.errors import BourseError
@@ -27,6 +29,25 @@ from bourse.sdk.client import Client
 from bourse.sdk.config import credentials_path, save_credentials
 
 DEFAULT_PORT = 8470
+
+
+def python_unreachable(python: Path, prefix: Path) -> str | None:
+    """Why job users (``--job-users``) could not run this installation's python, or None.
+    A python under a private home (pyenv's default for root: /root is 0700) is one they
+    cannot: every job of theirs would fail with "python: Permission denied"."""
+    why = unreachable(python, "the python") or unreachable(prefix / "bin", "the python's env")
+    if why is None and not os.stat(python.resolve()).st_mode & stat.S_IXOTH:
+        why = f"job users may not execute {python.resolve()}"
+    return why
+
+
+def job_users_args(euid: int, python: Path, prefix: Path) -> list[str]:
+    """The local agent's ``--job-users``: left to the agent (``auto``), unless the agent is
+    root and job users could not run the python the local exchange puts first on jobs' PATH
+    (``agent_env``); then off, so that ``bourse run -- python ...`` works."""
+    if euid != 0 or python_unreachable(python, prefix) is None:
+        return []
+    return ["--job-users", "off"]
 
 
 def agent_env() -> dict[str, str]:
@@ -154,6 +175,7 @@ class LocalExchange:
             args += ["--cpus", str(cpus)]
         if self.metrics_interval_s is not None:
             args += ["--metrics-interval", str(self.metrics_interval_s)]
+        args += job_users_args(os.geteuid(), Path(sys.executable), Path(sys.prefix))
         return spawn(args, work_dir / "agent.log", env=agent_env())
 
     def _wait_nodes(self, client: Client, count: int, timeout: float = 60.0) -> None:
