@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from fake_agent import FakeAgent
 from pg import ENV_URL, PgServer, Unavailable, postgres_server
-from server_harness import Exchange, Live, capabilities, open_exchange, serve
+from server_harness import Exchange, Live, capabilities, memory_store_exchange, open_exchange, serve
 
 from bourse.server.db.database import Database, sqlite_url
+from bourse.storage import MemoryStore
 
 BACKENDS = ["sqlite", "postgresql"]
 
@@ -98,6 +99,20 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 async def exchange(database_url: str, tmp_path: Path) -> AsyncIterator[Exchange]:
     async with open_exchange(tmp_path, database_url) as opened:
+        yield opened
+
+
+@pytest.fixture
+def store() -> MemoryStore:
+    """An in-memory object store, bucket ``bourse``."""
+    return MemoryStore("bourse")
+
+
+@pytest.fixture
+async def store_exchange(database_url: str, tmp_path: Path,
+                         store: MemoryStore) -> AsyncIterator[Exchange]:
+    """``exchange`` with a data plane over ``store`` (``memory_store_exchange``)."""
+    async with memory_store_exchange(tmp_path, database_url, store) as opened:
         yield opened
 
 

@@ -6,12 +6,11 @@ driver that asked runs its stage instead of reusing a cached result."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from server_harness import Exchange, memory_store_exchange, open_exchange, serve
+from server_harness import Exchange, open_exchange, serve
 
 from bourse import Compute, Work
 from bourse.app.call import Call
@@ -25,15 +24,8 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def store() -> MemoryStore:
-    return MemoryStore("bourse")
-
-
-@pytest.fixture
-async def exchange(database_url: str, tmp_path: Path,
-                   store: MemoryStore) -> AsyncIterator[Exchange]:
-    async with memory_store_exchange(tmp_path, database_url, store) as opened:
-        yield opened
+def exchange(store_exchange: Exchange) -> Exchange:
+    return store_exchange
 
 
 async def _summary(exchange: Exchange, uri: str) -> dict[str, Any]:

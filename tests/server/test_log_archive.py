@@ -25,11 +25,6 @@ AFTER_S = 600.0
 
 
 @pytest.fixture
-def store() -> MemoryStore:
-    return MemoryStore("bourse")
-
-
-@pytest.fixture
 async def live(database_url: str, tmp_path: Path, store: MemoryStore) -> AsyncIterator[Live]:
     plane = DataPlane(StoreSettings(endpoint="http://store.test:8333"), "bourse",
                       MemoryIssuer(), store=store)

@@ -6,14 +6,13 @@ data (put in the store outside bourse) stays readable by every project."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
 import pytest
 from fake_agent import FakeAgent
-from server_harness import Exchange, job_spec, memory_store_exchange
+from server_harness import Exchange, job_spec
 from sqlalchemy import select
 
 from bourse.server.dataplane.plan import ancestors, below, check_read, job_of
@@ -28,15 +27,8 @@ SHARED = "s3://datasets/digits/"  # put there by the operator: nobody's claim
 
 
 @pytest.fixture
-def store() -> MemoryStore:
-    return MemoryStore("bourse")
-
-
-@pytest.fixture
-async def exchange(database_url: str, tmp_path: Path,
-                   store: MemoryStore) -> AsyncIterator[Exchange]:
-    async with memory_store_exchange(tmp_path, database_url, store) as opened:
-        yield opened
+def exchange(store_exchange: Exchange) -> Exchange:
+    return store_exchange
 
 
 class Project:
