@@ -39,8 +39,13 @@ class ServerState:
     dataplane: DataPlane | None = None
     logs: LogArchive | None = None  # ended jobs' logs in the store (with a data plane)
     key: bytes = b""  # the server key (``keys``), loaded at start
-    audit_writer: AuditWriter | None = None  # group commit of audit records, made on first use
-    submitter: Submitter | None = None  # group commit of single submits, made on first use
+    # group commits of audit records and of single submits (``db.group``)
+    audit_writer: AuditWriter = field(init=False)
+    submitter: Submitter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.audit_writer = AuditWriter(self.db, lambda: self.audit_key)  # key read per group
+        self.submitter = Submitter(self.db, lambda: self.store_root)  # wired in at start
 
     def open_key(self) -> None:
         self.key = keys.load_or_create(self.config.data_dir)
@@ -57,14 +62,10 @@ class ServerState:
         return keys.subkey(self.key, "audit")
 
     async def record_audit(self, entry: audit.Entry) -> None:
-        if self.audit_writer is None:
-            self.audit_writer = AuditWriter(self.db, lambda: self.audit_key)
         await self.audit_writer.write(entry)
 
     async def submit(self, spec: JobSpec, project_id: str) -> Job:
         """Accept one job, group-committed with concurrent submits (``submitter``)."""
-        if self.submitter is None:
-            self.submitter = Submitter(self.db, lambda: self.store_root)
         return await self.submitter.submit(spec, project_id, self.clock())
 
     @classmethod
