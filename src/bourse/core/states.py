@@ -65,7 +65,9 @@ _ATTEMPT_TERMINAL = frozenset({AttemptState.SUCCEEDED, AttemptState.FAILED,
 
 _ENDINGS = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
 JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
-    JobState.PENDING: frozenset({JobState.SCHEDULED, JobState.CANCELLED, JobState.FAILED}),
+    # PENDING -> SUCCEEDED: a lost attempt's success arrived while the job waited for another
+    JobState.PENDING: frozenset({JobState.SCHEDULED, JobState.CANCELLED, JobState.FAILED,
+                                 JobState.SUCCEEDED}),
     JobState.SCHEDULED: frozenset({JobState.STARTING, JobState.RUNNING, JobState.PENDING,
                                    *_ENDINGS}),
     JobState.STARTING: frozenset({JobState.RUNNING, JobState.PENDING, *_ENDINGS}),
@@ -85,8 +87,10 @@ ATTEMPT_TRANSITIONS: dict[AttemptState, frozenset[AttemptState]] = {
     AttemptState.SUCCEEDED: frozenset(),
     AttemptState.FAILED: frozenset(),
     AttemptState.CANCELLED: frozenset(),
-    AttemptState.LOST: frozenset(),
-    AttemptState.PREEMPTED: frozenset(),
+    # given up, then heard from: an attempt whose exit reached its node's spool succeeded,
+    # whatever the coordinator concluded from the node's silence (``late_success``)
+    AttemptState.LOST: frozenset({AttemptState.SUCCEEDED}),
+    AttemptState.PREEMPTED: frozenset({AttemptState.SUCCEEDED}),
 }
 
 
@@ -114,6 +118,12 @@ def exit_outcome(exit_code: int | None, cancel_requested: bool) -> AttemptState:
     if cancel_requested:
         return AttemptState.CANCELLED
     return AttemptState.SUCCEEDED if exit_code == 0 else AttemptState.FAILED
+
+
+def late_success(attempt: AttemptState, job: JobState, cancel_requested: bool) -> bool:
+    """Whether a success reported by an attempt the coordinator had given up (LOST or
+    PREEMPTED) is taken: the job has not ended and nobody asked to stop it."""
+    return attempt.interrupted and not job.terminal and not cancel_requested
 
 
 def job_state_for(attempt: AttemptState) -> JobState:
