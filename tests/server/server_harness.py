@@ -137,6 +137,10 @@ class Exchange:
     async def tick(self, now: float | None = None) -> PlacementReport:
         return await self.state.scheduler.tick(self.clock() if now is None else now)
 
+    async def place(self, now: float | None = None) -> PlacementReport:
+        """The quick pass a submit or a freed slot causes (no reasons, no lost nodes)."""
+        return await self.state.scheduler.place(self.clock() if now is None else now)
+
     async def row(self, model: type[Any], key: Any) -> Any:
         async with self.state.db.read() as session:
             return await session.get(model, key)
@@ -156,9 +160,11 @@ class Exchange:
 
 def server_config(data_dir: Path, database_url: str, **overrides: Any) -> ServerConfig:
     """Test settings. Fake agents send no probe reports, so placement accepts unverified nodes
-    unless a test (of verification) says otherwise."""
+    unless a test (of verification) says otherwise. The loss window is the shortest there is
+    (three keep-alives) unless a test of the window says otherwise."""
     config = ServerConfig(data_dir=data_dir / "data", database_url=database_url,
                           credentials_path=data_dir / "cred.json", keep_alive_s=20.0,
+                          loss_window_s=1.0,
                           start_lease_s=30.0, bundle_max_bytes=64 * 1024,
                           allow_unverified=True, store=StoreConfig.none())
     return replace(config, **overrides)

@@ -1,5 +1,6 @@
 """Compliance tags: a project that requires a tag has its jobs placed only on nodes an admin
-gave that tag, and its jobs wait (saying why) while there is none."""
+gave that tag; its jobs wait (saying why) while such a node is away, and fail at once (saying
+why) when there is none."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import pytest
 from fake_agent import FakeAgent
-from server_harness import Live
+from server_harness import Live, until_disconnected
 
 pytestmark = pytest.mark.anyio
 
@@ -21,16 +22,19 @@ async def test_a_required_tag_keeps_jobs_off_untagged_nodes(
     assert made.json()["required_tags"] == ["hipaa"]
     member = {"Authorization": f"Bearer {await exchange.project_token('clinic')}"}
     plain: FakeAgent = await agent_factory("plain", cpus=8)
+    certified: FakeAgent = await agent_factory("certified", cpus=2)
+    tagged = await exchange.client.put(f"/api/v1/nodes/{certified.node_id}/tags",
+                                       json={"tags": ["hipaa", "soc2"]})
+    assert tagged.json()["tags"] == ["hipaa", "soc2"]
+    await certified.close()  # away for now: its jobs wait for it
+    await until_disconnected(exchange, certified.node_id)
     job = await exchange.client.post("/api/v1/jobs", headers=member,
                                      json={"command": ["true"], "compute": {"cpus": 1}})
     assert job.json()["spec"]["compute"]["tags"] == ["hipaa"]
     await exchange.tick()
     waiting = await exchange.job(job.json()["id"])
     assert waiting["state"] == "PENDING" and "tags" in waiting["pending_reason"]
-    certified: FakeAgent = await agent_factory("certified", cpus=2)
-    tagged = await exchange.client.put(f"/api/v1/nodes/{certified.node_id}/tags",
-                                       json={"tags": ["hipaa", "soc2"]})
-    assert tagged.json()["tags"] == ["hipaa", "soc2"]
+    await certified.connect()
     await exchange.tick()
     await certified.expect("start_job", job_id=job.json()["id"])
     await plain.barrier()

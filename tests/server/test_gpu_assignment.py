@@ -129,6 +129,7 @@ async def test_mig_slices_are_offered_and_given_one_per_job(
     assert (await exchange.tick()).placed == 2
     starts = await _starts(agent)
     assert starts == {small[0]: [f"MIG-{ZERO}/9/0"], small[1]: [f"MIG-{ZERO}/10/0"]}
-    reason = (await exchange.job(named))["pending_reason"]
+    # a node of MIG slices only: whole GPUs can never be had there, and it is the only node
+    reason = (await exchange.job(named))["reason"]
     assert "has MIG slices 16GB of h200, not whole GPUs" in reason, reason
-    assert "GPU memory 16GB, needs 100GB+" in (await exchange.job(whole))["pending_reason"]
+    assert "GPU memory 16GB, needs 100GB+" in (await exchange.job(whole))["reason"]

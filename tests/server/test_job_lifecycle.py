@@ -155,13 +155,91 @@ async def test_events_of_a_stale_attempt_never_change_the_job(
     await second.event(job_id, 2, "accepted")
     before = await exchange.job(job_id)
     await first.log(job_id, 1, 5, b"late output of attempt 1\n")
-    await first.event(job_id, 1, "exited", exit_code=0)
+    await first.event(job_id, 1, "exited", exit_code=3)
     await first.event(job_id, 1, "start_failed", reason="late")
     after = await exchange.job(job_id)
     assert after == before
     assert (after["state"], after["attempt"], after["node_id"]) == (
         "STARTING", 2, second.node_id)
     assert [a["state"] for a in after["attempts"]] == ["LOST", "STARTING"]
+
+
+async def test_a_lost_attempts_late_success_ends_the_job_once_and_cancels_the_retry(
+        live: Live, agent_factory: Factory) -> None:
+    """It exited 0 (outputs up) before its node was given up; the report came later. The work
+    is done: the job succeeds with its result, and the retry is stopped and discarded."""
+    exchange = live.exchange
+    job_id, first, second = await _move_to_second_attempt(exchange, agent_factory)
+    await second.event(job_id, 2, "accepted")
+    await second.event(job_id, 2, "started", pid=7)
+    seq = first.next_seq(job_id, 1)
+    for _ in range(2):  # replayed after a reconnect: taken once
+        await first.send(first.job_event(job_id, 1, "exited", seq=seq, exit_code=0,
+                                         outputs={"model": "s3://b/m"}))
+    cancel = await second.expect("cancel_job", job_id=job_id)
+    assert (cancel["attempt"], cancel["stale"]) == (2, True)
+    job = await exchange.job(job_id)
+    assert (job["state"], job["exit_code"], job["node_id"]) == ("SUCCEEDED", 0, first.node_id)
+    assert job["outputs"] == {"model": "s3://b/m"}
+    assert "arrived after the attempt was given up" in job["reason"]
+    assert [a["state"] for a in job["attempts"]] == ["SUCCEEDED", "CANCELLED"]
+    states = _states(await exchange.events(job_id))
+    assert states.count("SUCCEEDED") == 1
+    await second.event(job_id, 2, "exited", exit_code=0)  # the retry's own end changes nothing
+    assert (await exchange.job(job_id))["attempts"][1]["state"] == "CANCELLED"
+
+
+async def test_a_late_success_while_the_retry_waits_to_be_placed(
+        live: Live, agent_factory: Factory) -> None:
+    exchange = live.exchange
+    first: FakeAgent = await agent_factory("first")
+    job_id, attempt = await place_job(exchange, first)
+    await first.event(job_id, attempt, "started", pid=1)
+    await first.heartbeat(running=[])  # given up; no other node: the retry waits
+    assert (await exchange.job(job_id))["state"] == "PENDING"
+    await first.event(job_id, attempt, "exited", exit_code=0)
+    job = await exchange.job(job_id)
+    assert (job["state"], job["attempt"]) == ("SUCCEEDED", 1)
+    assert (await exchange.tick()).placed == 0
+
+
+@pytest.mark.parametrize("late", [{"exit_code": 1}, {"exit_code": 0, "outputs_error": "x"},
+                                  {"exit_code": 0, "fenced": True}],
+                         ids=["failed", "outputs-not-up", "fenced"])
+async def test_a_late_report_that_is_no_success_leaves_the_retry_alone(
+        live: Live, agent_factory: Factory, late: dict[str, Any]) -> None:
+    exchange = live.exchange
+    job_id, first, _ = await _move_to_second_attempt(exchange, agent_factory)
+    await first.event(job_id, 1, "exited", **late)
+    job = await exchange.job(job_id)
+    assert (job["state"], job["attempt"]) == ("SCHEDULED", 2)
+    assert [a["state"] for a in job["attempts"]] == ["LOST", "SCHEDULED"]
+
+
+async def test_a_late_success_after_the_retry_succeeded_changes_nothing(
+        live: Live, agent_factory: Factory) -> None:
+    exchange = live.exchange
+    job_id, first, second = await _move_to_second_attempt(exchange, agent_factory)
+    await second.run_job(job_id, 2)
+    before = await exchange.job(job_id)
+    await first.event(job_id, 1, "exited", exit_code=0)
+    assert await exchange.job(job_id) == before
+
+
+async def test_a_fenced_exit_is_a_lost_attempt_and_the_job_resumes(
+        live: Live, agent_factory: Factory) -> None:
+    """The attempt stopped itself, cut off for nearly the loss window: whatever its exit code,
+    its node is as good as lost and the work resumes elsewhere."""
+    exchange = live.exchange
+    agent: FakeAgent = await agent_factory("first")
+    job_id, attempt = await place_job(exchange, agent)
+    await agent.event(job_id, attempt, "started", pid=1)
+    await agent.event(job_id, attempt, "exited", exit_code=0, fenced=True,
+                      reason="stopped itself")
+    job = await exchange.job(job_id)  # placed again at once (here: the same free node)
+    assert [a["state"] for a in job["attempts"]] == ["LOST", "SCHEDULED"]
+    assert "stopped itself" in job["attempts"][0]["reason"]
+    assert (await exchange.job_row(job_id)).resume
 
 
 async def test_a_stale_attempt_that_starts_is_told_to_stop(

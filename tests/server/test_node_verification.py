@@ -87,7 +87,9 @@ async def test_placement_trusts_what_was_verified_not_what_the_hello_claims(
         await exchange.tick()
         await agent.barrier()
         assert agent.received("start_job") == [], "a GPU job went to a node with no GPU"
-        assert (await exchange.job(job["id"]))["state"] == "PENDING"
+        detail = await exchange.job(job["id"])  # and no node could ever run it: said at once
+        assert detail["state"] == "FAILED"
+        assert detail["reason"].startswith("no node on this exchange can ever run it")
     finally:
         await agent.close()
 

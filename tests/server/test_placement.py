@@ -18,6 +18,7 @@ from server_harness import (
 )
 
 from bourse.core.offer import Offer
+from bourse.server.scheduler import PLACEMENT_BATCH
 from bourse.server.services.placement import PAGE, first_page
 
 pytestmark = pytest.mark.anyio
@@ -108,26 +109,79 @@ async def test_gpu_jobs_go_only_to_gpu_nodes_and_reserve_their_gpus(
     assert await _started(gpu_node) == gpu_jobs[1:]
 
 
-async def test_a_gpu_job_waits_while_only_cpu_nodes_are_connected(
+async def away(agent: FakeAgent, exchange: Exchange) -> None:
+    """Connect the agent's node once (so the exchange knows what it is), then leave."""
+    await agent.close()
+    await until_disconnected(exchange, agent.node_id)
+
+
+async def test_a_gpu_job_waits_while_its_node_is_away(
         live: Live, agent_factory: Factory) -> None:
     exchange = live.exchange
     cpu_node: FakeAgent = await agent_factory(cpus=8)
+    gpu_node: FakeAgent = await agent_factory("late-gpu", gpus=2)
+    await away(gpu_node, exchange)
     job = await exchange.submit(compute={"gpu": "a100-80gb"})
     assert (await exchange.tick()).unplaced == 1
-    assert "has no GPU" in (await exchange.job(job["id"]))["pending_reason"]
-    gpu_node: FakeAgent = await agent_factory("late-gpu", gpus=2)
+    reason = (await exchange.job(job["id"]))["pending_reason"]
+    assert reason.startswith("waiting for room: the nodes that can run it are busy or away")
+    assert "has no GPU" in reason  # the free room's explanation, a line per constraint
+    await gpu_node.connect()
     await exchange.tick()
     assert await _started(gpu_node) == [job["id"]]
     assert await _started(cpu_node) == []
+
+
+async def test_a_job_no_known_node_could_ever_run_fails_at_once(
+        live: Live, agent_factory: Factory) -> None:
+    """No enrolled node has a GPU, and no offer can be launched: waiting would be forever."""
+    exchange = live.exchange
+    cpu_node: FakeAgent = await agent_factory(cpus=8)
+    job = await exchange.submit(compute={"gpu": "v100"})
+    report = await exchange.place()  # the pass a submit causes, not the periodic one
+    assert (report.placed, report.failed) == (0, 1)
+    detail = await exchange.job(job["id"])
+    assert detail["state"] == "FAILED"
+    first, *lines = detail["reason"].split("\n")
+    assert first == ("no node on this exchange can ever run it: none of the 1 known node(s) "
+                     "has what it asks, and no cloud offer can be launched")
+    assert any("has no GPU" in line for line in lines), lines
+    assert await _started(cpu_node) == []
+
+
+async def test_a_retry_is_never_failed_for_want_of_a_node(
+        live: Live, agent_factory: Factory) -> None:
+    """A job that ran once had its node: its retry waits for it, saying so."""
+    exchange = live.exchange
+    gpu: FakeAgent = await agent_factory("gpu", gpus=1)
+    job_id, attempt = await place_job(exchange, gpu, compute={"gpu": "a100-80gb"})
+    await gpu.event(job_id, attempt, "started", pid=1)
+    exchange.clock.advance(200)  # silent past the loss window: lost, retried
+    report = await exchange.tick()
+    assert report.lost_nodes == [gpu.node_id]
+    detail = await exchange.job(job_id)
+    assert (detail["state"], detail["attempt"]) == ("PENDING", 1)
+    assert detail["pending_reason"].startswith(NOTHING_CONNECTED.pattern[1:-1].replace(
+        "(verified )?", "verified "))
+
+
+async def test_an_exchange_no_node_joined_yet_lets_jobs_wait(exchange: Exchange) -> None:
+    job = await exchange.submit(compute={"gpu": "v100"})
+    report = await exchange.tick()
+    assert (report.placed, report.failed, report.unplaced) == (0, 0, 1)
+    reason = (await exchange.job(job["id"]))["pending_reason"]
+    assert reason.startswith("no node has joined this exchange yet")
 
 
 async def test_a_job_asking_for_two_gpus_needs_a_node_with_two_free(
         live: Live, agent_factory: Factory) -> None:
     exchange = live.exchange
     one: FakeAgent = await agent_factory("one-gpu", gpus=1)
+    two: FakeAgent = await agent_factory("two-gpus", gpus=2)
+    await away(two, exchange)
     job = await exchange.submit(compute={"gpu": "a100-80gb:2"})
     assert (await exchange.tick()).placed == 0
-    two: FakeAgent = await agent_factory("two-gpus", gpus=2)
+    await two.connect()
     assert (await exchange.tick()).placed == 1
     assert await _started(two) == [job["id"]]
     assert await _started(one) == []
@@ -224,16 +278,51 @@ async def test_the_pending_reason_follows_the_nodes(live: Live, agent_factory: F
 
 async def test_jobs_that_cannot_fit_at_the_head_do_not_hide_the_ones_behind(
         live: Live, agent_factory: Factory) -> None:
-    """A pass reads as many pending jobs as the free CPUs could take first, then whole pages:
-    jobs no node can run, more of them than free CPUs, do not stop it."""
+    """More jobs no free node can take than one pass's limit, at the head of the queue: the
+    jobs behind them that fit the idle node are placed in the same pass."""
+    exchange = live.exchange
+    gpu: FakeAgent = await agent_factory("gpu-box", gpus=8)
+    await away(gpu, exchange)  # known (its jobs wait for it), but not here now
+    agent: FakeAgent = await agent_factory(cpus=4)
+    big = (await exchange.client.post("/api/v1/jobs/batch", json={"jobs": [
+        job_spec(compute={"gpu": "a100-80gb:8"}) for _ in range(PLACEMENT_BATCH + 10)]}))
+    assert big.status_code == 201, big.text
+    exchange.clock.advance(1)
+    cpu = await _submit_all(exchange, 4, compute={"cpus": 1})
+    report = await exchange.tick()
+    assert (report.placed, report.unplaced) == (4, PLACEMENT_BATCH + 10)
+    assert await _started(agent) == cpu
+    waiting = await exchange.job(big.json()["jobs"][-1]["id"])
+    assert waiting["state"] == "PENDING"
+    assert waiting["pending_reason"].startswith("waiting for room")
+
+
+async def test_jobs_that_fit_wait_their_turn_oldest_first_and_say_so(
+        live: Live, agent_factory: Factory) -> None:
+    exchange = live.exchange
+    agent: FakeAgent = await agent_factory(cpus=1)
+    first, second = await _submit_all(exchange, 2, compute={"cpus": "0.5"})
+    third = (await _submit_all(exchange, 1, compute={"cpus": "0.75"}))[0]
+    report = await exchange.tick()
+    assert (report.placed, report.unplaced) == (2, 1)
+    assert await _started(agent) == [first, second]
+    assert "busy" in (await exchange.job(third))["pending_reason"]
+
+
+async def test_projects_share_the_free_room(live: Live, agent_factory: Factory) -> None:
+    """FIFO within a project; between projects, the one running fewer jobs goes first: a
+    long queue in one project does not keep another project's first job waiting."""
     exchange = live.exchange
     agent: FakeAgent = await agent_factory(cpus=2)
-    gpu = await _submit_all(exchange, 3, compute={"gpu": {"count": 1}})
-    cpu = await _submit_all(exchange, 2, compute={"cpus": 1})
+    other = {"Authorization": f"Bearer {await exchange.project_token('other')}"}
+    busy = await _submit_all(exchange, 5, compute={"cpus": 1})
+    exchange.clock.advance(1)
+    response = await exchange.client.post("/api/v1/jobs", json=job_spec(compute={"cpus": 1}),
+                                          headers=other)
+    assert response.status_code == 201, response.text
     report = await exchange.tick()
-    assert (report.placed, report.unplaced) == (2, 3)
-    assert await _started(agent) == cpu
-    assert [(await exchange.job(j))["state"] for j in gpu] == ["PENDING"] * 3
+    assert report.placed == 2
+    assert await _started(agent) == [busy[0], response.json()["id"]]
 
 
 def test_a_pass_first_reads_what_the_free_cpus_can_take() -> None:
@@ -246,3 +335,29 @@ def test_a_pass_first_reads_what_the_free_cpus_can_take() -> None:
     assert first_page([offer(1.5), offer(0.5)]) == 2
     assert first_page([offer(0.25)]) == 1
     assert first_page([offer(64.0)]) == PAGE
+
+
+async def test_a_pending_timeout_ends_the_wait(live: Live, agent_factory: Factory) -> None:
+    exchange = live.exchange
+    agent: FakeAgent = await agent_factory(cpus=1)
+    running = await exchange.submit()
+    exchange.clock.advance(1)
+    waits = await exchange.submit(pending_timeout_s=30)
+    await exchange.tick()
+    assert await _started(agent) == [running["id"]]
+    exchange.clock.advance(29)
+    assert (await exchange.tick()).failed == 0
+    exchange.clock.advance(2)
+    assert (await exchange.tick()).failed == 1
+    detail = await exchange.job(waits["id"])
+    assert detail["state"] == "FAILED"
+    assert detail["reason"].startswith("waited 30 s without being placed (pending timeout): "
+                                       "waiting for room")
+
+
+@pytest.mark.parametrize("timeout", [0, -1, 1e12, "soon"])
+async def test_a_bad_pending_timeout_is_refused(exchange: Exchange, timeout: object) -> None:
+    response = await exchange.client.post("/api/v1/jobs", json=job_spec(
+        pending_timeout_s=timeout))
+    assert response.status_code == 422, response.text
+    assert response.json()["field"] == "pending_timeout_s"

@@ -17,6 +17,7 @@ from server_harness import (
     open_exchange,
     place_job,
     serve,
+    until_disconnected,
 )
 
 from bourse.protocol.agent import Hello
@@ -201,6 +202,55 @@ async def test_a_restart_does_not_count_the_coordinators_downtime_as_silence(
     async with open_exchange(tmp_path, database_url, clock=clock) as after:
         report = await after.tick()
         assert (report.lost_nodes, (await after.job(job["id"]))["state"]) == ([], "SCHEDULED")
-        await after.tick(restarted + 30.5)  # a lease restarted with the coordinator
-        assert (await after.job(job["id"]))["attempts"][0]["state"] == "LOST"
+        # its start lease: the node is not connected, so it gets the start again when it
+        # says hello; a node that never does is lost with it
+        await after.tick(restarted + 30.5)
+        assert (await after.job(job["id"]))["attempts"][0]["state"] == "SCHEDULED"
         assert (await after.tick(restarted + 60.5)).lost_nodes == [node_id]
+        assert (await after.job(job["id"]))["attempts"][0]["state"] == "LOST"
+
+
+async def test_a_node_is_lost_after_its_loss_window_not_its_keep_alives(
+        tmp_path: Path, database_url: str) -> None:
+    """The loss window is a setting of its own: a node heartbeating every 5 s that falls
+    silent for a minute (twelve keep-alives) keeps its attempt; past two minutes it is lost."""
+    async with (open_exchange(tmp_path, database_url, loss_window_s=120.0) as exchange,
+                serve(exchange) as live):
+        node_id, credential = await exchange.enroll("n")
+        agent = FakeAgent(live.ws_url, node_id, credential, capabilities(), name="n",
+                          keep_alive_s=5.0)
+        welcome = await agent.connect()
+        assert welcome["loss_window_s"] == 120.0
+        job_id = await _running_on(exchange, agent)
+        t0 = exchange.clock()
+        assert (await exchange.tick(t0 + 60)).lost_nodes == []
+        assert (await exchange.tick(t0 + 119.5)).lost_nodes == []
+        assert (await exchange.job(job_id))["state"] == "RUNNING"
+        assert (await exchange.tick(t0 + 120.5)).lost_nodes == [node_id]
+        assert (await exchange.job(job_id))["attempts"][0]["state"] == "LOST"
+        await agent.close()
+
+
+async def test_a_start_lease_waits_for_a_node_that_is_away(
+        live: Live, agent_factory: Factory) -> None:
+    """Placed, then the node's link blinks before it acknowledges: it gets the start again when
+    it says hello, with a fresh lease, instead of the attempt being lost and placed again."""
+    exchange = live.exchange
+    agent: FakeAgent = await agent_factory(keep_alive_s=20)
+    job = await exchange.submit()
+    await exchange.tick()
+    await agent.expect("start_job", job_id=job["id"])
+    await agent.close()
+    await until_disconnected(exchange, agent.node_id)
+    exchange.clock.advance(40)  # past the 30 s start lease, inside the loss window (60 s)
+    assert (await exchange.tick()).lost_nodes == []
+    assert (await exchange.job(job["id"]))["attempts"][0]["state"] == "SCHEDULED"
+    await agent.connect()
+    start = await agent.expect("start_job", job_id=job["id"])
+    assert start["attempt"] == 1
+    exchange.clock.advance(20)
+    await exchange.tick()
+    assert (await exchange.job(job["id"]))["attempts"][0]["state"] == "SCHEDULED"
+    exchange.clock.advance(15)  # 35 s after the hello, still unacknowledged: given up
+    await exchange.tick()
+    assert (await exchange.job(job["id"]))["attempts"][0]["state"] == "LOST"

@@ -19,8 +19,9 @@ from bourse.cli.errors import handles_errors
 from bourse.cli.logs import LogPrinter, finish, follow_job
 from bourse.cli.offers import compute_from_flags, compute_options
 from bourse.core.errors import InvalidInput
+from bourse.core.units import parse_duration
 from bourse.protocol.api import JobView
-from bourse.protocol.common import Port, parse_port
+from bourse.protocol.common import MAX_PENDING_TIMEOUT_S, Port, parse_port
 from bourse.sdk.bundle import human_size, pack
 from bourse.sdk.client import Client
 from bourse.sdk.core import job_spec
@@ -41,6 +42,17 @@ def parse_env(pairs: tuple[str, ...], environ: dict[str, str] | None = None) -> 
             value = local[name]
         env[name] = value
     return env
+
+
+def pending_seconds(text: str | None) -> float | None:
+    """``--pending-timeout``: seconds, more than none and at most a year."""
+    if text is None:
+        return None
+    seconds = parse_duration(text, field="pending-timeout")
+    if not 0 < seconds <= MAX_PENDING_TIMEOUT_S:
+        raise InvalidInput(f"--pending-timeout {text}: write a duration from 1s to 365d",
+                           field="pending-timeout")
+    return seconds
 
 
 def parse_ports(values: tuple[str, ...]) -> list[Port]:
@@ -113,6 +125,9 @@ class StatusLine:
               help="A project secret the job gets as the variable NAME (repeatable).")
 @click.option("--max-retries", type=click.IntRange(0, 100),
               help="Attempts after a lost node (default 3).")
+@click.option("--pending-timeout", metavar="DURATION",
+              help="Fail the job if it waits this long to be placed (e.g. 90s, 10m, 2h; each "
+                   "time it waits). Default: wait as long as it takes, saying why.")
 @click.option("--detach", "-d", is_flag=True,
               help="Print the job id and return at once (an app: submit its flow driver as "
                    "a job and print the run id).")
@@ -124,7 +139,7 @@ class StatusLine:
 @handles_errors
 def run(command: tuple[str, ...], *, name: str | None, env_pairs: tuple[str, ...],
         ports: tuple[str, ...], secrets: tuple[str, ...], max_retries: int | None,
-        detach: bool, no_code: bool, local: bool, run_id: str | None,
+        pending_timeout: str | None, detach: bool, no_code: bool, local: bool, run_id: str | None,
         **flags: Any) -> None:
     """Run COMMAND on the exchange with the current directory as its code, or run an app:
     `bourse run app.py [ARGS]` runs the app (`app = App(...)`) in app.py, each stage a job.
@@ -143,7 +158,8 @@ def run(command: tuple[str, ...], *, name: str | None, env_pairs: tuple[str, ...
     spec_fields = {"name": name, "env": parse_env(env_pairs),
                    "compute": compute_from_flags(flags), "max_retries": max_retries,
                    "ports": parse_ports(ports),
-                   "project_secrets": list(secrets) or None}
+                   "project_secrets": list(secrets) or None,
+                   "pending_timeout_s": pending_seconds(pending_timeout)}
     spec_fields |= data_fields(flags)  # --input, --output, --checkpoint
     with seam.open_client() as client:
         bundle = None if no_code else upload_code(client, Path.cwd())

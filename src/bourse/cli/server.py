@@ -15,6 +15,7 @@ import uvicorn
 from bourse.cli import loop
 from bourse.cli.errors import handles_errors
 from bourse.core.health import StallRules
+from bourse.core.liveness import DEFAULT_LOSS_WINDOW_S
 from bourse.core.ratelimit import LogLimit
 from bourse.server.app import create_app
 from bourse.server.config import MetricsConfig, ServerConfig, StoreConfig
@@ -73,8 +74,14 @@ def metrics_config(stall_after: float, disk_warn_percent: float, raw_hours: floa
               help="Port to listen on; 0 picks a free one.")
 @click.option("--database-url", help="e.g. postgresql+asyncpg://user@host/db "
               "(default: SQLite in the data dir).")
-@click.option("--keep-alive", type=click.FloatRange(min=0.1), default=20.0, show_default=True,
-              help="Seconds between agent heartbeats; silent for 3x this = node lost.")
+@click.option("--keep-alive", type=click.FloatRange(min=0.1, max=86400), default=20.0,
+              show_default=True, help="Seconds between heartbeats of the agents this "
+              "coordinator enrols.")
+@click.option("--loss-window", type=click.FloatRange(min=1, max=7 * 86400),
+              default=DEFAULT_LOSS_WINDOW_S, show_default=True, metavar="SECONDS",
+              help="A node silent this long (never less than 3 of its keep-alives) is lost "
+              "and its jobs are placed again; its jobs stop themselves just before, so two "
+              "copies never run at once. Short blinks never cost a running job.")
 @click.option("--credentials", type=click.Path(path_type=Path),
               help="Where the first start writes the admin token (default: "
                    "<data dir>/admin-token).")
@@ -119,7 +126,8 @@ def metrics_config(stall_after: float, disk_warn_percent: float, raw_hours: floa
               type=click.Choice(["debug", "info", "warning", "error"]))
 @handles_errors
 def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_alive: float,
-           credentials: Path | None, allow_unverified: bool, archive_logs_after: float,
+           loss_window: float, credentials: Path | None, allow_unverified: bool,
+           archive_logs_after: float,
            stall_after: float, disk_warn_percent: float, metrics_raw_hours: float,
            metrics_keep_days: float, log_rate: str, log_burst: str, log_level: str,
            **store: Any) -> None:
@@ -134,6 +142,7 @@ def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_
     url = f"http://{host if ':' not in host else f'[{host}]'}:{bound}"
     config = ServerConfig(data_dir=data_dir, database_url=database_url or sqlite_url(
         data_dir / "bourse.db"), host=host, port=bound, keep_alive_s=keep_alive,
+        loss_window_s=loss_window,
         credentials_path=credentials.expanduser() if credentials else None, public_url=url,
         allow_unverified=allow_unverified, store=store_config(**store),
         archive_logs_after_s=archive_logs_after,

@@ -124,6 +124,10 @@ class Welcome(Wire):
     keep_alive_s: float
     server_time: float
     accepts: list[str] = Field(default_factory=list)  # optional message types it handles
+    # after this long without being heard, the node's attempts are given up and may be placed
+    # elsewhere: the agent fences them before then (``core.liveness``); None: an older
+    # coordinator, which does not say
+    loss_window_s: float | None = Field(default=None, gt=0, le=7 * 86400)
 
 
 class StoreAccess(Wire):

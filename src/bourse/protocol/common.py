@@ -63,6 +63,9 @@ def parse_port(text: str) -> Port:
     return Port(number=int(number), path="keep" if path == "keep" else "strip")
 
 
+MAX_PENDING_TIMEOUT_S = 365 * 86400.0
+
+
 class JobSpec(Wire):
     """What to run: a command in a code bundle's directory, with an environment and a Compute.
 
@@ -97,6 +100,9 @@ class JobSpec(Wire):
     # the project's secrets the job gets as environment variables of the same names
     project_secrets: list[SecretName] = Field(default_factory=list, max_length=64)
     ports: list[Port] = Field(default_factory=list, max_length=MAX_PORTS)
+    # how long the job may wait to be placed, each time it waits; None: as long as it takes
+    pending_timeout_s: float | None = Field(default=None, gt=0, le=MAX_PENDING_TIMEOUT_S,
+                                            allow_inf_nan=False)
 
     @field_validator("ports")
     @classmethod

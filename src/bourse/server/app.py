@@ -20,7 +20,7 @@ from bourse.server.keeper import MetricsKeeper
 from bourse.server.limits import BodyLimit
 from bourse.server.services import audit, projects, tokens
 from bourse.server.services.jobs import active_attempts
-from bourse.server.services.placement import grace_after_start
+from bourse.server.services.liveness import grace_after_start
 from bourse.server.state import ServerState
 
 log = logging.getLogger(__name__)
@@ -77,14 +77,16 @@ def create_app(config: ServerConfig, clock: Callable[[], float] = time.time,
         state.open_key()
         await state.db.migrate()
         await bootstrap(state)
-        async with state.db.write() as session:
-            await grace_after_start(session, state.clock(), config.start_lease_s)
         if config.allow_unverified:
             log.warning("ALLOW-UNVERIFIED: work will be placed on nodes that have not passed "
                         "verification. Use this for development only.")
         store = config.store if dataplane is None else StoreConfig.none()
         async with open_dataplane(store, config.store_dir) as opened:
             await start_dataplane(state, dataplane or opened)
+            # last, just before the server accepts agents: each node's loss window runs
+            # from when it can reconnect, not from before a store that takes seconds to start
+            async with state.db.write() as session:
+                await grace_after_start(session, state.clock(), config.start_lease_s)
             async with _running(state, run_scheduler):
                 yield
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from bourse.core.health import StallRules
+from bourse.core.liveness import DEFAULT_LOSS_WINDOW_S
 from bourse.core.ratelimit import LogLimit
 from bourse.server.db.database import sqlite_url
 
@@ -64,7 +65,10 @@ class ServerConfig:
     database_url: str | None = None  # default: SQLite file in the data dir
     host: str = "127.0.0.1"
     port: int = 8470
-    keep_alive_s: float = 20.0  # agents heartbeat this often; silent for 3x this = lost
+    keep_alive_s: float = 20.0  # agents heartbeat this often
+    # a node silent this long (never less than 3 of its keep-alives) is lost, and its attempts
+    # are placed again; its attempts stop themselves before then (core.liveness)
+    loss_window_s: float = DEFAULT_LOSS_WINDOW_S
     start_lease_s: float = 30.0  # a placement not acknowledged within this is re-placed
     tick_interval_s: float = 1.0  # the scheduler also runs on every submit and node change
     bundle_max_bytes: int = 512 * 1024 * 1024
@@ -75,6 +79,12 @@ class ServerConfig:
     archive_logs_after_s: float = 3600.0  # an ended job's logs move to the store after this
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     log_limit: LogLimit = field(default_factory=LogLimit)  # per job (docs/security.md)
+
+    def __post_init__(self) -> None:
+        if not 0 < self.keep_alive_s <= 86400:
+            raise ValueError("keep_alive_s is a number of seconds in (0, 86400]")
+        if not 0 < self.loss_window_s <= 7 * 86400:
+            raise ValueError("loss_window_s is a number of seconds in (0, 604800]")
 
     @property
     def db_url(self) -> str:

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from bourse.core.errors import BourseError
+from bourse.core.liveness import DEFAULT_LOSS_WINDOW_S, loss_window
 from bourse.core.ratelimit import LogLimit
 from bourse.protocol.agent import (
     Ack,
@@ -74,14 +75,15 @@ REFUSED = (DataError, IntegrityError, ProgrammingError, OverflowError)
 
 
 class Hub:
-    def __init__(self, db: Database, notifier: Notifier, on_change: Callable[[], None],
-                 keep_alive_s: float, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, db: Database, notifier: Notifier, on_change: Callable[[], None], *,
+                 loss_window_s: float = DEFAULT_LOSS_WINDOW_S,
+                 clock: Callable[[], float] = time.time, start_lease_s: float = 30.0) -> None:
         self.db, self.notifier, self.on_change = db, notifier, on_change
         self.place_in: Callable[[AsyncSession, float], Awaitable[list[Command]]] = _no_place
         self.inbox: asyncio.Queue[tuple[Connection, Envelope, Wire]] = asyncio.Queue(
             maxsize=256)
         self._processor: asyncio.Task[None] | None = None
-        self.keep_alive_s, self.clock = keep_alive_s, clock
+        self.loss_window_s, self.start_lease_s, self.clock = loss_window_s, start_lease_s, clock
         self.connections: dict[str, Connection] = {}
         self._waiting: Counter[str] = Counter()  # connections per node awaiting their hello
         self.dataplane: DataPlane | None = None
@@ -227,13 +229,16 @@ class Hub:
         now = self.clock()
         try:
             async with self.db.write() as session:
-                commands = await node_hello(session, node_id, hello, connection.session, now)
+                commands = await node_hello(session, node_id, hello, connection.session, now,
+                                            lease_s=self.start_lease_s)
         except BaseException:  # not registered after all: never listed as connected
             if self.connections.get(node_id) is connection:
                 del self.connections[node_id]
             raise
         connection.send(Welcome(node_id=node_id, keep_alive_s=hello.keep_alive_s,
-                                server_time=now, accepts=["metrics"]))
+                                server_time=now, accepts=["metrics"],
+                                loss_window_s=loss_window(self.loss_window_s,
+                                                          hello.keep_alive_s)))
         self.send(commands)
         log.info("agent %s (%s) connected", node_id, hello.name)
         self.notifier.notify()

@@ -20,12 +20,8 @@ from bourse.server.config import ServerConfig
 from bourse.server.db.database import Database
 from bourse.server.hub import Hub
 from bourse.server.notifier import Notifier
-from bourse.server.services.placement import (
-    PlacementReport,
-    detect_lost_nodes,
-    expire_start_leases,
-    place_pending,
-)
+from bourse.server.services.liveness import detect_lost_nodes, expire_start_leases
+from bourse.server.services.placement import Memo, PlacementReport, place_pending
 
 log = logging.getLogger(__name__)
 PLACEMENT_BATCH = 200
@@ -37,6 +33,7 @@ class Scheduler:
                  clock: Callable[[], float] = time.time) -> None:
         self.db, self.hub, self.notifier, self.config, self.clock = db, hub, notifier, config, clock
         self._wake = asyncio.Event()
+        self.memo = Memo()  # what placement passes keep between them
 
     def kick(self) -> None:
         self._wake.set()
@@ -45,15 +42,16 @@ class Scheduler:
         """One full pass: lost nodes, expired placement leases, then placement."""
         now = self.clock() if now is None else now
         async with self.db.write() as session:
-            lost = await detect_lost_nodes(session, now)
+            lost = await detect_lost_nodes(session, now, self.config.loss_window_s)
             expired = await expire_start_leases(session, now)
             report = await place_pending(session, now, self.config.start_lease_s,
                                          batch=PLACEMENT_BATCH,
                                          allow_unverified=self.config.allow_unverified,
-                                         data_region=self.config.store.region)
+                                         data_region=self.config.store.region,
+                                         memo=self.memo)
         report.lost_nodes = lost
         for node_id in lost:
-            log.warning("node %s lost: silent for 3 keep-alive intervals", node_id)
+            log.warning("node %s lost: silent for longer than its loss window", node_id)
             await self.hub.close_node(node_id, "declared lost")
         self._after(report, changed=bool(lost or expired))
         return report
@@ -65,7 +63,8 @@ class Scheduler:
             report = await place_pending(session, now, self.config.start_lease_s,
                                          batch=PLACEMENT_BATCH,
                                          allow_unverified=self.config.allow_unverified,
-                                         data_region=self.config.store.region, full=False)
+                                         data_region=self.config.store.region, full=False,
+                                         memo=self.memo)
         self._after(report, changed=False)
         return report
 
@@ -75,16 +74,17 @@ class Scheduler:
         report = await place_pending(session, now, self.config.start_lease_s,
                                      batch=PLACEMENT_BATCH,
                                      allow_unverified=self.config.allow_unverified,
-                                     data_region=self.config.store.region, full=False)
-        if report.placed and report.placed + report.unplaced >= PLACEMENT_BATCH:
+                                     data_region=self.config.store.region, full=False,
+                                     memo=self.memo)
+        if report.more:
             self.kick()
         return report.commands
 
     def _after(self, report: PlacementReport, changed: bool) -> None:
         self.hub.send(report.commands)
-        if changed or report.placed:
+        if changed or report.placed or report.failed:
             self.notifier.notify()
-        if report.placed and report.placed + report.unplaced >= PLACEMENT_BATCH:
+        if report.more:
             self.kick()  # there may be more pending jobs than one pass takes
 
     async def run(self) -> None:

@@ -72,7 +72,8 @@ class ServerState:
     def build(cls, config: ServerConfig, clock: Callable[[], float] = time.time) -> ServerState:
         db = Database(config.db_url)
         notifier = Notifier()
-        hub = Hub(db, notifier, lambda: None, config.keep_alive_s, clock)
+        hub = Hub(db, notifier, lambda: None, loss_window_s=config.loss_window_s, clock=clock,
+                  start_lease_s=config.start_lease_s)
         scheduler = Scheduler(db, hub, notifier, config, clock)
         hub.on_change = scheduler.kick
         hub.place_in = scheduler.place_in

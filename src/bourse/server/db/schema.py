@@ -120,9 +120,13 @@ class Job(Base):
     run: Mapped[str | None] = mapped_column(String(64))  # the app run it belongs to
     project_id: Mapped[str] = mapped_column(String(64), default=DEFAULT_PROJECT)
     stalled: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # evidence, while stalled
+    shape: Mapped[str | None] = mapped_column(String(16))  # digest of its Compute (placement)
+    pending_until: Mapped[float | None] = mapped_column(Float)  # its pending timeout, if any
     __table_args__ = (Index("ix_jobs_state_created", "state", "created_at"),
                       Index("ix_jobs_run", "run"),
-                      Index("ix_jobs_project_created", "project_id", "created_at"))
+                      Index("ix_jobs_project_created", "project_id", "created_at"),
+                      Index("ix_jobs_pending", "state", "project_id", "shape", "created_at"),
+                      Index("ix_jobs_state_pending_until", "state", "pending_until"))
 
 
 class Attempt(Base):

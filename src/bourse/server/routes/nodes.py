@@ -43,7 +43,7 @@ async def set_node_tags(node_id: Annotated[str, Path(pattern=ID_PATTERN, max_len
     """Set a node's compliance tags (admins: they vouch for the machine). Projects that
     require a tag have their jobs placed only on nodes carrying it."""
     async with state.db.write() as session:
-        await nodes.set_tags(session, node_id, body.tags)
+        await nodes.set_tags(session, node_id, body.tags, state.clock())
     async with state.db.read() as session:
         return await nodes.get_node(session, node_id, admin.scope, set(state.hub.connections))
 

@@ -18,7 +18,7 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.devices import held
-from bourse.core.states import AttemptState, JobState, exit_outcome
+from bourse.core.states import AttemptState, JobState, exit_outcome, late_success
 from bourse.protocol.agent import CancelJob, Heartbeat, Hello, JobEvent, LogChunk, StartJob
 from bourse.protocol.common import AttemptRef
 from bourse.server.commands import Command
@@ -31,6 +31,7 @@ from bourse.server.services.lifecycle import (
     end_attempt,
     set_attempt_state,
     set_job_state,
+    succeed_late,
 )
 from bourse.server.services.specs import spec_of
 
@@ -38,9 +39,10 @@ log = logging.getLogger(__name__)
 
 
 async def node_hello(session: AsyncSession, node_id: str, hello: Hello, connection: str,
-                     now: float) -> list[Command]:
+                     now: float, *, lease_s: float = 30.0) -> list[Command]:
     """A node (re)connected: record what it is, then reconcile what it runs with what we
-    think it runs — re-send unacknowledged starts and pending cancels, kill stale attempts."""
+    think it runs — re-send unacknowledged starts (their leases run from now) and pending
+    cancels, kill stale attempts."""
     node = await _node(session, node_id)
     verification.on_hello(node, hello.capabilities, hello.declared)
     node.capabilities = hello.capabilities.model_dump(mode="json")
@@ -48,6 +50,9 @@ async def node_hello(session: AsyncSession, node_id: str, hello: Hello, connecti
     node.state, node.last_seen, node.updated_at = "online", now, now
     node.reclaimed_at = None  # a node that says hello again is a new instance, or is back
     commands = await _reconcile(session, node_id, hello.running, now)
+    await session.execute(update(Attempt).where(
+        Attempt.node_id == node_id, Attempt.state == AttemptState.SCHEDULED.value,
+    ).values(start_deadline=now + lease_s))
     return commands + await _resend(session, node_id)
 
 
@@ -159,11 +164,36 @@ async def record_job_events(session: AsyncSession, node_id: str, events: Sequenc
                   agent_seq=event.seq)
         if job.attempt == event.attempt and AttemptState(attempt.state).active:
             _apply(session, job, attempt, event, now)
+        elif event.kind == "exited" and _succeeded(data) and late_success(
+                AttemptState(attempt.state), JobState(job.state), job.cancel_requested):
+            commands += await _late_success(session, job, attempt, data, now)
         elif event.kind in ("accepted", "started"):
             commands.append(Command(node_id, CancelJob(
                 job_id=job.id, attempt=event.attempt, grace_s=0, reason="stale attempt",
                 stale=True)))
     return commands
+
+
+def _succeeded(data: dict[str, Any]) -> bool:
+    """Whether an ``exited`` event says the job's work is done: exit 0, outputs up, and not
+    stopped by its own fence."""
+    return (_exit_code(data.get("exit_code")) == 0 and not data.get("outputs_error")
+            and not data.get("fenced"))
+
+
+async def _late_success(session: AsyncSession, job: Job, late: Attempt, data: dict[str, Any],
+                        now: float) -> list[Command]:
+    """Take the success of an attempt given up earlier; cancel the one placed since."""
+    current = (await session.get(Attempt, (job.id, job.attempt))
+               if job.attempt != late.number else None)
+    outputs = data.get("outputs")
+    succeed_late(session, job, late, current, now=now, outputs={
+        str(k): str(v) for k, v in outputs.items()} if isinstance(outputs, dict) else None)
+    if current is None or current.state != AttemptState.CANCELLED.value:
+        return []
+    return [Command(current.node_id, CancelJob(
+        job_id=job.id, attempt=current.number, grace_s=0, reason=current.reason or "",
+        stale=True))]
 
 
 def without_nul(value: Any) -> Any:
@@ -260,7 +290,11 @@ def _exited(session: AsyncSession, job: Job, attempt: Attempt, data: dict[str, A
     outcome = exit_outcome(code, job.cancel_requested)
     reason = str(data.get("reason") or _exit_reason(code, data.get("signal")))
     error = data.get("outputs_error")
-    if error and outcome is AttemptState.SUCCEEDED:
+    if data.get("fenced") and outcome is not AttemptState.CANCELLED:
+        # it stopped itself, cut off from the coordinator for nearly its loss window: as if
+        # its node had been lost (its work resumes elsewhere), whatever its exit code
+        outcome = AttemptState.LOST
+    elif error and outcome is AttemptState.SUCCEEDED:
         outcome, reason = AttemptState.FAILED, f"outputs could not be uploaded: {error}"
     outputs = data.get("outputs")
     if outcome is AttemptState.SUCCEEDED and isinstance(outputs, dict) and outputs:

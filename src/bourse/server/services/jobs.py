@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.cost import attempt_cost, billed_seconds, on_demand_cost, total_cost
 from bourse.core.errors import InvalidInput, NotFound
+from bourse.core.placement import shape_of
 from bourse.core.states import AttemptState, JobState
 from bourse.protocol.agent import CancelJob
 from bourse.protocol.api import AttemptView, EventView, JobDetail, JobView, LogPage
@@ -53,15 +54,23 @@ async def submit_job(session: AsyncSession, spec: JobSpec, project_id: str, now:
     job_id = new_id("j")
     spec = resolve_spec(spec, job_id, store)
     await claims.claim_spec(session, spec, job_id, project_id, store, now=now)
-    job = Job(id=job_id, name=spec.name, state=JobState.PENDING.value,
-              spec=spec.model_dump(mode="json"), created_at=now, updated_at=now, attempt=0,
-              cancel_requested=False, retries_used=0, max_retries=spec.max_retries,
-              avoid_nodes=[], run=spec.run, project_id=project_id)
+    stored = spec.model_dump(mode="json")
+    job = Job(id=job_id, name=spec.name, state=JobState.PENDING.value, spec=stored,
+              created_at=now, updated_at=now, attempt=0, cancel_requested=False,
+              retries_used=0, max_retries=spec.max_retries, avoid_nodes=[], run=spec.run,
+              project_id=project_id, shape=shape_of(stored["compute"]),
+              pending_until=pending_until(spec, now))
     session.add(job)
     remember(job_id, spec)
     add_event(session, job.id, 0, "state", now, state=JobState.PENDING.value,
               message="submitted")
     return job
+
+
+def pending_until(spec: JobSpec, since: float) -> float | None:
+    """When a job that starts waiting at ``since`` stops waiting (its pending timeout)."""
+    timeout = spec.pending_timeout_s
+    return None if timeout is None else since + timeout
 
 
 async def required_tags(session: AsyncSession, project_id: str) -> list[str]:

@@ -66,14 +66,8 @@ def end_attempt(session: AsyncSession, job: Job, attempt: Attempt, outcome: Atte
     data plane revokes its store credentials (a network call, so never inside it)."""
     if attempt.preempt_at is not None:
         outcome = under_notice(outcome)
-    set_attempt_state(attempt, outcome, now, reason)
-    attempt.exit_code = exit_code
-    if outcome.interrupted:
-        attempt.lost_work_s = lost_work(attempt.started_at, stopped_at or attempt.ended_at,
-                                        attempt.checkpoint_at, attempt.preempt_at)
-    job.cost = total_cost([job.cost, attempt_cost(attempt.price, attempt.started_at,
-                                                  attempt.ended_at, now)])
-    session.info.setdefault(ENDED_INFO, []).append((job.id, attempt.number))
+    close_attempt(session, job, attempt, outcome, now=now, reason=reason,
+                  exit_code=exit_code, stopped_at=stopped_at)
     if job.attempt != attempt.number or JobState(job.state).terminal:
         return  # a stale attempt ended: the job has moved on
     job.progress = None
@@ -89,6 +83,40 @@ def end_attempt(session: AsyncSession, job: Job, attempt: Attempt, outcome: Atte
         return
     job.exit_code, job.reason = exit_code, reason
     set_job_state(session, job, job_state_for(outcome), now, reason)
+
+
+def close_attempt(session: AsyncSession, job: Job, attempt: Attempt, outcome: AttemptState, *,
+                  now: float, reason: str, exit_code: int | None = None,
+                  stopped_at: float | None = None) -> None:
+    """End the attempt (its state, lost work and cost), leaving its job where it is."""
+    set_attempt_state(attempt, outcome, now, reason)
+    attempt.exit_code = exit_code
+    if outcome.interrupted:
+        attempt.lost_work_s = lost_work(attempt.started_at, stopped_at or attempt.ended_at,
+                                        attempt.checkpoint_at, attempt.preempt_at)
+    job.cost = total_cost([job.cost, attempt_cost(attempt.price, attempt.started_at,
+                                                  attempt.ended_at, now)])
+    session.info.setdefault(ENDED_INFO, []).append((job.id, attempt.number))
+
+
+def succeed_late(session: AsyncSession, job: Job, late: Attempt, current: Attempt | None, *,
+                 now: float, outputs: dict[str, str] | None) -> None:
+    """An attempt given up as LOST (or PREEMPTED) reports that it exited 0 with its outputs
+    up: its work is done, so the job ends SUCCEEDED with its result — once — and the attempt
+    placed since, if still active, is cancelled (the caller tells its node to drop it)."""
+    check_attempt(AttemptState(late.state), AttemptState.SUCCEEDED)
+    late.state, late.exit_code, late.lost_work_s = AttemptState.SUCCEEDED.value, 0, None
+    late.reason = "succeeded; its report arrived after the attempt was given up"
+    if current is not None and current is not late and AttemptState(current.state).active:
+        close_attempt(session, job, current, AttemptState.CANCELLED, now=now,
+                      reason=f"not needed: attempt {late.number} had already succeeded")
+    if outputs:
+        job.outputs = outputs
+    job.exit_code, job.node_id, job.progress = 0, late.node_id, None
+    job.reason = (f"attempt {late.number} succeeded on {late.node_id}; its report arrived "
+                  "after the attempt was given up")
+    add_event(session, job.id, late.number, "late_success", now, message=job.reason)
+    set_job_state(session, job, JobState.SUCCEEDED, now, job.reason)
 
 
 _WORDS = {AttemptState.LOST: "lost", AttemptState.PREEMPTED: "preempted",
@@ -109,6 +137,9 @@ def _retried(session: AsyncSession, job: Job, attempt: Attempt, outcome: Attempt
     counts[cause] = decision.count
     job.retry_counts, job.retries_used = counts, job.retries_used + 1
     job.not_before, job.resume, job.node_id = decision.not_before, True, None
+    timeout = job.spec.get("pending_timeout_s")
+    job.pending_until = (None if timeout is None
+                         else (decision.not_before or now) + float(timeout))
     if outcome.interrupted:
         job.avoid_nodes = sorted({*job.avoid_nodes, attempt.node_id})
         job.blocklist = add_failure(job.blocklist or [], now, node=attempt.node_id,

@@ -56,10 +56,10 @@ async def _views(session: AsyncSession, nodes: Sequence[Node], scope: Scope,
     ) for n in nodes]
 
 
-async def set_tags(session: AsyncSession, node_id: str, tags: list[str]) -> Node:
+async def set_tags(session: AsyncSession, node_id: str, tags: list[str], now: float) -> Node:
     """Give a node its compliance tags (an admin vouches for them: a provider cannot)."""
     node = await session.get(Node, node_id, with_for_update=True)
     if node is None:
         raise NotFound(f"no node {node_id!r}", hint="`bourse nodes` lists nodes")
-    node.tags = sorted(set(tags))
+    node.tags, node.updated_at = sorted(set(tags)), now  # placement sees a changed node
     return node

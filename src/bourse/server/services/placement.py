@@ -1,29 +1,41 @@
-"""Placement: pending jobs onto live nodes' free capacity, through the market matcher.
+"""Placement, the shell: read pending jobs and nodes, ask the plan (``core.placement``), write it.
 
-A placement is a lease: the attempt must be acknowledged by the node before ``start_deadline``
-or it is declared LOST and the job placed again. A node silent for three keep-alive intervals is
-lost, and so are its attempts. Pending jobs are claimed with row locks (``SKIP LOCKED`` on
-PostgreSQL) so several coordinators can share one database.
+A pass reads what pending jobs there are by (project, shape) in one statement; a shape that no
+free offer fits is skipped whole, so jobs that cannot run never hold up those that can,
+however long the queue. Jobs of the shapes that fit are read a page per project, oldest first,
+and claimed with row locks (``SKIP LOCKED`` on PostgreSQL) so several coordinators can share
+one database. A job that no known node could ever run — none connected or enrolled has what it
+asks, and no offer can be launched — fails at once, saying why; one that waits says why, and
+``pending_timeout_s`` ends the wait. A placement is a lease (``services.liveness``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, or_, select, tuple_, update
+from sqlalchemy import Select, and_, bindparam, case, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bourse.core.blocklist import tiers
 from bourse.core.compute import Compute
 from bourse.core.constraints import container_engines, first_lack
-from bourse.core.devices import Device, choose, groups, held, node_devices, take, weight
-from bourse.core.match import Match, cross_region, explain, match
+from bourse.core.devices import node_devices
+from bourse.core.match import cross_region
 from bourse.core.offer import Offer
+from bourse.core.placement import (
+    Candidate,
+    NodeCapacity,
+    Placement,
+    Plan,
+    Room,
+    fits_any,
+    plan,
+    shape_of,
+    why_waiting,
+)
 from bourse.core.states import AttemptState, JobState
 from bourse.market.pricing import list_price
 from bourse.protocol.common import Capabilities, ProbeReport
@@ -33,145 +45,116 @@ from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.services import claims
 from bourse.server.services.agents import start_command
 from bourse.server.services.jobs import active_attempt_states
-from bourse.server.services.lifecycle import add_event, end_attempt, set_job_state
+from bourse.server.services.lifecycle import set_job_state
 from bourse.server.services.specs import spec_of
 from bourse.server.services.verification import PLACEABLE
 
-LOST_AFTER_KEEP_ALIVES = 3
-SPOT_SHARE = 0.35  # an interruptible node without a spot price: this share of its list price
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    """The few facts of a node placement needs (not the ORM row, with its large reports)."""
-
-    id: str
-    name: str
-    price: float | None
-    verified_at: float | None
-    project_id: str = "default"  # its provider's project
-    tags: frozenset[str] = frozenset()  # compliance tags an admin gave it
-
-
-@dataclass
-class Free:
-    """What is left on a node during one placement pass."""
-
-    node: NodeInfo
-    caps: Capabilities
-    cpus: float
-    memory_gib: float
-    devices: list[Device] = field(default_factory=list)  # its free GPUs (or MIG slices)
-
-    @property
-    def gpus(self) -> int:
-        return len(self.devices)
-
-    def take(self, need: dict[str, Any]) -> None:
-        self.cpus -= need["cpus"]
-        self.memory_gib -= need["memory_gib"]
-        self.devices = take(self.devices, *held(need))
+PAGE = 16
 
 
 @dataclass
 class PlacementReport:
     placed: int = 0
-    unplaced: int = 0
+    unplaced: int = 0  # jobs looked at and left waiting
+    failed: int = 0  # jobs that can never run, or waited past their pending timeout
+    more: bool = False  # a pass stopped at its limit: pending jobs may fit what is left
     lost_nodes: list[str] = field(default_factory=list)
     commands: list[Command] = field(default_factory=list)
 
 
-def needs(compute: Compute) -> dict[str, Any]:
-    """What an attempt reserves on a node: the CPUs it asks for (a fraction is fine), one when
-    it does not say; placement adds the devices it is given (``gpu_uuids``)."""
-    return {"cpus": compute.cpus.min if compute.cpus.min > 0 else 1.0,
-            "memory_gib": compute.memory.min,
-            "gpus": float(compute.gpu.count if compute.gpu else 0)}
+# --- nodes -------------------------------------------------------------------------------------
 
-
-LOCAL_REGION = "local"  # a node that does not say where it is
-
-
-def node_offers(free: Free) -> list[Offer]:
-    """A node's free capacity as offers: one per kind of free device (a model, a MIG slice
-    profile), or one without GPUs when none is free. The first keeps the node's id."""
-    if free.cpus <= 0:
-        return []
-    kinds = [g for g in groups(free.devices) if g[0].model is not None]
-    if not kinds:
-        return [_offer(free, free.node.id, [])]
-    total = sum(weight(g) for g in kinds)
-    return [_offer(free, free.node.id if i == 0 else f"{free.node.id}.{i}", g,
-                   share=weight(g) / total if len(kinds) > 1 else 1.0)
-            for i, g in enumerate(kinds)]
-
-
-def _offer(free: Free, offer_id: str, devices: list[Device], share: float = 1.0) -> Offer:
-    caps, node = free.caps, free.node
-    first = devices[0] if devices else None
-    price: float | None = on_demand_price(free)
-    spot_price = None
-    if caps.interruptible:  # sold only as spot: it can be reclaimed at any time
-        spot_price = caps.spot_price or round(on_demand_price(free) * SPOT_SHARE, 4)
-        price = None
-    verified = datetime.fromtimestamp(node.verified_at, UTC) if node.verified_at else None
-    return Offer(id=offer_id, provider=caps.provider or "node", instance_type=node.name,
-                 region=caps.region or LOCAL_REGION,
-                 gpu=first.model if first else None, gpu_count=len(devices),
-                 gpu_memory_mib=min((d.memory_mib for d in devices if d.memory_mib),
-                                    default=None),
-                 cpus=free.cpus, memory_gib=free.memory_gib,
-                 disk_gib=caps.disk_free_gib, driver=caps.driver, price=price,
-                 spot_price=spot_price, node_id=node.id, available=1, divisible=True,
-                 source="node", verified_at=verified, engines=frozenset(caps.engines),
-                 tags=node.tags, gpu_slice=first.slice if first else None,
-                 gpu_price_share=share)
-
-
-def on_demand_price(free: Free) -> float:
-    """The node's on-demand price: the provider's, else the list price of its hardware."""
-    caps = free.caps
-    gpu = next((g.model for g in caps.gpus if g.model), None)
-    return free.node.price or list_price(caps.cpus, gpu, len(caps.gpus))
-
-
-def public_offer(offer: Offer, project_id: str, scope: Scope) -> Offer:
-    """The offer as the scope may see it: another project's node under an opaque id."""
-    if scope.sees(project_id):
-        return offer
-    opaque = "o-" + hashlib.sha256(f"offer:{offer.id}".encode()).hexdigest()[:12]
-    return replace(offer, id=opaque, instance_type="node", node_id=None)
-
-
-def _live_nodes(allow_unverified: bool) -> Select[Any]:
+def _node_rows(allow_unverified: bool, live: bool) -> Select[Any]:
     query = select(Node.id, Node.name, Node.price, Node.verified_at, Node.capabilities,
-                   Node.project_id, Node.tags).where(
-        Node.state == "online", Node.session.is_not(None), Node.capabilities.is_not(None))
-    if not allow_unverified:
-        query = query.where(Node.verification_status.in_(PLACEABLE))
+                   Node.project_id, Node.tags).where(Node.capabilities.is_not(None))
+    if live:
+        query = query.where(Node.state == "online", Node.session.is_not(None))
+        if not allow_unverified:
+            query = query.where(Node.verification_status.in_(PLACEABLE))
+    else:  # every node that may take work again: it said hello, is not lost nor failed
+        query = query.where(Node.state.not_in(("lost", "offline")),
+                            Node.verification_status != "fail")
     return query.order_by(Node.id)
 
 
 # built once (every placement pass runs them; building one costs more than running it)
-_LIVE_NODES = {allow: _live_nodes(allow) for allow in (False, True)}
+_LIVE_NODES = {allow: _node_rows(allow, live=True) for allow in (False, True)}
+_KNOWN_NODES = _node_rows(True, live=False)
+_NODES_VERSION = select(func.count(), func.sum(case((Node.state == "lost", 1), else_=0)),
+                        func.max(Node.updated_at), func.max(Node.verified_at))
 _HELD = select(Attempt.node_id, Attempt.resources).where(
     Attempt.node_id.in_(bindparam("nodes", expanding=True)),
     Attempt.state.in_(active_attempt_states()))
 
 
-async def live_capacity(session: AsyncSession, allow_unverified: bool = False) -> list[Free]:
+async def live_capacity(session: AsyncSession, allow_unverified: bool = False) -> list[Room]:
     """Connected, verified nodes and what their active attempts leave free."""
-    rows = (await session.execute(_LIVE_NODES[allow_unverified])).all()
-    frees = {}
-    for node_id, name, price, verified_at, capabilities, project_id, tags in rows:
-        caps = await measured(session, node_id, verified_at, capabilities)
-        info = NodeInfo(node_id, name, price, verified_at, project_id, frozenset(tags or ()))
-        frees[node_id] = Free(info, caps, float(caps.cpus), caps.memory_gib,
-                              node_devices(caps.gpus))
-    held = await session.execute(_HELD, {"nodes": list(frees)})
+    rooms = {room.node.id: room for room in
+             await _rooms(session, _LIVE_NODES[allow_unverified])}
+    held = await session.execute(_HELD, {"nodes": list(rooms)})
     for node_id, resources in held.all():  # columns, not entities: many attempts may run
-        frees[node_id].take(resources)
-    return list(frees.values())
+        rooms[node_id].hold(resources)
+    return list(rooms.values())
+
+
+def node_offers(room: Room) -> list[Offer]:
+    return room.offers()
+
+
+@dataclass
+class Memo:
+    """What placement passes keep between them, for one database: the known nodes (read
+    again when any node changes), whether a shape fits them, and why a shape's jobs wait."""
+
+    version: tuple[Any, ...] | None = None
+    nodes: list[NodeCapacity] = field(default_factory=list)
+    runnable: dict[tuple[object, ...], bool] = field(default_factory=dict)
+    reasons: dict[tuple[object, ...], str] = field(default_factory=dict)
+
+    async def known(self, session: AsyncSession, fresh: bool = False) -> list[Room]:
+        """Every node that may take work again, empty: what the exchange could ever offer.
+        Read again when the nodes changed, and whenever ``fresh`` (the periodic pass, so that
+        a change the version misses — two at one instant — lasts a tick at most)."""
+        version = tuple((await session.execute(_NODES_VERSION)).one())
+        if fresh or self.version != version:
+            self.nodes = [r.node for r in await _rooms(session, _KNOWN_NODES)]
+            self.version = version
+        return [Room.whole(node) for node in self.nodes]
+
+    @property
+    def enrolled(self) -> int:
+        """Nodes ever enrolled, lost or not (as of the last ``known``)."""
+        return int(self.version[0]) if self.version else 0
+
+    def remember(self, table: dict[tuple[object, ...], Any], key: tuple[object, ...],
+                 value: Any) -> None:
+        if len(table) > 10_000:
+            table.clear()
+        table[key] = value
+
+
+async def _rooms(session: AsyncSession, query: Select[Any]) -> list[Room]:
+    rooms = []
+    for row in (await session.execute(query)).all():
+        if row.capabilities is None:  # enrolled, never said hello
+            continue
+        caps = await measured(session, row.id, row.verified_at, row.capabilities)
+        rooms.append(Room.whole(capacity_of(row, caps)))
+    return rooms
+
+
+def capacity_of(node: Any, caps: Capabilities) -> NodeCapacity:
+    """``node``: a row (or a Node) with its id, name, price, verification time, project and
+    tags; ``caps``: what it offers (``measured``)."""
+    gpu = next((g.model for g in caps.gpus if g.model), None)
+    return NodeCapacity(
+        id=node.id, name=node.name, cpus=float(caps.cpus), memory_gib=caps.memory_gib,
+        devices=tuple(node_devices(caps.gpus)), price=node.price,
+        list_price=list_price(caps.cpus, gpu, len(caps.gpus)), provider=caps.provider,
+        region=caps.region, disk_gib=caps.disk_free_gib, driver=caps.driver,
+        engines=frozenset(caps.engines), interruptible=caps.interruptible,
+        spot_price=caps.spot_price, verified_at=node.verified_at,
+        tags=frozenset(node.tags or ()), project_id=node.project_id)
 
 
 _MEASURED: dict[tuple[str, float | None, str], Capabilities] = {}
@@ -203,56 +186,204 @@ def offered(caps: Capabilities, report: ProbeReport | None) -> Capabilities:
         "memory_gib": min(caps.memory_gib, host.memory_mib / 1024 or caps.memory_gib)})
 
 
+def public_offer(offer: Offer, project_id: str, scope: Scope) -> Offer:
+    """The offer as the scope may see it: another project's node under an opaque id."""
+    if scope.sees(project_id):
+        return offer
+    opaque = "o-" + hashlib.sha256(f"offer:{offer.id}".encode()).hexdigest()[:12]
+    return replace(offer, id=opaque, instance_type="node", node_id=None)
+
+
+# --- pending jobs ------------------------------------------------------------------------------
+
+_DUE = or_(Job.not_before.is_(None), Job.not_before <= bindparam("now"))
+# an index-only scan of ix_jobs_pending: what waits, by project and shape (due or not)
+_GROUPS = (select(Job.project_id, Job.shape, func.count())
+           .where(Job.state == JobState.PENDING.value).group_by(Job.project_id, Job.shape))
+
+
+def _candidates(after_cursor: bool) -> Select[Any]:
+    """One project's due jobs of one shape, oldest first: equalities on ix_jobs_pending, so
+    the rows come in order and the limit stops the scan."""
+    query = select(Job).where(
+        Job.state == JobState.PENDING.value, Job.project_id == bindparam("project"),
+        Job.shape == bindparam("of_shape"), _DUE)
+    if after_cursor:
+        query = query.where(or_(Job.created_at > bindparam("created_at"), and_(
+            Job.created_at == bindparam("created_at"), Job.id > bindparam("id"))))
+    return (query.order_by(Job.created_at, Job.id).limit(bindparam("size"))
+            .with_for_update(skip_locked=True))
+
+
+_CANDIDATES = {after: _candidates(after) for after in (False, True)}
+_COMPUTES: dict[str, Compute] = {}  # a shape's Compute (equal shapes, equal Computes)
+
+
+@dataclass
+class Group:
+    """Pending jobs of one project and shape."""
+
+    project: str
+    shape: str
+    count: int
+
+
+async def pending_groups(session: AsyncSession) -> list[Group]:
+    rows = (await session.execute(_GROUPS)).all()
+    if any(shape is None for _, shape, _ in rows):  # written before shapes existed
+        await _fill_shapes(session)
+        rows = (await session.execute(_GROUPS)).all()
+    return [Group(project, shape or "", count) for project, shape, count in rows]
+
+
+async def _fill_shapes(session: AsyncSession) -> None:
+    jobs = (await session.scalars(select(Job).where(
+        Job.state == JobState.PENDING.value, Job.shape.is_(None)))).all()
+    for job in jobs:
+        job.shape = shape_of(job.spec.get("compute") or {})
+    await session.flush()
+
+
+async def computes_of(session: AsyncSession, shapes: Iterable[str]) -> dict[str, Compute]:
+    """Each shape's Compute, read from one job of the shape the first time it is seen."""
+    for shape in set(shapes) - _COMPUTES.keys():
+        job = await session.scalar(select(Job).where(Job.shape == shape).limit(1))
+        if job is not None:
+            if len(_COMPUTES) > 10_000:
+                _COMPUTES.clear()
+            _COMPUTES[shape] = spec_of(job).compute
+    return {shape: _COMPUTES[shape] for shape in shapes if shape in _COMPUTES}
+
+
+def candidate(job: Job, data_region: str | None) -> Candidate:
+    spec = spec_of(job)
+    return Candidate(job.id, job.project_id, job.created_at, spec.compute, job.shape or "",
+                     tuple(_blocklist(job)), data_region if spec.inputs else None)
+
+
+def _blocklist(job: Job) -> list[dict[str, Any]]:
+    """The job's blocklist; nodes that lost it before blocklists existed never expire."""
+    legacy = [{"kind": "node", "value": node, "until": float("inf")}
+              for node in job.avoid_nodes if not job.blocklist]
+    return [*(job.blocklist or []), *legacy]
+
+
+# --- the pass ----------------------------------------------------------------------------------
+
+@dataclass
+class Pass:
+    """One placement pass's settings and what it found."""
+
+    session: AsyncSession
+    now: float
+    lease_s: float
+    limit: int
+    data_region: str | None
+    report: PlacementReport = field(default_factory=PlacementReport)
+    unfit: set[str] = field(default_factory=set)  # shapes no free offer fits
+    rooms: list[Room] = field(default_factory=list)
+    memo: Memo = field(default_factory=Memo)
+    full: bool = False  # the periodic pass
+    jobs: dict[str, Job] = field(default_factory=dict)  # rows read (the identity map is weak)
+    shapes: set[str] = field(default_factory=set)  # of the pending jobs
+
+
 async def place_pending(session: AsyncSession, now: float, lease_s: float, *,
                         batch: int = 200, allow_unverified: bool = False,
-                        data_region: str | None = None, full: bool = True) -> PlacementReport:
-    """Place pending jobs, oldest first, while any node has room.
-
-    Jobs are read a page at a time and the pass stops as soon as no node has room, so that
-    the many passes short jobs cause (one per freed slot) stay cheap with a long queue. Only a
-    ``full`` pass (the periodic tick) tells the rest of the queue why it waits, since that
-    touches every pending job. ``data_region`` is the region of the exchange's store: jobs
-    with inputs prefer nodes there over others of equal price.
-    """
-    report = PlacementReport()
-    frees = await live_capacity(session, allow_unverified)
-    offers = _offers(frees)
-    if not offers:
-        if full:
-            report.unplaced = await _no_room(session, _CAPACITY_REASONS[0 if not frees else 1])
-        return report
-    by_id = {f.node.id: f for f in frees}
-    cursor: tuple[float, str] | None = None
-    size = first_page(offers)
-    while offers and report.placed + report.unplaced < batch:
-        jobs = await _pending_page(session, cursor, now, size)
-        size = PAGE
-        if not jobs:
-            break
-        for job in jobs:
-            compute = compute_of(job)
-            near = data_region if job.spec.get("inputs") else None
-            chosen = (_choose(compute, offers, _blocklist(job), now, near)
-                      if offers else None)
-            if chosen is None:
-                report.unplaced += 1
-                _explain_pending(job, compute, offers, frees)
-                continue
-            # looked up only for a job about to get credentials, not at every pass it waits
-            if job.spec.get("inputs") and await _inputs_taken(session, job, now):
-                continue
-            report.commands.append(_place(session, job, compute, chosen, frees=by_id,
-                                          now=now, lease_s=lease_s, data_region=near,
-                                          skipped=skipped_for_environment(compute, offers)))
-            report.placed += 1
-            offers = _offers(frees)
-        cursor = (jobs[-1].created_at, jobs[-1].id)
-    if not offers and full:  # the rest of the queue waits for room: one statement says so
-        report.unplaced += await _no_room(session, _CAPACITY_REASONS[1])
+                        data_region: str | None = None, full: bool = True,
+                        memo: Memo | None = None) -> PlacementReport:
+    """Place pending jobs on free room, at most ``batch``. ``full`` (the periodic tick) also
+    tells every waiting job why it waits and ends the waits past their timeout.
+    ``data_region``: where the exchange's store is: jobs with inputs prefer nodes there.
+    ``memo``: what the passes over this database keep (the scheduler's; default: none)."""
+    run = Pass(session, now, lease_s, batch, data_region, memo=memo or Memo(), full=full)
+    if full:
+        run.report.failed += await _end_timed_out(session, now)
+    groups = await pending_groups(session)
+    if not groups:
+        return run.report
+    ended_before = run.report.failed
+    computes = await computes_of(session, {g.shape for g in groups})
+    run.shapes = set(computes)
+    run.rooms = await live_capacity(session, allow_unverified)
+    environments = [o for room in run.rooms for o in room.offers()]  # before any is taken
+    run.unfit = {s for s, c in computes.items() if not fits_any(c, run.rooms)}
+    await _fail_never_runnable(run, groups, computes)
+    await _place_fitting(run, groups, environments)
+    report = run.report
+    report.unplaced = max(0, sum(g.count for g in groups) - report.placed
+                          - (report.failed - ended_before))
+    if full:
+        await _say_why(run, computes)
     return report
 
 
-PAGE = 16
+async def _place_fitting(run: Pass, groups: Sequence[Group],
+                         environments: Sequence[Offer]) -> None:
+    """Jobs of the shapes that fit, a page per project at a time, until the room or the
+    limit is used up."""
+    waiting = {g.project: 0 for g in groups}
+    for g in groups:
+        if g.shape not in run.unfit:
+            waiting[g.project] += g.count
+    cursors: dict[str, tuple[float, str] | None] = {p: None for p, n in waiting.items() if n}
+    active = await _active_by_project(run.session) if len(cursors) > 1 else {}
+    rooms = run.rooms
+    size = first_page([o for room in rooms for o in room.offers()])
+    while cursors and run.report.placed < run.limit:
+        queues = await _load(run, cursors, size)
+        if not queues:
+            return
+        found = plan(queues, rooms, now=run.now, active=active,
+                     limit=run.limit - run.report.placed)
+        await _apply(run, found, environments)
+        for placement in found.placements:
+            active[placement.job.project] = active.get(placement.job.project, 0) + 1
+        run.unfit |= found.unfit
+        if not any(room.offers() for room in rooms):
+            return
+        cursors = {p: (q[-1].created_at, q[-1].id) for p, q in queues.items()
+                   if p in found.exhausted and len(q) == size}
+        size = PAGE
+    run.report.more = run.report.placed >= run.limit
+
+
+async def _load(run: Pass, cursors: dict[str, tuple[float, str] | None],
+                size: int) -> dict[str, list[Candidate]]:
+    """The next page of each project's due jobs of shapes that still fit, oldest first."""
+    fit = sorted(s for s in run.shapes if s not in run.unfit)
+    queues: dict[str, list[Candidate]] = {}
+    for project, cursor in cursors.items():
+        params: dict[str, Any] = {"now": run.now, "project": project, "size": size}
+        if cursor is not None:
+            params |= {"created_at": cursor[0], "id": cursor[1]}
+        found: list[Job] = []
+        for shape in fit:
+            found += (await run.session.scalars(_CANDIDATES[cursor is not None],
+                                                params | {"of_shape": shape})).all()
+        found = sorted(found, key=lambda j: (j.created_at, j.id))[:size]
+        run.jobs |= {job.id: job for job in found}
+        if found:
+            queues[project] = [candidate(job, run.data_region) for job in found]
+    return queues
+
+
+async def _apply(run: Pass, found: Plan, environments: Sequence[Offer]) -> None:
+    for placement in found.placements:
+        job = run.jobs[placement.job.id]
+        # looked up only for a job about to get credentials, not at every pass it waits
+        if spec_of(job).inputs and await _inputs_taken(run.session, job, run.now):
+            run.report.failed += 1
+            continue
+        run.report.commands.append(_place(run, job, placement, environments))
+        run.report.placed += 1
+
+
+async def _active_by_project(session: AsyncSession) -> dict[str, int]:
+    rows = await session.execute(
+        select(Job.project_id, func.count()).join(Attempt, Attempt.job_id == Job.id)
+        .where(Attempt.state.in_(active_attempt_states())).group_by(Job.project_id))
+    return {project: int(count) for project, count in rows.all()}
 
 
 def first_page(offers: Sequence[Offer]) -> int:
@@ -262,44 +393,6 @@ def first_page(offers: Sequence[Offer]) -> int:
     cpus = {o.node_id or i: o.cpus or 0.0 for i, o in enumerate(offers)}  # a node's offers
     # share its CPUs
     return min(PAGE, max(1, math.ceil(sum(cpus.values()) - 1e-9)))
-
-
-def _offers(frees: list[Free]) -> list[Offer]:
-    return [o for f in frees for o in node_offers(f)]
-
-
-def _pending(after_cursor: bool) -> Select[Job]:
-    query = select(Job).where(Job.state == JobState.PENDING.value,
-                              or_(Job.not_before.is_(None), Job.not_before <= bindparam("now")))
-    if after_cursor:
-        query = query.where(tuple_(Job.created_at, Job.id)
-                            > tuple_(bindparam("created_at"), bindparam("id")))
-    return (query.order_by(Job.created_at, Job.id).limit(bindparam("size"))
-            .with_for_update(skip_locked=True))
-
-
-_PENDING = {after: _pending(after) for after in (False, True)}  # built once, as _HELD
-
-
-async def _pending_page(session: AsyncSession, cursor: tuple[float, str] | None,
-                        now: float, size: int = PAGE) -> list[Job]:
-    params: dict[str, Any] = {"now": now, "size": size}
-    if cursor is not None:
-        params |= {"created_at": cursor[0], "id": cursor[1]}
-    page = await session.scalars(_PENDING[cursor is not None], params)
-    return list(page.all())
-
-
-async def _no_room(session: AsyncSession, reason: str) -> int:
-    """No node has room: say so to pending jobs that had no reason or an outdated capacity
-    reason, in one statement (a matcher's explanation is kept: it is still true). Returns how
-    many jobs were told."""
-    result = await session.execute(update(Job).where(
-        Job.state == JobState.PENDING.value,
-        or_(Job.pending_reason.is_(None),
-            and_(Job.pending_reason.in_(_CAPACITY_REASONS), Job.pending_reason != reason)),
-    ).values(pending_reason=reason))
-    return int(getattr(result, "rowcount", 0) or 0)
 
 
 async def _inputs_taken(session: AsyncSession, job: Job, now: float) -> bool:
@@ -313,48 +406,29 @@ async def _inputs_taken(session: AsyncSession, job: Job, now: float) -> bool:
     return True
 
 
-def compute_of(job: Job) -> Compute:
-    return spec_of(job).compute
-
-
-def _blocklist(job: Job) -> list[dict[str, Any]]:
-    """The job's blocklist; nodes that lost it before blocklists existed never expire."""
-    legacy = [{"kind": "node", "value": node, "until": float("inf")}
-              for node in job.avoid_nodes if not job.blocklist]
-    return [*(job.blocklist or []), *legacy]
-
-
-def _choose(compute: Compute, offers: Sequence[Offer], blocklist: list[dict[str, Any]],
-            now: float, data_region: str | None = None) -> Match | None:
-    """The best offer with room for the reservation, clear of the job's blocklist — its node,
-    then its provider and region — unless nothing else fits (``core.blocklist``); near the
-    data when prices tie."""
-    cpus = needs(compute)["cpus"]
-    offers = [o for o in offers if (o.cpus or 0) >= cpus - 1e-9]
-    for tier in tiers(offers, blocklist, now):
-        found = match(compute, tier, limit=1, data_region=data_region)
-        if found:
-            return found[0]
-    return None
-
-
-_CAPACITY_REASONS = ("no verified node is connected", "every connected node is busy")
-
-
-def _explain_pending(job: Job, compute: Compute, offers: list[Offer],
-                     frees: list[Free]) -> None:
-    """Say why a job waits. The matcher's explanation is worked out once, not every tick."""
-    if not frees:
-        reason = _CAPACITY_REASONS[0]
-    elif not offers:
-        reason = _CAPACITY_REASONS[1]
-    elif job.pending_reason is None or job.pending_reason in _CAPACITY_REASONS:
-        lines = explain(compute, offers, nearest=3).lines()
-        reason = "; ".join(line.strip() for line in lines[1:])
-    else:
-        return
-    if job.pending_reason != reason:
-        job.pending_reason = reason
+def _place(run: Pass, job: Job, placement: Placement,
+           environments: Sequence[Offer]) -> Command:
+    compute, chosen, node = spec_of(job).compute, placement.match, placement.node
+    job.attempt += 1
+    job.node_id, job.pending_reason = node.id, None
+    kind = "spot" if chosen.spot else "on-demand"
+    text = (f"{node.name}: cheapest fit at ${chosen.price:.4f}/h ({kind}) for "
+            f"{compute.describe()}")
+    if cross_region(chosen.offer, placement.job.near):
+        text += (f"; cross-region: the data is in {placement.job.near}, the node in "
+                 f"{chosen.offer.region}")
+    skipped = skipped_for_environment(compute, environments)
+    if skipped:
+        text += f" (skipped {'; '.join(skipped)})"
+    attempt = Attempt(job_id=job.id, number=job.attempt, node_id=node.id,
+                      state=AttemptState.SCHEDULED.value, placed_at=run.now,
+                      start_deadline=run.now + run.lease_s, placement=text,
+                      resources=placement.need.resources(), price=chosen.price,
+                      list_price=node.on_demand, spot=chosen.spot,
+                      provider=chosen.offer.provider, region=chosen.offer.region)
+    run.session.add(attempt)
+    set_job_state(run.session, job, JobState.SCHEDULED, run.now, f"placed on {text}")
+    return start_command(job, attempt)
 
 
 ENVIRONMENT_CONSTRAINTS = frozenset({"environment", "image"})
@@ -374,87 +448,97 @@ def skipped_for_environment(compute: Compute, offers: Sequence[Offer],
     return found[:most]
 
 
-def assigned(compute: Compute, offer: Offer, free: Free) -> dict[str, Any]:
-    """The devices an attempt placed on ``offer`` gets: ``count`` free ones of the offer's
-    kind (the matcher saw that many free, so they are there)."""
-    if compute.gpu is None:
-        return {}
-    kind = (offer.gpu, offer.gpu_slice)
-    chosen = choose(free.devices, kind, compute.gpu.count)
-    if chosen is None:  # the offer and the free devices disagree: a bug, never a guess
-        raise AssertionError(f"offer {offer.id} has no {compute.gpu.count} free devices "
-                             f"of kind {kind}")
-    return {"gpu_uuids": [d.address for d in chosen]}
+# --- jobs that wait, and those that never could run ---------------------------------------------
+
+NO_NODE_YET = ("no node has joined this exchange yet (start one: `bourse agent --server URL "
+               "--token TOKEN`, or `bourse up`)")
+NOT_CONNECTED = "no verified node is connected"
+ALL_BUSY = "every connected node is busy"
+BUSY = "waiting for room: the nodes that can run it are busy or away"
+NONE_CONNECTED_CAN = "no connected node can run it now"
+TURN = ("waiting its turn: the free room that fits it went to older jobs (oldest first within "
+        "a project; the project with the fewest running jobs first between projects)")
+NEVER = ("no node on this exchange can ever run it: none of the {nodes} known node(s) has "
+         "what it asks, and no cloud offer can be launched")
 
 
-def _place(session: AsyncSession, job: Job, compute: Compute, chosen: Match, *,
-           frees: dict[str, Free], now: float, lease_s: float,
-           data_region: str | None = None, skipped: Sequence[str] = ()) -> Command:
-    node_id = chosen.offer.node_id or chosen.offer.id
-    need = needs(compute) | assigned(compute, chosen.offer, frees[node_id])
-    frees[node_id].take(need)
-    job.attempt += 1
-    job.node_id, job.pending_reason = node_id, None
-    kind = "spot" if chosen.spot else "on-demand"
-    placement = (f"{frees[node_id].node.name}: cheapest fit at ${chosen.price:.4f}/h "
-                 f"({kind}) for {compute.describe()}")
-    if cross_region(chosen.offer, data_region):
-        placement += (f"; cross-region: the data is in {data_region}, the node in "
-                      f"{chosen.offer.region}")
-    if skipped:
-        placement += f" (skipped {'; '.join(skipped)})"
-    attempt = Attempt(job_id=job.id, number=job.attempt, node_id=node_id,
-                      state=AttemptState.SCHEDULED.value, placed_at=now,
-                      start_deadline=now + lease_s, placement=placement, resources=need,
-                      price=chosen.price, list_price=on_demand_price(frees[node_id]),
-                      spot=chosen.spot, provider=chosen.offer.provider,
-                      region=chosen.offer.region)
-    session.add(attempt)
-    set_job_state(session, job, JobState.SCHEDULED, now, f"placed on {placement}")
-    return start_command(job, attempt)
-
-
-async def expire_start_leases(session: AsyncSession, now: float) -> int:
-    """Attempts whose node never acknowledged the start: LOST, and their jobs re-placed."""
-    expired = (await session.scalars(select(Attempt).where(
-        Attempt.state == AttemptState.SCHEDULED.value, Attempt.start_deadline < now))).all()
-    for attempt in expired:
-        job = await session.get(Job, attempt.job_id, with_for_update=True)
-        assert job is not None
-        end_attempt(session, job, attempt, AttemptState.LOST, now=now,
-                    reason="the node did not acknowledge the start in time")
-    return len(expired)
-
-
-async def grace_after_start(session: AsyncSession, now: float, lease_s: float) -> None:
-    """A coordinator that was down heard nobody: restart every node's silence clock and every
-    placement lease at its start, so its own downtime is never taken for node silence."""
-    await session.execute(update(Node).where(Node.state != "lost").values(last_seen=now))
-    await session.execute(update(Node).values(session=None))  # no connection survives it
-    await session.execute(update(Attempt).where(
-        Attempt.state == AttemptState.SCHEDULED.value, Attempt.start_deadline < now + lease_s,
-    ).values(start_deadline=now + lease_s))
-
-
-async def detect_lost_nodes(session: AsyncSession, now: float) -> list[str]:
-    """Nodes silent for three keep-alive intervals are lost, with their attempts."""
-    nodes = (await session.scalars(select(Node).where(Node.state != "lost"))).all()
-    lost = []
-    for node in nodes:
-        silent = now - (node.last_seen or node.created_at)
-        if silent <= LOST_AFTER_KEEP_ALIVES * node.keep_alive_s:
+async def _fail_never_runnable(run: Pass, groups: Sequence[Group],
+                               computes: dict[str, Compute]) -> None:
+    """Fail, at once, first attempts of shapes that no known node could ever take (a retry
+    waits: its job ran once, so its node existed). An exchange no node has joined yet is not
+    judged: its jobs wait, saying so. Judged once per shape and set of known nodes."""
+    unfit = sorted({g.shape for g in groups} & run.unfit)
+    if not unfit:
+        return
+    memo = run.memo
+    known = await memo.known(run.session, fresh=run.full)
+    if not known:
+        return
+    for shape in unfit:
+        if not run.full and memo.runnable.get((shape, memo.version)):
             continue
-        node.state, node.session, node.updated_at = "lost", None, now
-        lost.append(node.id)
-        await _lose_attempts(session, node, now, f"node {node.name} silent for {silent:.0f} s")
-    return lost
+        compute = computes[shape]
+        runnable = fits_any(compute, known)
+        memo.remember(memo.runnable, (shape, memo.version), runnable)
+        if not runnable:
+            reason = (NEVER.format(nodes=len(known)) + "\n"
+                      + why_waiting(compute, known))
+            run.report.failed += await _fail_shape(run, shape, reason)
 
 
-async def _lose_attempts(session: AsyncSession, node: Node, now: float, reason: str) -> None:
-    attempts = (await session.scalars(select(Attempt).where(
-        Attempt.node_id == node.id, Attempt.state.in_(active_attempt_states())))).all()
-    for attempt in attempts:
-        job = await session.get(Job, attempt.job_id, with_for_update=True)
-        assert job is not None
-        end_attempt(session, job, attempt, AttemptState.LOST, now=now, reason=reason)
-        add_event(session, job.id, attempt.number, "node_lost", now, message=reason)
+async def _fail_shape(run: Pass, shape: str, reason: str) -> int:
+    jobs = (await run.session.scalars(select(Job).where(
+        Job.state == JobState.PENDING.value, Job.shape == shape, Job.attempt == 0)
+        .with_for_update(skip_locked=True))).all()
+    for job in jobs:
+        job.reason, job.exit_code, job.pending_reason = reason, None, None
+        set_job_state(run.session, job, JobState.FAILED, run.now, reason)
+    return len(jobs)
+
+
+async def _say_why(run: Pass, computes: dict[str, Compute]) -> None:
+    """Tell each shape's waiting jobs why they wait, one statement per shape (only rows whose
+    reason changes are written)."""
+    memo = run.memo
+    room = tuple((r.node.id, r.cpus, r.memory_gib, len(r.devices)) for r in run.rooms)
+    for shape, compute in sorted(computes.items()):
+        if fits_any(compute, run.rooms):  # room is left that fits: its turn comes
+            reason = TURN
+        elif (shape, room, memo.version) in memo.reasons:
+            reason = memo.reasons[(shape, room, memo.version)]
+        else:
+            known = await memo.known(run.session)
+            reason = _unfit_reason(compute, run.rooms, known, memo.enrolled)
+            memo.remember(memo.reasons, (shape, room, memo.version), reason)
+        await run.session.execute(_SAY, {"of_shape": shape, "why": reason})
+
+
+_SAY = update(Job).where(
+    Job.state == JobState.PENDING.value, Job.shape == bindparam("of_shape"),
+    or_(Job.pending_reason.is_(None), Job.pending_reason != bindparam("why")),
+).values(pending_reason=bindparam("why")).execution_options(synchronize_session=False)
+
+
+def _unfit_reason(compute: Compute, rooms: Sequence[Room], known: Sequence[Room],
+                  enrolled: int) -> str:
+    if not rooms:
+        return NOT_CONNECTED if enrolled else NO_NODE_YET
+    free = any(room.offers() for room in rooms)
+    headline = BUSY if fits_any(compute, known) else NONE_CONNECTED_CAN
+    if not free:
+        return f"{headline} ({ALL_BUSY})"
+    return f"{headline}\n{why_waiting(compute, rooms)}"
+
+
+async def _end_timed_out(session: AsyncSession, now: float) -> int:
+    """Fail pending jobs that have waited past their ``pending_timeout_s``."""
+    jobs = (await session.scalars(select(Job).where(
+        Job.state == JobState.PENDING.value, Job.pending_until.is_not(None),
+        Job.pending_until < now).with_for_update(skip_locked=True))).all()
+    for job in jobs:
+        timeout = spec_of(job).pending_timeout_s
+        last = (job.pending_reason or "").split("\n", 1)[0]
+        job.reason = (f"waited {timeout:g} s without being placed (pending timeout)"
+                      + (f": {last}" if last else ""))
+        set_job_state(session, job, JobState.FAILED, now, job.reason)
+    return len(jobs)

@@ -1,0 +1,71 @@
+"""Which nodes are alive, and what happens to the attempts of those that are not.
+
+A node silent for its *loss window* is lost, with its attempts; the window is a setting of its
+own (``ServerConfig.loss_window_s``), never shorter than three of the node's keep-alives, so a
+link that blinks for less never costs a running attempt (docs/exchange.md). A placement is a
+lease: a connected node must acknowledge the start before ``start_deadline`` or the attempt is
+LOST and the job placed again; a node that is not connected gets its starts again when it says
+hello, so its leases run from then.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bourse.core.liveness import loss_window
+from bourse.core.states import AttemptState
+from bourse.server.db.schema import Attempt, Job, Node
+from bourse.server.services.jobs import active_attempt_states
+from bourse.server.services.lifecycle import add_event, end_attempt
+
+
+async def detect_lost_nodes(session: AsyncSession, now: float, window_s: float) -> list[str]:
+    """Nodes silent for longer than their loss window are lost, with their attempts."""
+    nodes = (await session.scalars(select(Node).where(Node.state != "lost"))).all()
+    lost = []
+    for node in nodes:
+        silent = now - (node.last_seen or node.created_at)
+        if silent <= loss_window(window_s, node.keep_alive_s):
+            continue
+        node.state, node.session, node.updated_at = "lost", None, now
+        lost.append(node.id)
+        await _lose_attempts(session, node, now, f"node {node.name} silent for {silent:.0f} s")
+    return lost
+
+
+async def _lose_attempts(session: AsyncSession, node: Node, now: float, reason: str) -> None:
+    attempts = (await session.scalars(select(Attempt).where(
+        Attempt.node_id == node.id, Attempt.state.in_(active_attempt_states())))).all()
+    for attempt in attempts:
+        job = await session.get(Job, attempt.job_id, with_for_update=True)
+        assert job is not None
+        end_attempt(session, job, attempt, AttemptState.LOST, now=now, reason=reason)
+        add_event(session, job.id, attempt.number, "node_lost", now, message=reason)
+
+
+async def expire_start_leases(session: AsyncSession, now: float) -> int:
+    """Attempts whose connected node never acknowledged the start: LOST, and their jobs
+    placed again. A node that is not connected is told again when it says hello (and is lost
+    if it never does), so a network blink never costs a placement."""
+    expired = (await session.scalars(
+        select(Attempt).join(Node, Node.id == Attempt.node_id).where(
+            Attempt.state == AttemptState.SCHEDULED.value, Attempt.start_deadline < now,
+            Node.session.is_not(None)))).all()
+    for attempt in expired:
+        job = await session.get(Job, attempt.job_id, with_for_update=True)
+        assert job is not None
+        end_attempt(session, job, attempt, AttemptState.LOST, now=now,
+                    reason="the node did not acknowledge the start in time")
+    return len(expired)
+
+
+async def grace_after_start(session: AsyncSession, now: float, lease_s: float) -> None:
+    """A coordinator that was down heard nobody: once it can accept agents again, restart every
+    node's silence clock and every placement lease, so that its own downtime is never taken
+    for node silence — each node gets a whole loss window from now."""
+    await session.execute(update(Node).where(Node.state != "lost").values(last_seen=now))
+    await session.execute(update(Node).values(session=None))  # no connection survives it
+    await session.execute(update(Attempt).where(
+        Attempt.state == AttemptState.SCHEDULED.value, Attempt.start_deadline < now + lease_s,
+    ).values(start_deadline=now + lease_s))
