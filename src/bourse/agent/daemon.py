@@ -36,6 +36,7 @@ from bourse.agent.containers import ContainerJobs, find_engine
 from bourse.agent.data import NodeData, default_cache_limit, settings_of
 from bourse.agent.environment import JobEnvironments
 from bourse.agent.envs import EnvManager
+from bourse.agent.fence import Lease
 from bourse.agent.hooks import HookChain
 from bourse.agent.indexes import PackageSources, pip_sources
 from bourse.agent.isolation import for_agent
@@ -73,6 +74,7 @@ log = logging.getLogger("bourse.agent")
 SEND_WINDOW = 1000  # outbox rows in flight before waiting for acks
 SEND_WINDOW_BYTES = 8 * 1024 * 1024  # and bytes: bounds memory on both ends
 BACKOFF_BASE_S, BACKOFF_CAP_S = 0.2, 10.0
+BACKOFF_KEEP_ALIVES = 0.25  # reconnect attempts are at most this many keep-alives apart
 
 
 @dataclass(frozen=True)
@@ -123,12 +125,14 @@ class Session:
         self.stream_out: asyncio.Queue[Wire] = asyncio.Queue()  # bounded by flow control
         self.tunnel = NodeTunnel(self.stream_out.put_nowait, agent.spool.get_attempt)
         self.accepts: frozenset[str] = frozenset()  # optional messages the coordinator takes
+        self.beats: dict[str, float] = {}  # heartbeats not yet acknowledged: id -> sent at
 
-    async def send(self, body: Wire | Callable[[], Wire], msg_id: str | None = None) -> None:
+    async def send(self, body: Wire | Callable[[], Wire], msg_id: str | None = None) -> str:
         async with self.lock:
             message = body() if callable(body) else body
             frame = envelope(msg_id or f"a{next(self._ids)}", message)
             await self.ws.send(frame.model_dump_json())
+            return frame.id
 
     async def run(self) -> None:
         tasks = [asyncio.create_task(self._sender()), asyncio.create_task(self._receiver()),
@@ -193,6 +197,7 @@ class Session:
         if isinstance(body, STREAM_MESSAGES):
             self.tunnel.handle(body)
         elif isinstance(body, Ack):
+            self._heard(body.ids)
             rows = [int(i[1:]) for i in body.ids if i.startswith("o") and i[1:].isdigit()]
             self.agent.spool.ack(rows)
             self.agent.runtime.sweep()
@@ -218,11 +223,22 @@ class Session:
             await self.send(ProbeReportMessage(report=report))
             await asyncio.sleep(max(1.0, self.agent.report_due_in()))
 
+    def _heard(self, ids: list[str]) -> None:
+        """Acknowledged heartbeats prove the coordinator heard the node: renew its lease from
+        when the newest of them was sent."""
+        sent = [self.beats.pop(i) for i in ids if i in self.beats]
+        if sent:
+            self.agent.lease.renew(max(sent))
+
     async def _heartbeat(self) -> None:
         runtime = self.agent.runtime
         while True:
             await asyncio.sleep(self.agent.config.keep_alive_s)
-            await self.send(lambda: Heartbeat(running=runtime.running(), time=time.time()))
+            sent = time.time()
+            beat = await self.send(Heartbeat(running=runtime.running(), time=sent))
+            self.beats[beat] = sent
+            if len(self.beats) > 1000:  # never acknowledged: an old coordinator, or trouble
+                self.beats.pop(next(iter(self.beats)))
 
     async def _metrics(self) -> None:
         """Sample the running jobs and the node every interval; best effort, not spooled."""
@@ -238,12 +254,14 @@ class Agent:
         self.work_dir = private_dir(config.work_dir)  # the spool holds attempts' store keys
         self.isolation = for_agent(config.job_users, config.tmpfs_size, self.work_dir)
         self.spool = Spool(self.work_dir / "spool.db")
+        self.lease = Lease(self.work_dir / "lease")
         self.isolation.secure(self.work_dir)
         self.data = NodeData(self.work_dir / "cache", config.cache_bytes or default_cache_limit(
             shutil.disk_usage(self.work_dir).free))
         self.caps: Capabilities | None = None  # what the last hello said (GPUs, driver)
         self.runtime = Runtime(self.work_dir, self.spool, hooks=self._hooks(),
-                               isolation=self.isolation, log_limit=config.log_limit)
+                               isolation=self.isolation, log_limit=config.log_limit,
+                               lease=self.lease)
         self.sampler = Sampler(self.work_dir, self.work_dir / "cache", open_gpu_meter(),
                                cache_used=self.data.cache.used)
         self.cred: credentials.NodeCredential | None = None
@@ -307,7 +325,7 @@ class Agent:
                 log.warning("connection to %s ended: %s", self.config.server, exc)
             self.failures += 1
             delay = backoff_delay(self.failures, self.rng(), base=BACKOFF_BASE_S,
-                                  cap=BACKOFF_CAP_S)
+                                  cap=reconnect_cap(self.config.keep_alive_s))
             log.info("reconnecting in %.1f s", delay)
             await asyncio.sleep(delay)
 
@@ -322,6 +340,7 @@ class Agent:
             caps = advertised(await asyncio.to_thread(probe, self.work_dir, self.config.cpus),
                               self.config)
             self.fingerprint, self.caps = caps.fingerprint, caps
+            hello_at = time.time()
             await session.send(lambda: Hello(name=self.config.name, capabilities=caps,
                                              running=self.runtime.running(),
                                              keep_alive_s=keep_alive,
@@ -332,6 +351,7 @@ class Agent:
                 raise websockets.WebSocketException(f"expected welcome, got {welcome.type}")
             welcomed = Welcome.model_validate(welcome.body)
             session.accepts = frozenset(welcomed.accepts)
+            self.lease.arm(welcomed.loss_window_s, hello_at)
             log.info("connected as node %s", welcomed.node_id)
             self.failures = 0  # a welcomed session resets the backoff
             await session.run()
@@ -386,6 +406,13 @@ class Agent:
             self.cancel(CancelJob(job_id=ref.job_id, attempt=ref.attempt,
                                   grace_s=message.notice_s,
                                   reason=f"preempted: {message.reason}"))
+
+
+def reconnect_cap(keep_alive_s: float) -> float:
+    """The longest wait between reconnect attempts: a fraction of the keep-alive (so a node
+    is back well within its loss window after a blink or a coordinator restart), and never
+    more than BACKOFF_CAP_S."""
+    return min(BACKOFF_CAP_S, max(BACKOFF_BASE_S, keep_alive_s * BACKOFF_KEEP_ALIVES))
 
 
 def private_dir(path: Path) -> Path:

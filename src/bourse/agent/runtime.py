@@ -43,6 +43,7 @@ from typing import Any
 from bourse.agent import shim
 from bourse.agent.attempt import StartError, base_env, exit_info, job_env, prepare
 from bourse.agent.execs import drop_beside, save_beside
+from bourse.agent.fence import FENCED_REASON, Lease
 from bourse.agent.hooks import AttemptHooks, Emit
 from bourse.agent.isolation import Isolation
 from bourse.agent.shim import AttemptDir
@@ -115,12 +116,16 @@ class Runtime:
                  max_pending_log_bytes: int = 16 * 1024 * 1024,
                  environ: Mapping[str, str] | None = None,
                  hooks: AttemptHooks | None = None,
-                 isolation: Isolation | None = None, log_limit: LogLimit | None = None) -> None:
+                 isolation: Isolation | None = None, log_limit: LogLimit | None = None,
+                 lease: Lease | None = None) -> None:
         """``environ``: where PATH, HOME and LANG for jobs come from (default: the agent's).
         ``hooks``: work before the process starts and after it ended (`bourse.agent.hooks`).
         ``isolation``: who jobs run as and what is wiped after them (default: nothing,
         jobs run as the agent's user; `bourse.agent.isolation`).
-        ``log_limit``: each job's log rate limit (`bourse.core.ratelimit`)."""
+        ``log_limit``: each job's log rate limit (`bourse.core.ratelimit`).
+        ``lease``: the node's lease, which attempts fence themselves by (`bourse.agent.fence`);
+        None: they never do."""
+        self._lease = lease
         self._log_limit = log_limit or LogLimit()
         self._hooks = hooks or AttemptHooks()
         self._isolation = isolation or Isolation()
@@ -167,9 +172,11 @@ class Runtime:
                      reason: str = "cancelled", stale: bool = False) -> None:
         """SIGTERM the attempt's process group, SIGKILL it after ``grace_s``; its ``exited``
         event will carry ``reason``. ``stale``: the coordinator gave the attempt up, so it is
-        killed and nothing more about it is spooled (unsent rows included)."""
+        killed and nothing more about it is spooled (unsent rows included) — unless its
+        process has already ended: then there is nothing to kill, and its exit, spooled,
+        still goes out (the coordinator takes the success of an attempt it gave up)."""
         record = self._spool.get_attempt(job_id, attempt)
-        if record is None or not (stale or record.state.active):
+        if record is None or not record.state.active:
             return
         kill_at = time.time() + grace_s
         with self._spool.atomic():
@@ -280,7 +287,8 @@ class Runtime:
                 argv = user.wrap(argv)  # a container's user is the engine's --user
             save_beside(adir, cwd, env, msg.spec.compute.image,  # what `bourse exec` runs in
                         user.uid if user else None)
-            pid = shim.spawn(adir, cwd, argv, env)
+            pid = shim.spawn(adir, cwd, argv, env,
+                             fence=self._lease.shim_args() if self._lease else shim.NO_FENCE)
         except StartError as e:
             self._fail_start(key, e.message + (f" ({e.hint})" if e.hint else ""))
             return
@@ -429,7 +437,10 @@ class Runtime:
         status = shim.read_int(watch.adir.exit_file)
         info = exit_info(status, ended.wait_status, record.cancel_reason)
         info["exited_at"] = ended.at
-        info |= await self._finish(watch, record, info)
+        if watch.adir.fenced_file.exists():  # given up as far as it knows: nothing uploaded
+            info |= {"fenced": True, "reason": FENCED_REASON}
+        else:
+            info |= await self._finish(watch, record, info)
         record = self._spool.get_attempt(*watch.key)
         assert record is not None
         if record.state is AttemptStatus.STALE:  # given up while finishing

@@ -18,6 +18,13 @@ ended, so no reader sees it half-written, and a shim killed while writing it lea
 status as unknown as it would leave none. Under a root agent the shim stays root and the
 command it runs drops to the attempt's own user (`bourse.agent.users.JobUser.wrap`), so the
 job can neither stop the shim nor forge its files.
+
+Given the node's lease (``agent.fence``), the shim also starts a watchdog beside the job: a
+subshell in the job's process group that, every few seconds, writes a file of its own and
+compares its time with the lease's (``[ now -nt lease ]``, builtins only) and, once the lease
+has run out, writes ``fenced``, SIGTERMs the group and SIGKILLs it after a grace. The job stays
+the shim's foreground command (a background one would start with SIGINT ignored); the shim
+kills the watchdog when the job ends.
 """
 
 from __future__ import annotations
@@ -29,14 +36,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SHIM = """\
-d=$1; cd "$2" || exit 126; unset OLDPWD; shift 2
+d=$1; cd "$2" || exit 126; unset OLDPWD; l=$3; p=$4; g=$5; shift 5
 trap : TERM INT HUP
 echo $$ >"$d/pid"
+w=
+if [ -n "$l" ]; then
+ (trap : TERM HUP; while sleep "$p"; do echo >"$d/now"; if [ "$d/now" -nt "$l" ]; then
+  echo "$l" >"$d/fenced"; kill -TERM 0; sleep "$g"; kill -KILL 0; fi; done
+ ) </dev/null >/dev/null 2>&1 &
+ w=$!
+fi
 ("$@") </dev/null
 s=$?
+[ -z "$w" ] || kill -KILL $w 2>/dev/null
 echo $s >"$d/exit"
 exit $s
 """
+NO_FENCE = ("", "", "")
 
 _LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND
 
@@ -75,6 +91,11 @@ class AttemptDir:
     def pid_file(self) -> Path:
         return self.root / "pid"
 
+    @property
+    def fenced_file(self) -> Path:
+        """Written by the shim when the attempt fenced itself (``agent.fence``)."""
+        return self.root / "fenced"
+
     def create(self) -> None:
         """The directory and its empty parts. The log files are made by ``spawn`` (before
         the shim runs, so before anything reads them): on a busy disk each file or directory
@@ -84,8 +105,11 @@ class AttemptDir:
             d.mkdir(exist_ok=True)
 
 
-def spawn(adir: AttemptDir, cwd: Path, command: list[str], env: dict[str, str]) -> int:
+def spawn(adir: AttemptDir, cwd: Path, command: list[str], env: dict[str, str],
+          fence: tuple[str, str, str] = NO_FENCE) -> int:
     """Start ``command`` under the shim in its own session; returns the shim's pid.
+    ``fence``: the node's lease file, how often to check it and the grace between SIGTERM
+    and SIGKILL once it has run out (``agent.fence``); empty strings: no fencing.
 
     Raises OSError (or ValueError for a NUL in an argument) when the shim cannot start."""
     actions = [
@@ -93,7 +117,7 @@ def spawn(adir: AttemptDir, cwd: Path, command: list[str], env: dict[str, str]) 
         (os.POSIX_SPAWN_OPEN, 1, str(adir.stdout), _LOG_FLAGS, 0o644),
         (os.POSIX_SPAWN_OPEN, 2, str(adir.stderr), _LOG_FLAGS, 0o644),
     ]
-    argv = ["sh", "-c", SHIM, "sh", str(adir.root), str(cwd), *command]
+    argv = ["sh", "-c", SHIM, "sh", str(adir.root), str(cwd), *fence, *command]
     return os.posix_spawn("/bin/sh", argv, env, file_actions=actions, setsid=True)
 
 
