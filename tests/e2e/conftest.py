@@ -14,6 +14,9 @@ from harness import Cluster, Exchange
 from tcp_proxy import TcpProxy
 
 KEEP_ALIVE_S = 1.0
+# Long enough that a busy 2-core machine never delays a heartbeat's acknowledgement past a
+# lease (attempts fence themselves just before it ends), short enough that loss tests are quick.
+LOSS_WINDOW_S = 10.0
 
 
 @pytest.hookimpl(wrapper=True)
@@ -51,10 +54,11 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 @pytest.fixture
 def exchange_factory(cluster: Cluster) -> Callable[..., Exchange]:
-    """A started coordinator: ``exchange_factory(keep_alive=..., host=...)``."""
+    """A started coordinator: ``exchange_factory(keep_alive=..., host=..., loss_window=...)``."""
 
-    def make(keep_alive: float = KEEP_ALIVE_S, host: str = "127.0.0.1") -> Exchange:
-        return Exchange(cluster, keep_alive, host).start()
+    def make(keep_alive: float = KEEP_ALIVE_S, host: str = "127.0.0.1",
+             loss_window: float = LOSS_WINDOW_S) -> Exchange:
+        return Exchange(cluster, keep_alive, host, loss_window=loss_window).start()
 
     return make
 

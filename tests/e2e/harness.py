@@ -168,16 +168,18 @@ class Coordinator:
     exchange to agents and clients."""
 
     def __init__(self, cluster: Cluster, keep_alive: float, host: str = "127.0.0.1",
-                 store: Sequence[str] = ("--no-store",)) -> None:
+                 store: Sequence[str] = ("--no-store",), loss_window: float = 120.0) -> None:
         """``store``: the store options; by default none (the data plane has tests of its own,
         in tests/dataplane), ``()`` for the embedded SeaweedFS."""
         self.cluster, self.keep_alive, self.host = cluster, keep_alive, host
+        self.loss_window = loss_window
         self.port = free_port(host)
         self.data_dir = cluster.root / "server"
         self.credentials = cluster.root / "admin.json"
         self.proc = cluster.spawn("coordinator", [
             "server", "--data-dir", str(self.data_dir), "--host", host, "--port", str(self.port),
-            "--keep-alive", str(keep_alive), "--credentials", str(self.credentials), *store])
+            "--keep-alive", str(keep_alive), "--loss-window", str(loss_window),
+            "--credentials", str(self.credentials), *store])
         self._client: Client | None = None
 
     @property
@@ -257,9 +259,14 @@ class Exchange:
     """A coordinator and its agents, with the waits the tests share."""
 
     def __init__(self, cluster: Cluster, keep_alive: float, host: str = "127.0.0.1",
-                 store: Sequence[str] = ("--no-store",)) -> None:
+                 store: Sequence[str] = ("--no-store",), loss_window: float = 120.0) -> None:
         self.cluster, self.keep_alive = cluster, keep_alive
-        self.coordinator = Coordinator(cluster, keep_alive, host, store)
+        self.coordinator = Coordinator(cluster, keep_alive, host, store, loss_window)
+
+    @property
+    def loss_window(self) -> float:
+        """The coordinator's loss window for its agents (never less than 3 keep-alives)."""
+        return max(self.coordinator.loss_window, 3 * self.keep_alive)
 
     @property
     def client(self) -> Client:
