@@ -1,9 +1,10 @@
 """Plain ``nvidia-smi``: the summary table, for what it shows.
 
-It shows the driver, the CUDA version (which the CSV query lacks), per GPU the index, name
-(cut to fit, ending in "..."), memory, power cap, volatile uncorrectable ECC count and MIG mode,
-and the MIG devices table. The probe reads it after the CSV query (for the CUDA version and MIG
-devices) and as the last nvidia-smi source.
+It shows the driver and the CUDA version (which the CSV query lacks; R610 calls them "KMD
+Version" and "CUDA UMD Version"), per GPU the index, name (cut to fit, ending in "..."),
+memory, power cap, volatile uncorrectable ECC count and MIG mode, and the MIG devices table.
+The probe reads it after the CSV query (for the CUDA version and MIG devices) and as the last
+nvidia-smi source.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ from bourse.agent.probe.reading import SmiReading, gpu, reading
 from bourse.agent.probe.values import clean, flag, integer, number
 from bourse.protocol.common import GpuInfo, MigInstance
 
-_DRIVER = re.compile(r"Driver Version:\s*(\S+)")
-_CUDA = re.compile(r"CUDA Version:\s*(\S+)")
+# R610 renamed both header fields: "KMD Version: 610.57.04   CUDA UMD Version: 13.3". The KMD
+# (kernel-mode driver) is the driver: under WSL it is the Windows one, while "NVIDIA-SMI
+# 615.71.08" names the Linux user-mode tool.
+_DRIVER = re.compile(r"(?:Driver|KMD) Version:\s*(\S+)")
+_CUDA = re.compile(r"CUDA (?:UMD )?Version:\s*(\S+)")
 _NAME_CELL = re.compile(r"^(?P<index>\d+)\s+(?P<name>.*?)(?:\s+(?:On|Off|WDDM|TCC|MCDM))?$")
 _MIG_IDS = re.compile(r"^(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$")
 _TOTAL = re.compile(r"/\s*(\d+)\s*MiB")

@@ -1,10 +1,14 @@
 """``nvidia-smi -q``: the human-readable query, an indented ``Key : Value`` tree.
 
-The probe itself prefers ``-q -x``; this parser reads the same facts from the text form, which is
-what providers paste and what several public captures hold. Section names drift like the XML's
-("Clocks Throttle Reasons" -> "Clocks Event Reasons", "Power Readings" -> "GPU Power Readings",
-ECC "Double Bit / Total" -> "SRAM/DRAM Uncorrectable" -> "SRAM Uncorrectable Parity/SEC-DED"),
-so every lookup names each spelling it accepts. Keys compare case-insensitively.
+The probe reads it when ``-q -x`` fails (see :mod:`bourse.agent.probe.gpus`); it is also what
+providers paste and what several public captures hold. Section names drift like the XML's
+("Clocks Throttle Reasons" -> "Clocks Event Reasons", "Power Readings" -> "GPU Power Readings"
+-> R610's "GPU Power Readings / GPU Ceiling Power Limit", ECC "Double Bit / Total" ->
+"SRAM/DRAM Uncorrectable" -> "SRAM Uncorrectable Parity/SEC-DED", "MIG devices / MIG Device"
+-> R590's "MIG Device" straight under the GPU with "Shared FB Memory Usage"), so every lookup
+names each spelling it accepts. Keys compare case-insensitively. R610 deprecates "Driver
+Version" and "CUDA Version" for "KMD Version" and "CUDA UMD Version"; the new keys are read
+first.
 """
 
 from __future__ import annotations
@@ -72,8 +76,8 @@ def parse_text(text: str) -> SmiReading:
     root = tree(text)
     sections = [(m["bus"], n) for n in root.children if (m := _GPU_HEADER.match(n.key))]
     gpus = [_gpu(index, bus, node) for index, (bus, node) in enumerate(sections)]
-    return reading("nvidia-smi-text", root.get("Driver Version"), root.get("CUDA Version"),
-                   gpus)
+    return reading("nvidia-smi-text", root.first(("KMD Version",), ("Driver Version",)),
+                   root.first(("CUDA UMD Version",), ("CUDA Version",)), gpus)
 
 
 def _gpu(index: int, bus: str, g: Node) -> GpuInfo:
@@ -104,9 +108,12 @@ def _gpu(index: int, bus: str, g: Node) -> GpuInfo:
     )
 
 
+_POWER_SECTIONS = (("GPU Power Readings", "GPU Ceiling Power Limit"), ("GPU Power Readings",),
+                   ("Power Readings",))
+
+
 def _power(g: Node, *keys: str) -> str | None:
-    return g.first(*((section, key) for section in ("GPU Power Readings", "Power Readings")
-                     for key in keys))
+    return g.first(*((*section, key) for section in _POWER_SECTIONS for key in keys))
 
 
 def _uncorrectable(block: Node | None) -> int | None:
@@ -130,12 +137,13 @@ def _walk(node: Node) -> list[Node]:
 
 
 def _migs(g: Node) -> list[MigInstance]:
-    block = g.child("MIG devices")
-    devices = [c for c in block.children if c.key.lower() == "mig device"] if block else []
+    parent = g.child("MIG devices") or g
+    devices = [c for c in parent.children if c.key.lower() == "mig device"]
     return [MigInstance(
         index=integer(d.get("Index")),
         gpu_instance_id=integer(d.get("GPU Instance ID")),
         compute_instance_id=integer(d.get("Compute Instance ID")),
-        memory_mib=integer(d.get("FB Memory Usage", "Total")),
+        memory_mib=integer(d.first(("FB Memory Usage", "Total"),
+                                   ("Shared FB Memory Usage", "Total"))),
         multiprocessors=integer(d.get("Device Attributes", "Shared", "Multiprocessor count")),
     ) for d in devices]
