@@ -1,16 +1,25 @@
 """Which GPUs this machine has, from the best source that answers.
 
-In order: NVML; ``nvidia-smi -q -x``; ``nvidia-smi --query-gpu=... --format=csv`` completed by
-the plain table (CUDA version, MIG devices); the plain table alone; else no GPU. A source that
-is present but fails (a driver/library mismatch, a hung or lying nvidia-smi, unsafe XML) is
-recorded in ``errors`` and the next one is tried, so the report says why a richer source was
-not used. A missing NVML library or nvidia-smi binary is not an error: it means no NVIDIA
-driver.
+In order (:data:`SMI_SOURCES` after NVML), richest first:
+
+1. NVML;
+2. ``nvidia-smi -q -x``;
+3. ``nvidia-smi -q``, the same report as text: every fact the probe reads from the XML (MIG
+   devices, ECC, remapped rows, UUIDs, PCIe) is in it, so it stands in when the XML fails
+   (refused as unsafe, not well-formed, cut short);
+4. ``nvidia-smi --query-gpu=... --format=csv`` completed by the plain table (CUDA version, MIG
+   devices): it has no ECC or MIG blocks of its own;
+5. the plain table alone;
+
+else no GPU. A source that is present but fails (a driver/library mismatch, a hung or lying
+nvidia-smi, unsafe XML, output a parser could not read) is recorded in ``errors`` and the next
+one is tried, so the report says why a richer source was not used. A missing NVML library or
+nvidia-smi binary is not an error: it means no NVIDIA driver.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,6 +28,7 @@ from bourse.agent.probe.nvml import read_nvml
 from bourse.agent.probe.reading import SmiOutputError, SmiReading
 from bourse.agent.probe.smi_csv import QUERY_FIELDS, invalid_fields, parse_csv
 from bourse.agent.probe.smi_table import parse_table
+from bourse.agent.probe.smi_text import parse_text
 from bourse.agent.probe.smi_xml import parse_xml
 
 NO_GPU = SmiReading("none", None, None, ())
@@ -43,7 +53,7 @@ def probe_gpus(*, nvml: Any = None, smi: str | None = None, timeout: float = 20.
     smi = smi or which("nvidia-smi")
     if smi is None:
         return GpuProbe(NO_GPU, tuple(errors))
-    for read in (_from_xml, _from_csv, _from_table):
+    for read in SMI_SOURCES:
         try:
             return GpuProbe(read(smi, timeout), tuple(errors))
         except (SmiOutputError, CommandError) as exc:
@@ -63,6 +73,13 @@ def _smi(smi: str, args: Sequence[str], timeout: float) -> str:
 
 def _from_xml(smi: str, timeout: float) -> SmiReading:
     return parse_xml(_smi(smi, ["-q", "-x"], timeout))
+
+
+def _from_text(smi: str, timeout: float) -> SmiReading:
+    found = parse_text(_smi(smi, ["-q"], timeout))
+    if not found.gpus:
+        raise SmiOutputError("nvidia-smi -q: no GPU section in its report")
+    return found
 
 
 def _from_table(smi: str, timeout: float) -> SmiReading:
@@ -97,6 +114,10 @@ def _query(smi: str, timeout: float) -> str:
             return out.stdout
         fields = [f for f in fields if f not in rejected]
     raise SmiOutputError("nvidia-smi --query-gpu rejected every field asked")
+
+
+SMI_SOURCES: tuple[Callable[[str, float], SmiReading], ...] = (
+    _from_xml, _from_text, _from_csv, _from_table)
 
 
 def merge_table(query: SmiReading, table: SmiReading | None) -> SmiReading:
