@@ -18,7 +18,7 @@ import csv
 import io
 import re
 
-from bourse.agent.probe.reading import SmiReading, gpu, reading
+from bourse.agent.probe.reading import SmiOutputError, SmiReading, each_gpu, gpu, reading
 from bourse.agent.probe.values import clean, flag, integer, number, total
 from bourse.protocol.common import GpuInfo
 
@@ -47,14 +47,24 @@ def invalid_fields(stderr_or_stdout: str) -> list[str]:
 
 def parse_csv(text: str) -> SmiReading:
     """GPUs from ``--query-gpu=... --format=csv`` output (with its header line)."""
-    rows = [row for row in csv.reader(io.StringIO(text.strip())) if row]
+    rows = _rows(text)
     if not rows:
         return reading("nvidia-smi-csv", None, None, [])
     names = [_field(cell) for cell in rows[0]]
     records = [dict(zip(names, (c.strip() for c in row), strict=False)) for row in rows[1:]]
     driver = next((r.get("driver_version") for r in records if r.get("driver_version")), None)
-    return reading("nvidia-smi-csv", driver, None,
-                   [_gpu(position, r) for position, r in enumerate(records)])
+    gpus, problems = each_gpu("nvidia-smi-csv", records, _gpu)
+    return reading("nvidia-smi-csv", driver, None, gpus, problems=problems)
+
+
+def _rows(text: str) -> list[list[str]]:
+    """The CSV's rows; carriage returns (Windows line ends of a copied capture) are dropped."""
+    lines = io.StringIO(text.strip().replace("\r", ""))
+    try:
+        return [row for row in csv.reader(lines) if row]
+    except csv.Error as exc:  # a cell over csv's 128 KiB limit, a NUL on old Pythons
+        raise SmiOutputError(f"nvidia-smi --query-gpu: not CSV this probe reads ({exc})") \
+            from None
 
 
 def _field(header: str) -> str:

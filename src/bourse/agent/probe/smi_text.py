@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from bourse.agent.probe.reading import SmiReading, gpu, reading
+from bourse.agent.probe.reading import SmiReading, each_gpu, gpu, reading
 from bourse.agent.probe.values import clean, flag, integer, number, total
 from bourse.protocol.common import GpuInfo, MigInstance
 
@@ -75,12 +75,14 @@ def parse_text(text: str) -> SmiReading:
     """The driver, CUDA version and GPUs of an ``nvidia-smi -q`` report."""
     root = tree(text)
     sections = [(m["bus"], n) for n in root.children if (m := _GPU_HEADER.match(n.key))]
-    gpus = [_gpu(index, bus, node) for index, (bus, node) in enumerate(sections)]
+    gpus, problems = each_gpu("nvidia-smi-text", sections, _gpu)
     return reading("nvidia-smi-text", root.first(("KMD Version",), ("Driver Version",)),
-                   root.first(("CUDA UMD Version",), ("CUDA Version",)), gpus)
+                   root.first(("CUDA UMD Version",), ("CUDA Version",)), gpus,
+                   attached=root.get("Attached GPUs"), problems=problems)
 
 
-def _gpu(index: int, bus: str, g: Node) -> GpuInfo:
+def _gpu(index: int, section: tuple[str, Node]) -> GpuInfo:
+    bus, g = section
     link = ("PCI", "GPU Link Info")
     return gpu(
         g.get("Product Name"), integer(g.get("FB Memory Usage", "Total")),
@@ -133,7 +135,14 @@ def _reasons(g: Node) -> list[str]:
 
 
 def _walk(node: Node) -> list[Node]:
-    return [d for c in node.children for d in (c, *_walk(c))]
+    """Every node below ``node``, depth first (a loop: the depth is the input's to choose)."""
+    found: list[Node] = []
+    stack = list(reversed(node.children))
+    while stack:
+        child = stack.pop()
+        found.append(child)
+        stack.extend(reversed(child.children))
+    return found
 
 
 def _migs(g: Node) -> list[MigInstance]:

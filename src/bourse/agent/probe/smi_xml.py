@@ -26,7 +26,7 @@ from xml.etree.ElementTree import Element, ParseError
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring
 
-from bourse.agent.probe.reading import SmiOutputError, SmiReading, gpu, reading
+from bourse.agent.probe.reading import SmiOutputError, SmiReading, each_gpu, gpu, reading
 from bourse.agent.probe.values import clean, flag, integer, number, total
 from bourse.protocol.common import GpuInfo, MigInstance
 
@@ -49,9 +49,10 @@ def parse_xml(text: str) -> SmiReading:
     root = _safe_root(text)
     if root.tag != "nvidia_smi_log":
         raise SmiOutputError(f"nvidia-smi -q -x: root element <{root.tag}>, not <nvidia_smi_log>")
-    gpus = [_gpu(index, element) for index, element in enumerate(root.findall("gpu"))]
+    gpus, problems = each_gpu("nvidia-smi-xml", root.findall("gpu"), _gpu)
     return reading("nvidia-smi-xml", root.findtext("driver_version"),
-                   root.findtext("cuda_version"), gpus)
+                   root.findtext("cuda_version"), gpus, attached=root.findtext("attached_gpus"),
+                   problems=problems)
 
 
 def _safe_root(text: str) -> Element:
