@@ -49,17 +49,17 @@ def probe_gpus(*, nvml: Any = None, smi: str | None = None, timeout: float = 20.
     """The first reading that reads everything it shows; else the first one that read
     anything, with what it could not read among the errors."""
     errors: list[str] = []
-    partial: SmiReading | None = None
+    first_partial: SmiReading | None = None
     for label, read in _sources(nvml, smi, timeout):
         found = _attempt(label, read, errors)
         if found is not None and not found.problems:
             return GpuProbe(found, tuple(errors))
         if found is not None:
             errors.extend(found.problems)
-            partial = partial or found
+            first_partial = first_partial or found
         if any(_NO_DEVICES in e for e in errors):
             break
-    return GpuProbe(partial or NO_GPU, tuple(errors))
+    return GpuProbe(first_partial or NO_GPU, tuple(errors))
 
 
 Source = Callable[[], SmiReading | None]
