@@ -83,13 +83,10 @@ def test_a10_with_pending_remapped_rows_and_derived_ecc_errors_fails(
 
 
 def test_real_pending_row_remap_warns(fake_smi: Install, tmp_path: Path) -> None:
-    """txt-a10-drv535.txt as the -q answer is not a probe source; its values are judged
-    directly, as a coordinator would judge a report carrying them."""
-    from bourse.agent.probe import parse_text
-    reading = parse_text((FIXTURES / "txt-a10-drv535.txt").read_text())
-    report = ProbeReport(source="nvidia-smi-text", driver=reading.driver, cuda=reading.cuda,
-                         gpus=list(reading.gpus))
-    verification = verify(report)
+    """txt-a10-drv535.txt answers -q (this machine has no -q -x capture)."""
+    fake_smi(text="txt-a10-drv535.txt")
+    report, verification = probed(tmp_path)
+    assert (report.source, report.gpus[0].remapped_rows_uncorrectable) == ("nvidia-smi-text", 4)
     assert check(verification, "gpu0.memory_health").status == "warn"
     assert "reset the GPU" in check(verification, "gpu0.memory_health").reason
 
@@ -98,7 +95,7 @@ def test_mig_table_lists_each_slice(fake_smi: Install, tmp_path: Path) -> None:
     fake_smi(table="table-h200-mig-drv590.txt")  # no -q -x or CSV capture of this state
     report, verification = probed(tmp_path)
     assert report.source == "nvidia-smi-table"
-    assert len(report.gpu_errors) == 2  # -q -x and --query-gpu had no answer
+    assert len(report.gpu_errors) == 3  # -q -x, -q and --query-gpu had no answer
     assert verification.offers == [
         "gpu0 MIG GI 2 CI 0 of h200: 71424 MiB, 16 SMs",
         "gpu0 MIG GI 2 CI 1 of h200: 71424 MiB, 32 SMs",
@@ -108,6 +105,41 @@ def test_mig_table_lists_each_slice(fake_smi: Install, tmp_path: Path) -> None:
     ]
     mig = check(verification, "gpu0.mig")  # the table names no UUID: nothing to give a job
     assert (mig.status, mig.reason.startswith("5 MIG devices have no UUID")) == ("warn", True)
+
+
+# One R610 machine in one session (utkuozdemir/nvidia_gpu_exporter's capture has no -q -x).
+R610 = {"text": "txt-rtx2080super-drv610.txt", "csv": "csv-rtx2080super-drv610.csv",
+        "table": "table-rtx2080super-drv610.txt"}
+
+
+@pytest.mark.parametrize(("forms", "source", "failed"), [
+    (("text", "csv", "table"), "nvidia-smi-text", ["-q -x"]),
+    (("csv", "table"), "nvidia-smi-csv", ["-q -x", "-q"]),
+    (("table",), "nvidia-smi-table", ["-q -x", "-q", "--query-gpu"]),
+])
+def test_after_nvml_the_probe_tries_xml_then_text_then_csv_then_the_table(
+        fake_smi: Install, forms: tuple[str, ...], source: str, failed: list[str]) -> None:
+    fake_smi(**{form: R610[form] for form in forms})
+    found = probe_gpus()
+    assert found.reading.source == source
+    assert [e.split(" exited with")[0] for e in found.errors] == [
+        f"nvidia-smi {form}" for form in failed]
+    (gpu,) = found.reading.gpus
+    assert (found.reading.driver, found.reading.cuda, gpu.model, gpu.memory_mib) == (
+        "610.57.04", "13.3", "rtx-2080-super", 8192)
+
+
+def test_refused_xml_falls_back_to_the_text_report(fake_smi: Install, tmp_path: Path) -> None:
+    from test_probe_xml_safety import BILLION_LAUGHS
+    path = tmp_path / "laughs.xml"
+    path.write_text(BILLION_LAUGHS)
+    fake_smi(xml=str(path), text="txt-h100-mig-drv590.txt", table="table-h100-mig-drv590.txt")
+    report, verification = probed(tmp_path)
+    assert report.source == "nvidia-smi-text"
+    assert "refused" in report.gpu_errors[0] and len(report.gpu_errors) == 1
+    (gpu,) = report.gpus
+    assert (gpu.model, gpu.mig_enabled, len(gpu.mig_instances)) == ("h100-80gb", True, 4)
+    assert check(verification, "gpu.source").status == "warn"
 
 
 def test_csv_query_completed_by_the_table(fake_smi: Install, tmp_path: Path) -> None:

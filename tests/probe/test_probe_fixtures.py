@@ -113,6 +113,33 @@ EXPECTED: dict[str, tuple[str | None, str | None, list[dict[str, Any]]]] = {
         uuid="GPU-f6e826dc-c9d7-ac58-6d5d-9048c9e1c124", **pcie(3, 3, 16, 16),
         ecc_enabled=True, **NO_ERRORS, retired_pages=0, retired_pages_pending=False,
         **power(70, 70))]),
+    "xml-a100-sxm4-40gb-mig-drv510.xml": ("510.47.03", "11.6", [dict(
+        model="a100-40gb", name="NVIDIA A100-SXM4-40GB", memory_mib=40960,
+        compute_capability="8.0", uuid="GPU-27b94a00-ed54-5c24-b1fd-1054085de32a",
+        pci_bus_id="00000000:00:04.0", **pcie(4, 4, 16, 16), mig_enabled=True, mig_pending=True,
+        ecc_enabled=True, ecc_uncorrectable_volatile=None, ecc_uncorrectable_aggregate=0,
+        remapped_rows_uncorrectable=None, remapped_rows_failure=None, retired_pages=None,
+        **power(400, 400), clock_event_reasons=[])]),
+    # Not in the catalogue: the raw name, no model and no compute capability.
+    "xml-rtx2080-win-drv516.xml": ("516.59", "11.7", [dict(
+        model=None, name="NVIDIA GeForce RTX 2080", memory_mib=8192, compute_capability=None,
+        uuid="GPU-fbd55ed4-1eec-4423-0a47-ad594b4333e3", pci_bus_id="00000000:0A:00.0",
+        **pcie(3, 3, 8, 16), mig_enabled=None, ecc_enabled=None, **power(275, 275),
+        clock_event_reasons=[])]),
+    "xml-rtx3060-laptop-drv515.xml": ("515.65.01", "11.7", [dict(
+        model=None, name="NVIDIA GeForce RTX 3060 Laptop GPU", memory_mib=6144,
+        uuid="GPU-473d8d0f-d462-185c-6b36-6fc23e23e571", pci_bus_id="00000000:01:00.0",
+        **pcie(1, 4, 8, 16), ecc_enabled=None, power_limit_w=None, power_default_limit_w=None)]),
+    "xml-rtx4090-drv535.xml": ("535.86.05", "12.2", [dict(
+        model="rtx-4090", name="NVIDIA GeForce RTX 4090", memory_mib=24564,
+        uuid="GPU-71d1acc2-662d-2166-bf9f-65272d2fc437", pci_bus_id="00000000:84:00.0",
+        **pcie(1, 3, 16, 16), ecc_enabled=False, ecc_uncorrectable_volatile=None, **ROWS_OK,
+        **power(450, 450))]),
+    "xml-tesla-p100-drv510.xml": ("510.47.03", "11.6", [dict(
+        model="p100-16gb", name="Tesla P100-PCIE-16GB", memory_mib=16384,
+        compute_capability="6.0", uuid="GPU-d3da8716-eaab-75db-efc1-60e88e1cd55e",
+        **pcie(3, 3, 16, 16), ecc_enabled=True, **NO_ERRORS, remapped_rows_uncorrectable=None,
+        retired_pages=0, retired_pages_pending=False, **power(250, 250))]),
     "txt-a10-drv535.txt": ("535.129.03", "12.2", [dict(
         model="a10", name="NVIDIA A10", memory_mib=23028, pci_bus_id="00000000:07:00.0",
         uuid="GPU-73d12ef7-f589-f867-4259-c7090ab44736", **pcie(4, 4, 16, 16),
@@ -138,6 +165,25 @@ EXPECTED: dict[str, tuple[str | None, str | None, list[dict[str, Any]]]] = {
         model="rtx-4090", name="NVIDIA GeForce RTX 4090", memory_mib=24564, uuid=uuid,
         **pcie(1, 4, 16, 16), ecc_enabled=False, ecc_uncorrectable_volatile=None, **ROWS_OK,
         **power(450, 450)) for uuid in RTX4090_UUIDS]),
+    # Cut after the first GPU's clock reasons (the source calls it invalid): what is there.
+    "txt-h100-80gb-hbm3-truncated-drv535.txt": ("535.183.01", "12.2", [dict(
+        model="h100-80gb", name="NVIDIA H100 80GB HBM3", memory_mib=None,
+        uuid="GPU-566e6f65-c38e-b12f-4824-6944218668b9", pci_bus_id="00000000:53:00.0",
+        **pcie(5, 5, 16, 16), mig_enabled=False, ecc_enabled=None, power_limit_w=None,
+        clock_event_reasons=[])]),
+    "txt-h100-mig-drv590.txt": ("590.48.01", "13.1", [dict(
+        model="h100-80gb", name="NVIDIA H100 80GB HBM3", memory_mib=81559, uuid=ZERO_UUID,
+        pci_bus_id="00000000:00:09.0", **pcie(5, 5, 16, 16), mig_enabled=True, mig_pending=True,
+        ecc_enabled=True, **NO_ERRORS, remapped_rows_uncorrectable=None, retired_pages=None,
+        **power(700, 700), clock_event_reasons=[])]),
+    # R610: "Driver Version : 610.57.04 [Deprecated; ...]" beside "KMD Version : 610.57.04".
+    **{name: (driver, "13.3", [dict(
+        model="rtx-2080-super", name="NVIDIA GeForce RTX 2080 SUPER", memory_mib=8192,
+        uuid=ZERO_UUID, pci_bus_id="00000000:0C:00.0", **pcie(gen, 3, 16, 16), mig_enabled=None,
+        ecc_enabled=None, ecc_uncorrectable_volatile=None, remapped_rows_uncorrectable=None,
+        retired_pages=None, **power(250, 250), clock_event_reasons=[])])
+       for name, driver, gen in (("txt-rtx2080super-drv610.txt", "610.57.04", 1),
+                                 ("txt-rtx2080super-win-drv610.txt", "610.62", 3))},
     # The CSV has no CUDA column: the version comes from NVIDIA's driver table.
     "csv-h200-drv590.csv": ("590.48.01", "13.1", [dict(
         model="h200", name="NVIDIA H200", memory_mib=143771, compute_capability="9.0",
@@ -157,6 +203,27 @@ EXPECTED: dict[str, tuple[str | None, str | None, list[dict[str, Any]]]] = {
         for uuid, memory in (("GPU-20fe89bc-c8ef-5a9f-078e-efa3324d790b", 8119),
                              ("GPU-68988cf6-8de9-6585-a263-d2e3ea96b75a", 4043),
                              ("GPU-90e3dab0-b59d-8bf6-d909-d4fab8d2f29b", 8119))]),
+    "csv-h100-mig-drv590.csv": ("590.48.01", "13.1", [dict(
+        model="h100-80gb", name="NVIDIA H100 80GB HBM3", memory_mib=81559,
+        compute_capability="9.0", uuid=ZERO_UUID, pci_bus_id="00000000:00:09.0",
+        **pcie(5, 5, 16, 16), mig_enabled=True, mig_pending=True, ecc_enabled=True, **NO_ERRORS,
+        remapped_rows_uncorrectable=None, **power(700, 700), clock_event_reasons=[])]),
+    "csv-rtx2080super-drv610.csv": ("610.57.04", "13.3", [dict(
+        model="rtx-2080-super", name="NVIDIA GeForce RTX 2080 SUPER", memory_mib=8192,
+        compute_capability="7.5", uuid=ZERO_UUID, pci_bus_id="00000000:0C:00.0",
+        **pcie(1, 3, 16, 16), mig_enabled=None, ecc_enabled=None,
+        ecc_uncorrectable_volatile=None, remapped_rows_pending=None, **power(250, 250),
+        clock_event_reasons=[])]),
+    # The table of the same machine says "CUDA UMD Version: 13.4"; NVIDIA's driver table, which
+    # the CSV's CUDA comes from, knows 13.3 as the newest for 616.92.
+    "csv-rtx5070ti-laptop-wsl-drv616.csv": ("616.92", "13.3", [dict(
+        model=None, name="NVIDIA GeForce RTX 5070 Ti Laptop GPU", memory_mib=12227,
+        compute_capability="12.0")]),
+    # --format=csv,nounits without a memory.total column: reserved + used + free (103 + 0 +
+    # 16280), which is nvidia-smi's Total to within its rounding (the same board's XML: 16384).
+    "csv-tesla-p100-nounits-drv510.csv": (None, None, [dict(
+        model="p100-16gb", name="Tesla P100-PCIE-16GB", memory_mib=16383,
+        uuid="GPU-ef1b2c9b-38d8-2090-2bd1-f567a3eb42a6")]),
     "table-h200-drv590.txt": ("590.48.01", "13.1", [dict(
         model="h200", name="NVIDIA H200", memory_mib=143771, pci_bus_id="00000000:83:00.0",
         mig_enabled=False, ecc_uncorrectable_volatile=0, power_limit_w=700)]),
@@ -166,6 +233,30 @@ EXPECTED: dict[str, tuple[str | None, str | None, list[dict[str, Any]]]] = {
     "table-l40s-drv595.txt": ("595.80", "13.2", [dict(
         model="l40s", name="NVIDIA L40S", memory_mib=46068, mig_enabled=None,
         ecc_uncorrectable_volatile=0, power_limit_w=350)]),
+    "table-geforce-err-drv525.txt": ("525.125.06", "12.0", [dict(
+        model=None, name="NVIDIA GeForce ...", memory_mib=23028, pci_bus_id="00000000:01:00.0",
+        ecc_uncorrectable_volatile=0, mig_enabled=None, power_limit_w=450)]),
+    "table-h100-80gb-hbm3-x8-drv550.txt": ("550.90.07", "12.4", [dict(
+        model="h100-80gb", name="NVIDIA H100 80GB HBM3", memory_mib=81559,
+        pci_bus_id=f"00000000:{bus}:00.0", mig_enabled=False, ecc_uncorrectable_volatile=0,
+        power_limit_w=700) for bus in ("19", "3B", "4C", "5D", "9B", "BB", "CB", "DB")]),
+    "table-h100-mig-drv590.txt": ("590.48.01", "13.1", [dict(
+        model="h100-80gb", name="NVIDIA H100 80GB HBM3", memory_mib=81559,
+        pci_bus_id="00000000:00:09.0", mig_enabled=True, ecc_uncorrectable_volatile=None,
+        power_limit_w=700)]),
+    # R610 header: "KMD Version: 610.57.04   CUDA UMD Version: 13.3".
+    **{name: (driver, "13.3", [dict(
+        model="rtx-2080-super", name="NVIDIA GeForce RTX 2080 ...", memory_mib=8192,
+        pci_bus_id="00000000:0C:00.0", ecc_uncorrectable_volatile=None, mig_enabled=None,
+        power_limit_w=250)])
+       for name, driver in (("table-rtx2080super-drv610.txt", "610.57.04"),
+                            ("table-rtx2080super-win-drv610.txt", "610.62"))},
+    # WSL prints "NVIDIA-SMI 615.71.08  KMD Version: 616.92": the driver is the KMD one.
+    **{name: ("616.92", "13.4", [dict(
+        model=None, name="NVIDIA GeForce RTX 5070 ...", memory_mib=12227,
+        pci_bus_id="00000000:02:00.0", mig_enabled=None, power_limit_w=95)])
+       for name in ("table-rtx5070ti-laptop-win-drv616.txt",
+                    "table-rtx5070ti-laptop-wsl-drv616.txt")},
     # The table cuts the name; the catalogue resolves the prefix with the memory.
     "table-rtx2080super-win-drv591.txt": ("591.86", "13.1", [dict(
         model="rtx-2080-super", name="NVIDIA GeForce RTX 2080 ...", memory_mib=8192,
@@ -180,6 +271,16 @@ def parse(name: str) -> SmiReading:
 def test_every_capture_has_expectations() -> None:
     captures = {p.name for p in FIXTURES.iterdir() if p.name != "MANIFEST.md"}
     assert captures == set(EXPECTED)
+
+
+# The captures that show something the probe cannot read, with how many things: a CSV without
+# a name column (one per GPU), a -q report cut short (no memory, 1 of 8 GPUs).
+PARTIAL = {"csv-unknown-x3.csv": 3, "txt-h100-80gb-hbm3-truncated-drv535.txt": 2}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_other_capture_reads_all_it_shows(name: str) -> None:
+    assert len(parse(name).problems) == PARTIAL.get(name, 0)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -198,13 +299,26 @@ def test_capture_parses_to_the_values_in_the_file(name: str) -> None:
         assert actual == expected, f"{name} GPU {index}"
 
 
-def test_mig_devices_of_the_h200_table() -> None:
-    """Read off table-h200-mig-drv590.txt: GPU GI CI MIG-dev, memory total, SMs."""
-    (gpu,) = parse("table-h200-mig-drv590.txt").gpus
+H100_MIGS = [(2, 0, 0, 40448, 60), (3, 0, 1, 20096, 32), (9, 0, 2, 9984, 16),
+             (10, 0, 3, 9984, 16)]
+# Read off each capture: GPU instance, compute instance, MIG device index, memory total, SMs.
+MIG_DEVICES = {
+    "table-h200-mig-drv590.txt": [(2, 0, 0, 71424, 16), (2, 1, 1, 71424, 32),
+                                  (3, 0, 2, 33280, 32), (9, 0, 3, 16384, 16),
+                                  (10, 0, 4, 16384, 16)],
+    "table-h100-mig-drv590.txt": H100_MIGS,
+    # R590's -q puts "MIG Device" blocks straight under the GPU, with "Shared FB Memory Usage".
+    "txt-h100-mig-drv590.txt": H100_MIGS,
+    "xml-a100-sxm4-40gb-mig-drv510.xml": [(1, 0, 0, 19968, 42), (2, 0, 1, 19968, 42)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(MIG_DEVICES))
+def test_mig_devices_of_each_mig_capture(name: str) -> None:
+    (gpu,) = parse(name).gpus
     found = [(m.gpu_instance_id, m.compute_instance_id, m.index, m.memory_mib,
               m.multiprocessors) for m in gpu.mig_instances]
-    assert found == [(2, 0, 0, 71424, 16), (2, 1, 1, 71424, 32), (3, 0, 2, 33280, 32),
-                     (9, 0, 3, 16384, 16), (10, 0, 4, 16384, 16)]
+    assert found == MIG_DEVICES[name]
 
 
 @pytest.mark.parametrize("absent", ["N/A", "[N/A]", "Not Supported", "[Not Supported]",

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bourse.agent.probe.reading import SmiOutputError, SmiReading, gpu, reading
+from bourse.agent.probe.reading import SmiOutputError, SmiReading, each_gpu, gpu, reading
 from bourse.agent.probe.values import total
 from bourse.protocol.common import GpuInfo, MigInstance
 
@@ -71,8 +71,9 @@ def _read(nvml: Any) -> SmiReading:
     cuda_int = ask(nvml, nvml.nvmlSystemGetCudaDriverVersion)
     cuda = f"{cuda_int // 1000}.{cuda_int % 1000 // 10}" if cuda_int else None
     count = nvml.nvmlDeviceGetCount()
-    gpus = [_gpu(nvml, i, nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
-    return reading("nvml", driver, cuda, gpus)
+    gpus, problems = each_gpu("nvml", range(count), lambda i, _: _gpu(
+        nvml, i, nvml.nvmlDeviceGetHandleByIndex(i)))  # a lost GPU costs itself, not the rest
+    return reading("nvml", driver, cuda, gpus, problems=problems)
 
 
 def _gpu(nvml: Any, index: int, h: Any) -> GpuInfo:

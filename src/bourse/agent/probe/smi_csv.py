@@ -2,7 +2,11 @@
 
 Columns are found by their header ("memory.total [MiB]" is ``memory.total``), so any field list
 parses, including captures that lack a name or a driver column. Units stay in the values
-("143771 MiB") and are dropped by :func:`~bourse.agent.probe.values.number`.
+("143771 MiB") and are dropped by :func:`~bourse.agent.probe.values.number`; with
+``--format=csv,nounits`` they are in the header only ("16280"). A capture without
+``memory.total`` but with ``memory.used`` and ``memory.free`` (netdata asks for those) gets
+their sum, plus ``memory.reserved`` where listed: that is how nvidia-smi's Total is made, to
+within a MiB of rounding.
 
 The CSV carries no CUDA version: the probe reads it from the plain table, else derives it from
 the driver.
@@ -14,7 +18,7 @@ import csv
 import io
 import re
 
-from bourse.agent.probe.reading import SmiReading, gpu, reading
+from bourse.agent.probe.reading import SmiOutputError, SmiReading, each_gpu, gpu, reading
 from bourse.agent.probe.values import clean, flag, integer, number, total
 from bourse.protocol.common import GpuInfo
 
@@ -43,14 +47,24 @@ def invalid_fields(stderr_or_stdout: str) -> list[str]:
 
 def parse_csv(text: str) -> SmiReading:
     """GPUs from ``--query-gpu=... --format=csv`` output (with its header line)."""
-    rows = [row for row in csv.reader(io.StringIO(text.strip())) if row]
+    rows = _rows(text)
     if not rows:
         return reading("nvidia-smi-csv", None, None, [])
     names = [_field(cell) for cell in rows[0]]
     records = [dict(zip(names, (c.strip() for c in row), strict=False)) for row in rows[1:]]
     driver = next((r.get("driver_version") for r in records if r.get("driver_version")), None)
-    return reading("nvidia-smi-csv", driver, None,
-                   [_gpu(position, r) for position, r in enumerate(records)])
+    gpus, problems = each_gpu("nvidia-smi-csv", records, _gpu)
+    return reading("nvidia-smi-csv", driver, None, gpus, problems=problems)
+
+
+def _rows(text: str) -> list[list[str]]:
+    """The CSV's rows; carriage returns (Windows line ends of a copied capture) are dropped."""
+    lines = io.StringIO(text.strip().replace("\r", ""))
+    try:
+        return [row for row in csv.reader(lines) if row]
+    except csv.Error as exc:  # a cell over csv's 128 KiB limit, a NUL on old Pythons
+        raise SmiOutputError(f"nvidia-smi --query-gpu: not CSV this probe reads ({exc})") \
+            from None
 
 
 def _field(header: str) -> str:
@@ -61,7 +75,7 @@ def _field(header: str) -> str:
 def _gpu(position: int, r: dict[str, str]) -> GpuInfo:
     index = integer(r.get("index"))
     return gpu(
-        r.get("name") or r.get("gpu_name"), integer(r.get("memory.total")),
+        r.get("name") or r.get("gpu_name"), _memory(r),
         uuid=clean(r.get("uuid") or r.get("gpu_uuid")),
         index=position if index is None else index, pci_bus_id=clean(r.get("pci.bus_id")),
         compute_capability=clean(r.get("compute_cap")),
@@ -84,6 +98,17 @@ def _gpu(position: int, r: dict[str, str]) -> GpuInfo:
         power_default_limit_w=number(r.get("power.default_limit")),
         clock_event_reasons=_reasons(r),
     )
+
+
+def _memory(r: dict[str, str]) -> int | None:
+    """``memory.total``, else reserved + used + free (see the module docstring)."""
+    listed = integer(r.get("memory.total"))
+    if listed is not None:
+        return listed
+    used, free = integer(r.get("memory.used")), integer(r.get("memory.free"))
+    if used is None or free is None:
+        return None
+    return used + free + (integer(r.get("memory.reserved")) or 0)
 
 
 def _reasons(r: dict[str, str]) -> list[str]:

@@ -1,10 +1,14 @@
 """``nvidia-smi -q``: the human-readable query, an indented ``Key : Value`` tree.
 
-The probe itself prefers ``-q -x``; this parser reads the same facts from the text form, which is
-what providers paste and what several public captures hold. Section names drift like the XML's
-("Clocks Throttle Reasons" -> "Clocks Event Reasons", "Power Readings" -> "GPU Power Readings",
-ECC "Double Bit / Total" -> "SRAM/DRAM Uncorrectable" -> "SRAM Uncorrectable Parity/SEC-DED"),
-so every lookup names each spelling it accepts. Keys compare case-insensitively.
+The probe reads it when ``-q -x`` fails (see :mod:`bourse.agent.probe.gpus`); it is also what
+providers paste and what several public captures hold. Section names drift like the XML's
+("Clocks Throttle Reasons" -> "Clocks Event Reasons", "Power Readings" -> "GPU Power Readings"
+-> R610's "GPU Power Readings / GPU Ceiling Power Limit", ECC "Double Bit / Total" ->
+"SRAM/DRAM Uncorrectable" -> "SRAM Uncorrectable Parity/SEC-DED", "MIG devices / MIG Device"
+-> R590's "MIG Device" straight under the GPU with "Shared FB Memory Usage"), so every lookup
+names each spelling it accepts. Keys compare case-insensitively. R610 deprecates "Driver
+Version" and "CUDA Version" for "KMD Version" and "CUDA UMD Version"; the new keys are read
+first.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from bourse.agent.probe.reading import SmiReading, gpu, reading
+from bourse.agent.probe.reading import SmiReading, each_gpu, gpu, reading
 from bourse.agent.probe.values import clean, flag, integer, number, total
 from bourse.protocol.common import GpuInfo, MigInstance
 
@@ -71,12 +75,14 @@ def parse_text(text: str) -> SmiReading:
     """The driver, CUDA version and GPUs of an ``nvidia-smi -q`` report."""
     root = tree(text)
     sections = [(m["bus"], n) for n in root.children if (m := _GPU_HEADER.match(n.key))]
-    gpus = [_gpu(index, bus, node) for index, (bus, node) in enumerate(sections)]
-    return reading("nvidia-smi-text", root.get("Driver Version"), root.get("CUDA Version"),
-                   gpus)
+    gpus, problems = each_gpu("nvidia-smi-text", sections, _gpu)
+    return reading("nvidia-smi-text", root.first(("KMD Version",), ("Driver Version",)),
+                   root.first(("CUDA UMD Version",), ("CUDA Version",)), gpus,
+                   attached=root.get("Attached GPUs"), problems=problems)
 
 
-def _gpu(index: int, bus: str, g: Node) -> GpuInfo:
+def _gpu(index: int, section: tuple[str, Node]) -> GpuInfo:
+    bus, g = section
     link = ("PCI", "GPU Link Info")
     return gpu(
         g.get("Product Name"), integer(g.get("FB Memory Usage", "Total")),
@@ -104,9 +110,12 @@ def _gpu(index: int, bus: str, g: Node) -> GpuInfo:
     )
 
 
+_POWER_SECTIONS = (("GPU Power Readings", "GPU Ceiling Power Limit"), ("GPU Power Readings",),
+                   ("Power Readings",))
+
+
 def _power(g: Node, *keys: str) -> str | None:
-    return g.first(*((section, key) for section in ("GPU Power Readings", "Power Readings")
-                     for key in keys))
+    return g.first(*((*section, key) for section in _POWER_SECTIONS for key in keys))
 
 
 def _uncorrectable(block: Node | None) -> int | None:
@@ -126,16 +135,24 @@ def _reasons(g: Node) -> list[str]:
 
 
 def _walk(node: Node) -> list[Node]:
-    return [d for c in node.children for d in (c, *_walk(c))]
+    """Every node below ``node``, depth first (a loop: the depth is the input's to choose)."""
+    found: list[Node] = []
+    stack = list(reversed(node.children))
+    while stack:
+        child = stack.pop()
+        found.append(child)
+        stack.extend(reversed(child.children))
+    return found
 
 
 def _migs(g: Node) -> list[MigInstance]:
-    block = g.child("MIG devices")
-    devices = [c for c in block.children if c.key.lower() == "mig device"] if block else []
+    parent = g.child("MIG devices") or g
+    devices = [c for c in parent.children if c.key.lower() == "mig device"]
     return [MigInstance(
         index=integer(d.get("Index")),
         gpu_instance_id=integer(d.get("GPU Instance ID")),
         compute_instance_id=integer(d.get("Compute Instance ID")),
-        memory_mib=integer(d.get("FB Memory Usage", "Total")),
+        memory_mib=integer(d.first(("FB Memory Usage", "Total"),
+                                   ("Shared FB Memory Usage", "Total"))),
         multiprocessors=integer(d.get("Device Attributes", "Shared", "Multiprocessor count")),
     ) for d in devices]

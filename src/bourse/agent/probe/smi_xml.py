@@ -8,10 +8,14 @@ to Turing) to ``sram_uncorrectable`` + ``dram_uncorrectable`` (v11) to
 ``sram_uncorrectable_parity`` + ``_secded`` (v13); pre-Ampere boards retire pages where newer
 ones remap rows (``remapped_rows`` is a block, or the text ``N/A``).
 
-The input is untrusted (anything named ``nvidia-smi`` on PATH may print it): entity
-declarations, external references and a DOCTYPE with an internal subset are refused, and so is
-input over :data:`MAX_XML_CHARS`. nvidia-smi's own ``<!DOCTYPE nvidia_smi_log SYSTEM
-"nvsmi_device_vNN.dtd">`` is allowed: expat never loads an external DTD.
+The input is untrusted (anything named ``nvidia-smi`` on PATH may print it). nvidia-smi's own
+``<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_vNN.dtd">`` is allowed (expat never loads an
+external DTD), and so is the internal subset ``-q -x --dtd`` embeds, which declares elements
+and attributes only. Anything else in a subset is refused before parsing: entity and notation
+declarations, parameter-entity references (``%name;``), entity references in attribute
+defaults, processing instructions and conditional sections, so neither an entity expansion
+(billion laughs) nor an external fetch (XXE) can be declared; defusedxml refuses entities
+again while parsing. Input over :data:`MAX_XML_CHARS` is refused unread.
 """
 
 from __future__ import annotations
@@ -22,12 +26,18 @@ from xml.etree.ElementTree import Element, ParseError
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring
 
-from bourse.agent.probe.reading import SmiOutputError, SmiReading, gpu, reading
+from bourse.agent.probe.reading import SmiOutputError, SmiReading, each_gpu, gpu, reading
 from bourse.agent.probe.values import clean, flag, integer, number, total
 from bourse.protocol.common import GpuInfo, MigInstance
 
 MAX_XML_CHARS = 16 * 2**20  # an 8-GPU -q -x is ~0.8 MB; 16 MiB leaves room for 100+ GPUs
-_INTERNAL_SUBSET = re.compile(r"<!DOCTYPE[^>\[]*\[", re.IGNORECASE)
+_SUBSET_START = re.compile(r"<!DOCTYPE[^>\[]*\[", re.IGNORECASE)
+# One markup declaration of a subset: a comment, or an element or attribute-list declaration
+# whose quoted and unquoted parts hold no "%", "&" or "<" (no entity of any kind).
+_DECLARATION = re.compile(
+    r"""\s*(?:<!--.*?-->|<!(?:ELEMENT|ATTLIST)\s(?:[^<>"'%&]|"[^"<%&]*"|'[^'<%&]*')*>)""",
+    re.DOTALL)
+_SUBSET_END = re.compile(r"\s*\]\s*>")
 _REASON_PREFIX = re.compile(r"^clocks_(?:throttle|event)_reasons?_")
 
 
@@ -39,18 +49,17 @@ def parse_xml(text: str) -> SmiReading:
     root = _safe_root(text)
     if root.tag != "nvidia_smi_log":
         raise SmiOutputError(f"nvidia-smi -q -x: root element <{root.tag}>, not <nvidia_smi_log>")
-    gpus = [_gpu(index, element) for index, element in enumerate(root.findall("gpu"))]
+    gpus, problems = each_gpu("nvidia-smi-xml", root.findall("gpu"), _gpu)
     return reading("nvidia-smi-xml", root.findtext("driver_version"),
-                   root.findtext("cuda_version"), gpus)
+                   root.findtext("cuda_version"), gpus, attached=root.findtext("attached_gpus"),
+                   problems=problems)
 
 
 def _safe_root(text: str) -> Element:
     if len(text) > MAX_XML_CHARS:
         raise SmiOutputError(f"nvidia-smi -q -x: {len(text)} characters of output, more than "
                              f"the {MAX_XML_CHARS} this probe reads; refused")
-    if _INTERNAL_SUBSET.search(text):
-        raise SmiOutputError("nvidia-smi -q -x: a DOCTYPE with an internal subset (entity or "
-                             "element declarations) is not nvidia-smi output; refused")
+    check_doctype(text)
     try:
         root: Element = fromstring(text, forbid_dtd=False, forbid_entities=True,
                                    forbid_external=True)
@@ -59,6 +68,19 @@ def _safe_root(text: str) -> Element:
     except ParseError as exc:
         raise SmiOutputError(f"nvidia-smi -q -x: not well-formed XML ({exc})") from None
     return root
+
+
+def check_doctype(text: str) -> None:
+    """Refuse every internal DTD subset that declares more than elements and attributes."""
+    for start in _SUBSET_START.finditer(text):
+        position = start.end()
+        while declaration := _DECLARATION.match(text, position):
+            position = declaration.end()
+        if not _SUBSET_END.match(text, position):
+            found = text[position:position + 60].strip().split("\n", 1)[0]
+            raise SmiOutputError(
+                f"nvidia-smi -q -x: its DTD holds {found!r}; only element and attribute "
+                "declarations are read (an entity could expand or fetch a file): refused")
 
 
 def _text(element: Element, *paths: str) -> str | None:

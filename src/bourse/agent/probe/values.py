@@ -2,11 +2,14 @@
 
 Every source (XML, ``-q`` text, CSV, the table) spells absence differently ("N/A", "[N/A]",
 "Not Supported", "[Requested functionality has been deprecated]", "Unknown Error"). All of them
-become None here, so that no parser ever turns a placeholder into a number or a crash.
+become None here, so that no parser ever turns a placeholder into a number or a crash. R610
+drivers append a note to values they deprecate ("610.57.04 [Deprecated; will be removed in CUDA
+14.0. Use KMD Version instead]"): the note is dropped, the value kept.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 from bourse.core.cuda import max_cuda
@@ -20,6 +23,7 @@ _ABSENT = re.compile(
     r"gpu requires reset|gpu is lost)\]?$",
     re.IGNORECASE,
 )
+_NOTE = re.compile(r"\s+\[[^\[\]]*\]$")  # a trailing "[...]" after a value, not "[N/A]" alone
 _NUMBER = re.compile(r"^[-+]?\d+(?:\.\d+)?")
 _TRUE = frozenset({"yes", "enabled", "on", "active", "true", "1"})
 _FALSE = frozenset({"no", "disabled", "off", "not active", "false", "0"})
@@ -29,7 +33,7 @@ def clean(text: str | None) -> str | None:
     """The value, stripped; None for empty text and every "no value" spelling."""
     if text is None:
         return None
-    value = text.strip()
+    value = _NOTE.sub("", text.strip())
     return None if not value or _ABSENT.match(value) else value
 
 
@@ -37,7 +41,8 @@ def number(text: str | None) -> float | None:
     """The leading number of ``"23028 MiB"``, ``"300.00 W"``, ``"16x"``; None if there is none."""
     value = clean(text)
     match = _NUMBER.match(value) if value else None
-    return float(match.group(0)) if match else None
+    found = float(match.group(0)) if match else None
+    return found if found is not None and math.isfinite(found) else None  # "9"*400 is inf
 
 
 def integer(text: str | None) -> int | None:
