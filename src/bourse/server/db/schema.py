@@ -120,6 +120,9 @@ class Job(Base):
     run: Mapped[str | None] = mapped_column(String(64))  # the app run it belongs to
     project_id: Mapped[str] = mapped_column(String(64), default=DEFAULT_PROJECT)
     stalled: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # evidence, while stalled
+    # the values of the env variables the spec marks secret, sealed (``services.secrets``);
+    # ``spec`` holds them redacted
+    sealed_env: Mapped[bytes | None] = mapped_column(LargeBinary)
     __table_args__ = (Index("ix_jobs_state_created", "state", "created_at"),
                       Index("ix_jobs_run", "run"),
                       Index("ix_jobs_project_created", "project_id", "created_at"))
