@@ -1,21 +1,25 @@
 """What `bourse server` keeps on disk, end to end: a real coordinator with its embedded
 SeaweedFS and a real agent running a job whose spec marks an env variable secret. Under a
 umask that lets others read (022), everything in the coordinator's data dir is its user's
-alone, the secret value is in neither the database file nor its WAL, and the job got it."""
+alone, the secret value is in neither the database file nor its WAL, and the job got it; the
+audit trail verifies against its seal."""
 
 from __future__ import annotations
 
 import base64
 import os
+import re
 import sqlite3
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from conftest import KEEP_ALIVE_S
 from harness import Cluster, Exchange
 
+from bourse.cli.main import cli
 from bourse.protocol.common import JobSpec
 
 pytestmark = pytest.mark.slow
@@ -64,3 +68,8 @@ def test_the_coordinators_files_are_its_own(loose_exchange: Exchange) -> None:
     for spool in agent.work_dir.rglob("*.db"):
         with sqlite3.connect(spool) as db:
             assert VALUE not in "\n".join(db.iterdump()), spool
+    admin = {"BOURSE_URL": exchange.coordinator.url, "BOURSE_TOKEN": exchange.coordinator.token}
+    verified = CliRunner(env=admin).invoke(cli, ["audit", "verify"])
+    assert verified.exit_code == 0, verified.output
+    assert re.fullmatch(r"audit trail intact: (\d+) records verified, sealed at row \1\n",
+                        verified.output), verified.output

@@ -4,7 +4,10 @@ masked; the hash chain exposes an edited, deleted or inserted row."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,7 @@ from sqlalchemy import delete, select, update
 
 from bourse.server.audit_seal import SEAL_FILE
 from bourse.server.db.schema import AuditHead, AuditRecord
+from bourse.server.keys import KEY_FILE
 from bourse.server.services.audit import masked
 
 pytestmark = pytest.mark.anyio
@@ -238,3 +242,42 @@ async def test_a_missing_or_edited_seal_is_reported(exchange: Exchange, damage: 
 async def test_the_seal_is_the_coordinators_alone(exchange: Exchange) -> None:
     await exchange.submit()
     assert (exchange.config.data_dir / SEAL_FILE).stat().st_mode & 0o777 == 0o600
+
+
+async def test_replicas_on_one_database_each_seal_what_they_wrote(
+        database_url: str, tmp_path: Path) -> None:
+    """Two coordinators sharing the server key, each with a data dir of its own: each seal
+    moves over the other's records, and each verify holds the chain against its own seal."""
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    a_dir.mkdir()
+    (b_dir / "data").mkdir(parents=True)
+    async with contextlib.AsyncExitStack() as stack:
+        a = await stack.enter_async_context(open_exchange(a_dir, database_url))
+        shutil.copy2(a_dir / "data" / KEY_FILE, b_dir / "data" / KEY_FILE)
+        b = await stack.enter_async_context(open_exchange(
+            b_dir, database_url, credentials_path=a_dir / "cred.json"))
+        await a.submit(name="a-1")
+        await b.submit(name="b-1")
+        await b.submit(name="b-2")
+        await a.submit(name="a-2")
+        assert await _verdict(a) == {"ok": True, "checked": 4, "problems": [], "sealed": 4}
+        assert await _verdict(b) == {"ok": True, "checked": 4, "problems": [], "sealed": 3}
+        await _cut(b, keep=2)
+        assert "rows 3..4 are missing" in (await _verdict(a))["problems"][0]
+        assert "row 3 is missing" in (await _verdict(b))["problems"][0]
+
+
+async def test_a_seal_removed_while_the_coordinator_was_down_is_made_again_and_logged(
+        database_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """What the seal cannot cover (docs/security.md): whoever holds the data dir can start
+    it again; the coordinator says so."""
+    async with open_exchange(tmp_path, database_url) as exchange:
+        await exchange.submit()
+        await exchange.submit()
+        seal = exchange.config.data_dir / SEAL_FILE
+    seal.unlink()
+    with caplog.at_level(logging.WARNING):
+        async with open_exchange(tmp_path, database_url) as exchange:
+            assert (await _verdict(exchange))["sealed"] == 2
+    assert any("no audit seal" in r.message and "at row 2" in r.message
+               for r in caplog.records if r.levelno == logging.WARNING)

@@ -43,7 +43,10 @@ class AuditWriter:
         if not seal.exists():
             seal.write(found)
             self.sealed = found
-            log.info("audit trail sealed at row %d in %s", found.seq, seal.path)
+            log.log(logging.WARNING if found.seq else logging.INFO,
+                    "no audit seal in %s: the chain is sealed as found, at row %d (the "
+                    "first start of this version, or the seal was removed)", seal.path,
+                    found.seq)
             return
         try:
             self.sealed = seal.read()
@@ -61,8 +64,8 @@ class AuditWriter:
                       entries: Sequence[audit.Entry]) -> list[Exception | None]:
         # the key is derived from the server key: once per group
         records = await audit.append(session, self.key(), *entries)
-        built_on = Seal(records[0].id - 1, records[0].prev_hash)
-        if self.sealed is not None and await self._continues(session, built_on):
+        if records and self.sealed is not None and await self._continues(
+                session, Seal(records[0].id - 1, records[0].prev_hash)):
             session.info[NEW_SEAL] = Seal(records[-1].id, records[-1].hash)
         return [None] * len(entries)
 

@@ -3,8 +3,10 @@
 Each row's ``hash`` is an HMAC (keyed with a subkey of the server key) of its fields and the
 previous row's hash; the one-row ``audit_head`` holds the chain's length and last hash and is
 locked by every writer, so the chain never forks. ``verify_chain`` recomputes it: an edited
-row, a deleted row (in the middle or at the end) or a row inserted by hand breaks it. Someone
-who holds both the database and the server key can rewrite history; keep the key apart.
+row, a deleted row (in the middle or at the end) or a row inserted by hand breaks it. Newest
+rows deleted with the head moved back leave a whole, shorter chain: ``verify_chain`` holds its
+end against the coordinator's seal (``server.audit_seal``), kept in the data dir. Someone who
+holds both the database and the data dir (the server key, the seal) can rewrite history.
 """
 
 from __future__ import annotations
