@@ -1,6 +1,8 @@
 """What the audit trail and tenancy cost a request: job submissions (a mutating call, audited)
 and job reads (scoped), in process on SQLite, with the audit recorder on and, as the baseline
-in the same run, replaced by a no-op. Also: `audit verify` over the chain built.
+in the same run, replaced by a no-op; and audited without the seal of the chain's head
+(``server/audit_seal``), to show what the seal adds. Also: `audit verify` over the chain
+built.
 
     python benchmarks/audit.py [--requests 500]
 """
@@ -26,17 +28,20 @@ SPEC = {"command": ["true"], "compute": {"cpus": 1}}
 APPEND = audit.append
 
 
-async def _nothing(*_args: object) -> None:
-    return None
+async def _nothing(*_args: object) -> list[object]:
+    return []
 
 
-async def measure(root: Path, requests: int, audited: bool) -> dict[str, float]:
+async def measure(root: Path, requests: int, audited: bool,
+                  sealed: bool = True) -> dict[str, float]:
     config = ServerConfig(data_dir=root / "data", credentials_path=root / "cred.json",
                           store=StoreConfig.none())
     app = create_app(config, run_scheduler=False)
     figures: dict[str, float] = {}
     audit.append = APPEND if audited else _nothing  # type: ignore[assignment]
     async with app.router.lifespan_context(app):
+        if not sealed:
+            app.state.bourse.audit_writer.seal = app.state.bourse.audit_writer.sealed = None
         token = json.loads((root / "cred.json").read_text())["token"]
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://b.test",
@@ -66,13 +71,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=500)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+    with (tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b,
+          tempfile.TemporaryDirectory() as c):
         base = asyncio.run(measure(Path(a), args.requests, audited=False))
+        unsealed = asyncio.run(measure(Path(c), args.requests, audited=True, sealed=False))
         audited = asyncio.run(measure(Path(b), args.requests, audited=True))
     audit.append = APPEND  # type: ignore[assignment]
-    print(f"{'':<16}{'no audit (baseline)':>22}{'audited':>12}")
+    print(f"{'':<16}{'no audit (baseline)':>22}{'audited, no seal':>18}{'audited':>12}")
     for name in base:
-        print(f"{name:<16}{base[name]:>22.2f}{audited[name]:>12.2f}")
+        print(f"{name:<16}{base[name]:>22.2f}{unsealed[name]:>18.2f}{audited[name]:>12.2f}")
     return 0
 
 

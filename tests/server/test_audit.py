@@ -4,15 +4,22 @@ masked; the hash chain exposes an edited, deleted or inserted row."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import re
+import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from route_requests import request_for, routes
-from server_harness import Exchange, Live, until
-from sqlalchemy import delete, update
+from server_harness import Exchange, Live, open_exchange, until
+from sqlalchemy import delete, select, update
 
-from bourse.server.db.schema import AuditRecord
+from bourse.server.audit_seal import SEAL_FILE
+from bourse.server.db.schema import AuditHead, AuditRecord
+from bourse.server.keys import KEY_FILE
 from bourse.server.services.audit import masked
 
 pytestmark = pytest.mark.anyio
@@ -102,19 +109,23 @@ async def test_an_untouched_chain_verifies(exchange: Exchange) -> None:
     for _ in range(3):
         await exchange.submit()
     verdict = await _verdict(exchange)
-    assert verdict == {"ok": True, "checked": 3, "problems": []}
+    assert verdict == {"ok": True, "checked": 3, "problems": [], "sealed": 3}
 
 
 async def test_concurrent_calls_share_commits_and_keep_one_chain(exchange: Exchange) -> None:
     submitted = await asyncio.gather(*(exchange.submit(name=f"burst-{n}") for n in range(40)))
     assert len({job["id"] for job in submitted}) == 40
-    assert await _verdict(exchange) == {"ok": True, "checked": 40, "problems": []}
+    assert await _verdict(exchange) == {"ok": True, "checked": 40, "problems": [],
+                                        "sealed": 40}
     recorded = [r for r in await _records(exchange) if r["action"] == "POST /api/v1/jobs"]
     assert sorted(r["params"]["body"]["name"] for r in recorded) == sorted(
         f"burst-{n}" for n in range(40))
 
 
 async def _tamper(exchange: Exchange, how: str) -> None:
+    if how == "cut-tail":
+        await _cut(exchange, keep=2)
+        return
     async with exchange.state.db.write() as session:
         if how == "edit":
             await session.execute(update(AuditRecord).where(AuditRecord.id == 2)
@@ -128,9 +139,20 @@ async def _tamper(exchange: Exchange, how: str) -> None:
                                   .values(actor="someone-else", hash="f" * 64))
 
 
+async def _cut(exchange: Exchange, keep: int) -> None:
+    """What a database writer without the server key can do unseen by the chain: delete
+    the newest rows and move the head row back onto the last one kept."""
+    async with exchange.state.db.write() as session:
+        await session.execute(delete(AuditRecord).where(AuditRecord.id > keep))
+        last = await session.scalar(select(AuditRecord.hash).where(AuditRecord.id == keep))
+        await session.execute(update(AuditHead).values(count=keep, hash=last))
+
+
 @pytest.mark.parametrize("how, problem", [
     ("edit", "row 2 was changed"), ("delete-middle", "rows 2..2 are missing"),
-    ("delete-last", "rows were deleted"), ("forge", "row 2 was changed")])
+    ("delete-last", "rows were deleted"), ("forge", "row 2 was changed"),
+    ("cut-tail", "rows 3..4 are missing from the end: the chain ends at row 2, but the "
+                 "coordinator sealed it at row 4")])
 async def test_tampering_is_detected(exchange: Exchange, how: str, problem: str) -> None:
     for _ in range(4):
         await exchange.submit()
@@ -160,3 +182,102 @@ async def test_since_and_cursor_page_the_trail(exchange: Exchange) -> None:
     assert [r["id"] for r in rest.json()["records"]] == [3]
     since = await _records(exchange, since=exchange.clock() - 15)
     assert [r["id"] for r in since] == [3]
+
+
+async def test_records_after_a_cut_do_not_cover_it(exchange: Exchange) -> None:
+    """The seal stays at the cut: new records, however many, do not make the chain whole."""
+    for _ in range(4):
+        await exchange.submit()
+    await _cut(exchange, keep=1)
+    for n in range(5):  # rows 2..6 again, past the sealed row 4
+        await exchange.submit(name=f"after-the-cut-{n}")
+    verdict = await _verdict(exchange)
+    assert not verdict["ok"] and verdict["sealed"] == 4
+    assert verdict["problems"] == ["row 4 is not the row the coordinator sealed: the chain "
+                                   "was rewritten up to it"]
+
+
+async def test_a_cut_made_while_the_coordinator_was_down_is_found(
+        database_url: str, tmp_path: Path) -> None:
+    async with open_exchange(tmp_path, database_url) as first:
+        for _ in range(3):
+            await first.submit()
+        assert (await _verdict(first))["ok"]
+    async with open_exchange(tmp_path, database_url) as second:
+        await _cut(second, keep=1)
+    async with open_exchange(tmp_path, database_url) as third:
+        verdict = await _verdict(third)
+    assert not verdict["ok"], verdict
+    assert verdict["problems"][0].startswith("rows 2..3 are missing from the end")
+
+
+async def test_a_restarted_coordinator_keeps_an_untouched_chain_intact(
+        database_url: str, tmp_path: Path) -> None:
+    for _ in range(2):
+        async with open_exchange(tmp_path, database_url) as exchange:
+            await exchange.submit()
+    async with open_exchange(tmp_path, database_url) as exchange:
+        assert await _verdict(exchange) == {"ok": True, "checked": 2, "problems": [],
+                                            "sealed": 2}
+
+
+@pytest.mark.parametrize("damage, problem", [
+    ("remove", "the audit seal .* is missing"), ("edit", "not made with this server key"),
+    ("garble", "the audit seal is damaged")])
+async def test_a_missing_or_edited_seal_is_reported(exchange: Exchange, damage: str,
+                                                    problem: str) -> None:
+    await exchange.submit()
+    path = exchange.config.data_dir / SEAL_FILE
+    if damage == "remove":
+        path.unlink()
+    elif damage == "edit":
+        path.write_bytes(path.read_bytes().replace(b'"seq": 1', b'"seq": 9'))
+    else:
+        path.write_bytes(b"\0" * 256)
+    verdict = await _verdict(exchange)
+    assert not verdict["ok"] and verdict["sealed"] is None
+    assert any(re.search(problem, p) for p in verdict["problems"]), verdict
+
+
+async def test_the_seal_is_the_coordinators_alone(exchange: Exchange) -> None:
+    await exchange.submit()
+    assert (exchange.config.data_dir / SEAL_FILE).stat().st_mode & 0o777 == 0o600
+
+
+async def test_replicas_on_one_database_each_seal_what_they_wrote(
+        database_url: str, tmp_path: Path) -> None:
+    """Two coordinators sharing the server key, each with a data dir of its own: each seal
+    moves over the other's records, and each verify holds the chain against its own seal."""
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    a_dir.mkdir()
+    (b_dir / "data").mkdir(parents=True)
+    async with contextlib.AsyncExitStack() as stack:
+        a = await stack.enter_async_context(open_exchange(a_dir, database_url))
+        shutil.copy2(a_dir / "data" / KEY_FILE, b_dir / "data" / KEY_FILE)
+        b = await stack.enter_async_context(open_exchange(
+            b_dir, database_url, credentials_path=a_dir / "cred.json"))
+        await a.submit(name="a-1")
+        await b.submit(name="b-1")
+        await b.submit(name="b-2")
+        await a.submit(name="a-2")
+        assert await _verdict(a) == {"ok": True, "checked": 4, "problems": [], "sealed": 4}
+        assert await _verdict(b) == {"ok": True, "checked": 4, "problems": [], "sealed": 3}
+        await _cut(b, keep=2)
+        assert "rows 3..4 are missing" in (await _verdict(a))["problems"][0]
+        assert "row 3 is missing" in (await _verdict(b))["problems"][0]
+
+
+async def test_a_seal_removed_while_the_coordinator_was_down_is_made_again_and_logged(
+        database_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """What the seal cannot cover (docs/security.md): whoever holds the data dir can start
+    it again; the coordinator says so."""
+    async with open_exchange(tmp_path, database_url) as exchange:
+        await exchange.submit()
+        await exchange.submit()
+        seal = exchange.config.data_dir / SEAL_FILE
+    seal.unlink()
+    with caplog.at_level(logging.WARNING):
+        async with open_exchange(tmp_path, database_url) as exchange:
+            assert (await _verdict(exchange))["sealed"] == 2
+    assert any("no audit seal" in r.message and "at row 2" in r.message
+               for r in caplog.records if r.levelno == logging.WARNING)

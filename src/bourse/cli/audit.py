@@ -81,7 +81,8 @@ def audit(ctx: click.Context, since: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
 def verify(as_json: bool) -> None:
-    """Recompute the hash chain (admin); exit code 1 if a row was edited, deleted or added."""
+    """Recompute the hash chain and hold its end against the coordinator's seal (admin); exit
+    code 1 if a row was edited, deleted or added, or the end of the trail was cut."""
     with seam.open_client() as client:
         verdict = client.verify_audit()
     if as_json:
@@ -90,7 +91,8 @@ def verify(as_json: bool) -> None:
             sys.exit(EXIT_NO_RESULT)
         return
     if verdict.ok:
-        click.echo(f"audit trail intact: {verdict.checked} records verified")
+        sealed = "" if verdict.sealed is None else f", sealed at row {verdict.sealed}"
+        click.echo(f"audit trail intact: {verdict.checked} records verified{sealed}")
         return
     click.echo(f"audit trail TAMPERED ({verdict.checked} records checked):", err=True)
     for problem in verdict.problems:

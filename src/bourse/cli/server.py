@@ -38,7 +38,8 @@ def bind(host: str, port: int) -> socket.socket:
 def write_state(data_dir: Path, url: str) -> None:
     path = data_dir / "server.json"
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"url": url, "pid": os.getpid()}))
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
+        out.write(json.dumps({"url": url, "pid": os.getpid()}))
     os.replace(tmp, path)
 
 
@@ -134,7 +135,9 @@ def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_
     """Run a coordinator (the exchange's API, agent hub and scheduler)."""
     log_limit = LogLimit.parse(log_rate, log_burst)  # refused before anything starts
     data_dir = data_dir.expanduser()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # what the coordinator and its embedded store write is theirs alone (docs/security.md)
+    os.umask(0o077)
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     sock = bind(host, port)

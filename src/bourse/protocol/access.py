@@ -96,3 +96,6 @@ class AuditVerdict(Wire):
     ok: bool
     checked: int
     problems: list[str] = Field(default_factory=list)
+    # the row the coordinator's seal vouches for (None: no seal could be read, or an older
+    # coordinator): records up to it cannot be removed from the end unseen
+    sealed: int | None = None

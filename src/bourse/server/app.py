@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from bourse import __version__
-from bourse.server import errors, routes, ui
+from bourse.server import datadir, errors, keys, routes, ui
 from bourse.server.auditing import AuditMiddleware
 from bourse.server.config import ServerConfig, StoreConfig
 from bourse.server.dataplane import DataPlane, open_dataplane
@@ -58,6 +58,17 @@ async def start_dataplane(state: ServerState, dataplane: DataPlane | None) -> No
     await dataplane.renew_due()
 
 
+def secure_data_dir(config: ServerConfig) -> None:
+    """The data dir private to the coordinator's user (``datadir``), saying what an earlier
+    version left open."""
+    tightened = datadir.secure(config.data_dir, keep=(keys.KEY_FILE,))
+    if tightened:
+        shown = ", ".join(str(p.relative_to(config.data_dir)) for p in tightened[:10])
+        more = f" and {len(tightened) - 10} more" if len(tightened) > 10 else ""
+        log.warning("data dir %s was open to other users: made %d path(s) private (%s%s)",
+                    config.data_dir, len(tightened), shown, more)
+
+
 async def _stop(task: asyncio.Task[None] | None) -> None:
     if task is not None:
         task.cancel()
@@ -73,10 +84,11 @@ def create_app(config: ServerConfig, clock: Callable[[], float] = time.time,
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        config.data_dir.mkdir(parents=True, exist_ok=True)
+        secure_data_dir(config)
         state.open_key()
-        await state.db.migrate()
+        await state.db.migrate(state.key)
         await bootstrap(state)
+        await state.open_audit_seal()
         if config.allow_unverified:
             log.warning("ALLOW-UNVERIFIED: work will be placed on nodes that have not passed "
                         "verification. Use this for development only.")
@@ -133,3 +145,4 @@ async def _running(state: ServerState, run_scheduler: bool) -> AsyncIterator[Non
         if plane is not None:
             await plane.drain()
         await state.db.close()
+        state.audit_writer.close()

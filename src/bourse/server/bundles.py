@@ -54,7 +54,8 @@ class BundleStore:
     async def put(self, sha256: str, chunks: AsyncIterator[bytes]) -> int:
         """Store a stream under its SHA-256; return its size."""
         folder = self.root / sha256[:2] if self.remote is None else self.root
-        folder.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)  # the data dir's: private
+        folder.mkdir(mode=0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".upload-")
         try:
             size = await self._receive(fd, sha256, chunks)

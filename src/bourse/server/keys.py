@@ -26,7 +26,7 @@ class ServerKeyError(BourseError):
 def load_or_create(data_dir: Path) -> bytes:
     """The key, created (exclusively, mode 0600) when there is none."""
     path = data_dir / KEY_FILE
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:

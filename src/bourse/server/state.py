@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from bourse.protocol.common import JobSpec
 from bourse.server import keys
+from bourse.server.audit_seal import SEAL_FILE, SealFile
 from bourse.server.audit_writer import AuditWriter
 from bourse.server.bundles import BundleStore
 from bourse.server.config import ServerConfig
@@ -45,11 +46,18 @@ class ServerState:
 
     def __post_init__(self) -> None:
         self.audit_writer = AuditWriter(self.db, lambda: self.audit_key)  # key read per group
-        self.submitter = Submitter(self.db, lambda: self.store_root)  # wired in at start
+        # the store and the key are wired in at start
+        self.submitter = Submitter(self.db, lambda: self.store_root, lambda: self.secret_box)
 
     def open_key(self) -> None:
         self.key = keys.load_or_create(self.config.data_dir)
         self.hub.secrets = SecretKeeper(self.secret_box)
+
+    async def open_audit_seal(self) -> None:
+        """The audit trail's seal in the data dir (``audit_seal``), once the chain's head is
+        in the database."""
+        seal = SealFile(self.config.data_dir / SEAL_FILE, keys.subkey(self.key, "audit-seal"))
+        await self.audit_writer.open_seal(seal)
 
     @property
     def secret_box(self) -> SecretBox:

@@ -17,6 +17,7 @@ from bourse.server.db.database import Database
 from bourse.server.db.group import GroupCommit
 from bourse.server.db.schema import Job
 from bourse.server.services import jobs
+from bourse.server.services.secrets import SecretBox
 from bourse.storage.uri import StoreURI
 
 
@@ -28,8 +29,9 @@ class Submission:
 
 
 class Submitter:
-    def __init__(self, db: Database, store_root: Callable[[], StoreURI | None]) -> None:
-        self.store_root = store_root
+    def __init__(self, db: Database, store_root: Callable[[], StoreURI | None],
+                 box: Callable[[], SecretBox]) -> None:
+        self.store_root, self.box = store_root, box
         self.group: GroupCommit[Submission, Job] = GroupCommit(db, self._submit_all)
 
     async def submit(self, spec: JobSpec, project_id: str, now: float) -> Job:
@@ -39,6 +41,7 @@ class Submitter:
     async def _submit_all(self, session: AsyncSession,
                           group: Sequence[Submission]) -> list[Job | Exception]:
         root = self.store_root()
+        box = self.box() if any(item.spec.secrets for item in group) else None
         required: dict[str, list[str]] = {}  # each project's compliance tags, read once
         outcomes: list[Job | Exception] = []
         for item in group:
@@ -47,7 +50,8 @@ class Submitter:
             try:
                 outcomes.append(await jobs.submit_job(session, item.spec, item.project_id,
                                                       item.now, root,
-                                                      required=required[item.project_id]))
+                                                      required=required[item.project_id],
+                                                      box=box))
             except BourseError as refused:  # raised before it wrote anything (submit_job)
                 outcomes.append(refused)
         return outcomes

@@ -9,6 +9,7 @@ writes take an in-process lock instead of failing with "database is locked"; rea
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib import resources
@@ -21,7 +22,10 @@ from sqlalchemy import Table, event, insert, make_url
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 
+from bourse.server import datadir
 from bourse.server.db import inline_sqlite
+
+log = logging.getLogger(__name__)
 
 
 def sqlite_url(path: Path) -> str:
@@ -36,13 +40,28 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def _private(path: str) -> Callable[[], Any]:
+    """SQLite's connections, the database file made 0600 before the first: SQLite gives its
+    ``-wal`` and ``-shm`` the database file's mode (``datadir``)."""
+    connect = inline_sqlite.creator(path)
+    if path == ":memory:" or path.startswith("file:"):
+        return connect
+
+    async def private_connect() -> Any:
+        for tightened in datadir.private_file(Path(path)):
+            log.warning("%s was open to other users: made private (0600)", tightened)
+        return await connect()
+
+    return private_connect
+
+
 class Database:
     def __init__(self, url: str) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
         if self.is_sqlite:
             path = make_url(url).database or ":memory:"
-            self.engine = create_async_engine(url, async_creator=inline_sqlite.creator(path))
+            self.engine = create_async_engine(url, async_creator=_private(path))
         else:
             self.engine = create_async_engine(url, pool_pre_ping=True)
         if self.is_sqlite:
@@ -72,10 +91,14 @@ class Database:
         async with self.sessions() as session:
             yield session
 
-    async def migrate(self) -> None:
-        """Apply every Alembic migration not yet applied."""
+    async def migrate(self, key: bytes | None = None) -> None:
+        """Apply every Alembic migration not yet applied. ``key``: the server key, for those
+        that encrypt what earlier versions stored in clear (none needs it on a new database)."""
         async with self.engine.begin() as connection:
-            await connection.run_sync(_upgrade)
+            await connection.run_sync(_upgrade, key)
+        if self.is_sqlite:  # pages a migration rewrote (sealed values) leave the WAL too
+            async with self.engine.connect() as connection:
+                await connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
 
     async def close(self) -> None:
         await self.engine.dispose()
@@ -98,13 +121,14 @@ async def flush_deferred(session: AsyncSession) -> None:
         await session.execute(insert(table), rows)
 
 
-def alembic_config(connection: Connection | None = None) -> Config:
+def alembic_config(connection: Connection | None = None, key: bytes | None = None) -> Config:
     config = Config()
     script_dir = resources.files("bourse.server.db").joinpath("migrations")
     config.set_main_option("script_location", str(script_dir))
     config.attributes["connection"] = connection
+    config.attributes["server_key"] = key
     return config
 
 
-def _upgrade(connection: Connection) -> None:
-    command.upgrade(alembic_config(connection), "head")
+def _upgrade(connection: Connection, key: bytes | None) -> None:
+    command.upgrade(alembic_config(connection, key), "head")

@@ -122,6 +122,9 @@ class Job(Base):
     stalled: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # evidence, while stalled
     shape: Mapped[str | None] = mapped_column(String(16))  # digest of its Compute (placement)
     pending_until: Mapped[float | None] = mapped_column(Float)  # its pending timeout, if any
+    # the values of the env variables the spec marks secret, sealed (``services.secrets``);
+    # ``spec`` holds them redacted
+    sealed_env: Mapped[bytes | None] = mapped_column(LargeBinary)
     __table_args__ = (Index("ix_jobs_state_created", "state", "created_at"),
                       Index("ix_jobs_run", "run"),
                       Index("ix_jobs_project_created", "project_id", "created_at"),

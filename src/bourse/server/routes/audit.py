@@ -33,4 +33,4 @@ async def list_records(state: State, user: User,
 async def verify(state: State, _admin: Admin) -> AuditVerdict:
     """Recompute the hash chain: an edited, deleted or inserted row is reported."""
     async with state.db.read() as session:
-        return await audit.verify_chain(session, state.audit_key)
+        return await audit.verify_chain(session, state.audit_key, state.audit_writer.seal)

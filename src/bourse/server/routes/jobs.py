@@ -37,8 +37,9 @@ async def submit_batch(batch: JobBatch, state: State, user: User) -> JobList:
     async with state.db.write() as session:
         required = await jobs.required_tags(session, user.project_id)
         # a microsecond apart, so that placement (oldest first) keeps the batch's order
+        box = state.secret_box
         created = [await jobs.submit_job(session, spec, user.project_id, now + i * 1e-6,
-                                         state.store_root, required=required)
+                                         state.store_root, required=required, box=box)
                    for i, spec in enumerate(batch.jobs)]
     state.scheduler.kick()
     return JobList(jobs=[jobs.job_view(j) for j in created])

@@ -3,8 +3,10 @@
 Each row's ``hash`` is an HMAC (keyed with a subkey of the server key) of its fields and the
 previous row's hash; the one-row ``audit_head`` holds the chain's length and last hash and is
 locked by every writer, so the chain never forks. ``verify_chain`` recomputes it: an edited
-row, a deleted row (in the middle or at the end) or a row inserted by hand breaks it. Someone
-who holds both the database and the server key can rewrite history; keep the key apart.
+row, a deleted row (in the middle or at the end) or a row inserted by hand breaks it. Newest
+rows deleted with the head moved back leave a whole, shorter chain: ``verify_chain`` holds its
+end against the coordinator's seal (``server.audit_seal``), kept in the data dir. Someone who
+holds both the database and the data dir (the server key, the seal) can rewrite history.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.protocol.access import AuditVerdict, AuditView
 from bourse.server.access import Scope
+from bourse.server.audit_seal import Seal, SealError, SealFile, seal_problems
 from bourse.server.db.schema import AuditHead, AuditRecord
 
 GENESIS = "0" * 64
@@ -102,25 +105,55 @@ def _link(session: AsyncSession, key: bytes, head: AuditHead, entry: Entry) -> A
     return record
 
 
-async def verify_chain(session: AsyncSession, key: bytes) -> AuditVerdict:
-    """Walk the chain in id order; every break found is a problem (the first 20 listed)."""
+async def head(session: AsyncSession) -> Seal:
+    """Where the chain in the database ends, as its head row says."""
+    found = await session.get(AuditHead, 1)
+    return Seal(0, GENESIS) if found is None else Seal(found.count, found.hash)
+
+
+async def verify_chain(session: AsyncSession, key: bytes,
+                       seal: SealFile | None = None) -> AuditVerdict:
+    """Walk the chain in id order, then hold its end against the head row and the
+    coordinator's seal; every break found is a problem (the first 20 listed)."""
     problems: list[str] = []
-    expected_prev, expected_id, after = GENESIS, 1, 0
+    sealed: Seal | None = None
+    if seal is not None:  # read first: records committed meanwhile only lengthen the chain
+        try:
+            sealed = seal.read()
+        except SealError as exc:
+            problems.append(str(exc))
+    walk = await _walk(session, key, sealed.seq if sealed is not None else None)
+    problems += walk.problems
+    found = await session.get(AuditHead, 1)
+    if found is None or found.count != walk.ended or found.hash != walk.last_hash:
+        problems.append(f"the chain ends at row {walk.ended} but its head says "
+                        f"{found.count if found else 'nothing'}: rows were deleted or added")
+    if sealed is not None:
+        problems += seal_problems(sealed, walk.ended, walk.hash_at_seal)
+    return AuditVerdict(ok=not problems, checked=walk.ended, problems=problems[:20],
+                        sealed=sealed.seq if sealed is not None else None)
+
+
+@dataclass
+class _Walk:
+    problems: list[str] = field(default_factory=list)
+    ended: int = 0  # the last row's id
+    last_hash: str = GENESIS
+    hash_at_seal: str | None = None  # the hash of the row at the seal's seq
+
+
+async def _walk(session: AsyncSession, key: bytes, sealed_seq: int | None) -> _Walk:
+    walk = _Walk(hash_at_seal=GENESIS if sealed_seq == 0 else None)
     while True:
-        rows = (await session.scalars(select(AuditRecord).where(AuditRecord.id > after)
+        rows = (await session.scalars(select(AuditRecord).where(AuditRecord.id > walk.ended)
                                       .order_by(AuditRecord.id).limit(PAGE))).all()
         for row in rows:
-            problems += _check(row, key, expected_id, expected_prev)
-            expected_prev, expected_id = row.hash, row.id + 1
+            walk.problems += _check(row, key, walk.ended + 1, walk.last_hash)
+            walk.ended, walk.last_hash = row.id, row.hash
+            if row.id == sealed_seq:
+                walk.hash_at_seal = row.hash
         if len(rows) < PAGE:
-            break
-        after = rows[-1].id
-    head = await session.get(AuditHead, 1)
-    checked = expected_id - 1
-    if head is None or head.count != checked or head.hash != expected_prev:
-        problems.append(f"the chain ends at row {checked} but its head says "
-                        f"{head.count if head else 'nothing'}: rows were deleted or added")
-    return AuditVerdict(ok=not problems, checked=checked, problems=problems[:20])
+            return walk
 
 
 def _check(row: AuditRecord, key: bytes, expected_id: int, expected_prev: str) -> list[str]:

@@ -31,15 +31,17 @@ CANCEL_GRACE_S = 10.0
 
 
 async def submit_job(session: AsyncSession, spec: JobSpec, project_id: str, now: float,
-                     store: StoreURI | None = None, *, required: Sequence[str] | None = None
-                     ) -> Job:
+                     store: StoreURI | None = None, *, required: Sequence[str] | None = None,
+                     box: secrets.SecretBox | None = None) -> Job:
     """Accept a job into a project. ``store`` is the root of the exchange's bucket, None
     without a data plane (then a job that names data is refused). ``required``: the
     project's compliance tags when the caller has read them already (a batch reads them
     once). What the job reads and writes in the store is checked against, and claimed for,
-    its project (``services.claims``). Every refusal (``BourseError``) is raised before
-    anything is written: a group of submits (``server.submitter``) relies on that to accept
-    the rest of the group in the same transaction."""
+    its project (``services.claims``). The values of env variables the spec marks secret
+    are sealed with ``box`` (required then) and stored redacted. Every refusal
+    (``BourseError``) is raised before anything is written: a group of submits
+    (``server.submitter``) relies on that to accept the rest of the group in the same
+    transaction."""
     if spec.compute.num_nodes > 1:
         raise InvalidInput(f"num_nodes={spec.compute.num_nodes}: jobs spanning several nodes "
                            "are not supported by the exchange yet", field="compute.num_nodes",
@@ -54,12 +56,14 @@ async def submit_job(session: AsyncSession, spec: JobSpec, project_id: str, now:
     job_id = new_id("j")
     spec = resolve_spec(spec, job_id, store)
     await claims.claim_spec(session, spec, job_id, project_id, store, now=now)
+    assert box is not None or not spec.secrets, "a spec with secret env values needs a box"
+    spec, sealed = secrets.seal_spec(box, job_id, spec) if box else (spec, None)
     stored = spec.model_dump(mode="json")
     job = Job(id=job_id, name=spec.name, state=JobState.PENDING.value, spec=stored,
               created_at=now, updated_at=now, attempt=0, cancel_requested=False,
               retries_used=0, max_retries=spec.max_retries, avoid_nodes=[], run=spec.run,
               project_id=project_id, shape=shape_of(stored["compute"]),
-              pending_until=pending_until(spec, now))
+              pending_until=pending_until(spec, now), sealed_env=sealed)
     session.add(job)
     remember(job_id, spec)
     add_event(session, job.id, 0, "state", now, state=JobState.PENDING.value,

@@ -6,10 +6,16 @@ the associated data, so a ciphertext copied to another row does not open. A star
 secrets gets their values after the placing commit, when the hub sends it
 (``SecretKeeper.complete``); the values of each attempt are remembered to redact its logs and
 events (and read again from the database after a restart).
+
+A spec's own secret env variables (``JobSpec.secrets``) are kept the same way: sealed into
+``jobs.sealed_env`` under a subkey of their own, bound to the job id, with the spec stored
+(and parsed, and sent) redacted; they join ``secret_env`` at the same step, so nothing but the
+start sent to the node holds them in clear, and they are redacted from the job's reports too.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Sequence
 
@@ -22,6 +28,7 @@ from bourse.core import redact
 from bourse.core.errors import BourseError, InvalidInput, NotFound
 from bourse.protocol.access import SecretView
 from bourse.protocol.agent import JobEvent, StartJob
+from bourse.protocol.common import JobSpec
 from bourse.server.commands import Command
 from bourse.server.db.schema import Job, Secret
 from bourse.server.keys import subkey
@@ -33,6 +40,24 @@ MAX_CACHED = 10_000
 class SecretBox:
     def __init__(self, key: bytes) -> None:
         self._aead = AESGCM(subkey(key, "secrets"))
+        self._env = AESGCM(subkey(key, "job-env"))
+
+    def seal_env(self, job_id: str, values: dict[str, str]) -> bytes:
+        """A job's secret env values, bound to the job (its spec holds them redacted)."""
+        nonce = os.urandom(NONCE_BYTES)
+        return nonce + self._env.encrypt(nonce, json.dumps(values).encode(), job_id.encode())
+
+    def open_env(self, job_id: str, sealed: bytes) -> dict[str, str]:
+        try:
+            plain = self._env.decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:],
+                                      job_id.encode())
+        except InvalidTag:
+            raise BourseError(f"the secret env values of {job_id} cannot be decrypted with "
+                              "this server key",
+                              hint="restore the data dir's server.key, or submit it again"
+                              ) from None
+        found: dict[str, str] = json.loads(plain)
+        return found
 
     def seal(self, project_id: str, name: str, value: str) -> bytes:
         nonce = os.urandom(NONCE_BYTES)
@@ -105,6 +130,18 @@ async def values(session: AsyncSession, box: SecretBox, project_id: str,
     return {r.name: box.open(project_id, r.name, r.ciphertext) for r in rows}
 
 
+def seal_spec(box: SecretBox, job_id: str, spec: JobSpec) -> tuple[JobSpec, bytes | None]:
+    """The spec to store, its secret env values redacted, and those values sealed."""
+    if not spec.secrets:
+        return spec, None
+    values = {name: spec.env[name] for name in spec.secrets}
+    return spec.redacted(), box.seal_env(job_id, values)
+
+
+def names_secrets(spec: JobSpec) -> bool:
+    return bool(spec.project_secrets or spec.secrets)
+
+
 class SecretKeeper:
     """The hub's side: fills starts with their secrets and redacts what attempts report."""
 
@@ -115,21 +152,32 @@ class SecretKeeper:
     @staticmethod
     def needs(command: Command) -> bool:
         message = command.message
-        return isinstance(message, StartJob) and bool(message.spec.project_secrets)
+        return isinstance(message, StartJob) and names_secrets(message.spec)
 
     async def complete(self, session: AsyncSession, command: Command) -> Command:
-        """The start with its secrets in ``secret_env``; InvalidInput if one is gone."""
+        """The start with its secrets in ``secret_env`` (project secrets, and the spec's secret
+        env values, which its spec holds redacted); InvalidInput if one is gone."""
         message = command.message
         assert isinstance(message, StartJob)
-        project = await session.scalar(select(Job.project_id).where(Job.id == message.job_id))
-        found = await values(session, self.box, project or "", message.spec.project_secrets)
+        row = (await session.execute(select(Job.project_id, Job.sealed_env).where(
+            Job.id == message.job_id))).one_or_none()
+        project, sealed = row if row is not None else ("", None)
+        found = await self._values(session, message.job_id, project, sealed,
+                                   message.spec.project_secrets)
         self._remember(message.job_id, found.values())
         return Command(command.node_id, message.model_copy(update={"secret_env": found}))
+
+    async def _values(self, session: AsyncSession, job_id: str, project_id: str,
+                      sealed: bytes | None, names: Sequence[str]) -> dict[str, str]:
+        """The job's secret values by variable: its env's, then its project secrets' (which
+        win, as they do in the job's environment)."""
+        env = self.box.open_env(job_id, sealed) if sealed is not None else {}
+        return {**env, **(await values(session, self.box, project_id, names) if names else {})}
 
     def note_start(self, message: object) -> None:
         """A start was sent: a job that names no secrets has nothing to redact, so its reports
         need no lookup (a job's spec never changes)."""
-        if (isinstance(message, StartJob) and not message.spec.project_secrets
+        if (isinstance(message, StartJob) and not names_secrets(message.spec)
                 and message.job_id not in self._patterns):
             self._remember(message.job_id, ())
 
@@ -144,11 +192,12 @@ class SecretKeeper:
         start or read again."""
         unknown = {j for j in job_ids if j not in self._patterns}  # not `- keys()`: O(cache)
         if unknown:
-            rows = await session.execute(select(Job.id, Job.project_id, Job.spec).where(
-                Job.id.in_(list(unknown))))
-            for job_id, project_id, spec in rows:
-                names = spec.get("project_secrets") or []
-                found = await values(session, self.box, project_id, names) if names else {}
+            rows = (await session.execute(select(Job.id, Job.project_id, Job.spec,
+                                                 Job.sealed_env).where(
+                Job.id.in_(list(unknown))))).all()
+            for job_id, project_id, spec, sealed in rows:
+                found = await self._values(session, job_id, project_id, sealed,
+                                           spec.get("project_secrets") or [])
                 self._remember(job_id, found.values())
         return {j: self._patterns.get(j, ()) for j in job_ids}
 

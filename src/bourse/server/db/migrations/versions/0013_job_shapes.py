@@ -4,8 +4,8 @@
 that may still be placed; ``pending_until`` ends a job's wait for a node (its
 ``pending_timeout_s``).
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0013
+Revises: 0012
 """
 
 import hashlib
@@ -14,8 +14,8 @@ import json
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012"
-down_revision = "0011"
+revision = "0013"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 OPEN = ("PENDING", "SCHEDULED", "STARTING", "RUNNING")
