@@ -92,7 +92,7 @@ def show(job_id: str, as_json: bool) -> None:
 
 
 def describe_job(job: JobDetail, timeline: list[EventView]) -> list[str]:
-    lines = [f"{k:<10} {v}" for k, v in _facts(job).items() if v is not None]
+    lines = [line for k, v in _facts(job).items() if v is not None for line in fact(k, v)]
     if timeline:
         lines += ["", "timeline"] + [f"  {_event_line(e)}" for e in timeline]
     if job.attempts:
@@ -100,6 +100,13 @@ def describe_job(job: JobDetail, timeline: list[EventView]) -> list[str]:
         lines += ["", "attempts", _indent(table(ATTEMPT_HEADERS, rows, right=(0, 6, 7, 8, 9)))]
         lines += [f"  placement #{a.number}: {a.placement}" for a in job.attempts if a.placement]
     return lines
+
+
+def fact(key: str, value: str) -> list[str]:
+    """``key  value``; the lines after a value's first (the matcher's table of why a job
+    waits) are indented under it."""
+    first, *rest = value.splitlines() or [""]
+    return [f"{key:<10} {first}", *(f"{'':<10} {line}".rstrip() for line in rest)]
 
 
 def _facts(job: JobDetail) -> dict[str, str | None]:

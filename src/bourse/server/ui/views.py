@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from bourse.protocol.api import AttemptView, EventView, JobView
 from bourse.protocol.common import Capabilities
+from bourse.server.ui.reasons import first_line
 
 ACTIVE = frozenset({"SCHEDULED", "STARTING", "RUNNING"})
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
@@ -49,7 +50,8 @@ class JobRow:
     node: str
     age: str
     cost: float | None
-    note: str  # why it waits, or how it ended
+    note: str  # why it waits, or how it ended: the first line
+    detail: str = ""  # all of it (a pending reason may be the matcher's table)
 
 
 def job_row(job: JobView, node_names: Mapping[str, str], now: float) -> JobRow:
@@ -58,7 +60,7 @@ def job_row(job: JobView, node_names: Mapping[str, str], now: float) -> JobRow:
     return JobRow(id=job.id, name=job.name or "", state=job.state,
                   compute=job.spec.compute.describe(), node=node,
                   age=ago(now - job.created_at), cost=job.cost,
-                  note=note.splitlines()[0] if note else "")
+                  note=first_line(note), detail=note.strip())
 
 
 @dataclass(frozen=True)
