@@ -31,22 +31,24 @@ def job_row(job: JobView, now: float, after: Sequence[str] = ()) -> list[str]:
 
 @click.group(invoke_without_command=True)
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@click.option("--app", metavar="NAME",
+              help="Only runs of apps whose file name contains NAME (any case), e.g. digits.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 @handles_errors
-def runs(ctx: click.Context, limit: int, as_json: bool) -> None:
+def runs(ctx: click.Context, limit: int, app: str | None, as_json: bool) -> None:
     """List app runs (`bourse run app.py`), newest first; `bourse runs show RUN` for one."""
     if ctx.invoked_subcommand is not None:
         return
     with open_client() as client:
-        listing = client.runs(limit)
+        listing = client.runs(limit, app)
     if as_json:
         echo_json(listing)
     elif listing:
         now = time.time()
         click.echo(table(HEADERS, [run_row(r, now) for r in listing], right=(3, 6)))
     else:
-        click.echo("no runs", err=True)
+        click.echo("no runs" + (f" of an app named like {app!r}" if app else ""), err=True)
 
 
 @runs.command("show")

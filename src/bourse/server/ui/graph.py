@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from bourse.core import dataflow
 from bourse.server.ui.views import Run, Stage, span
@@ -110,7 +111,7 @@ def with_vias(layers: Sequence[Sequence[str]], chains: Iterable[list[Slot]]) -> 
 
 def steps(chains: Iterable[list[Slot]]) -> list[tuple[Slot, Slot]]:
     """(from, to) between neighbouring slots of every arrow, each once."""
-    return list(dict.fromkeys(pair for slots in chains for pair in zip(slots, slots[1:])))
+    return list(dict.fromkeys(pair for slots in chains for pair in pairwise(slots)))
 
 
 def arrange(layers: Sequence[Sequence[Slot]],
