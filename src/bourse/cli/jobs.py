@@ -12,10 +12,11 @@ from bourse.cli.data import data_facts
 from bourse.cli.errors import handles_errors
 from bourse.cli.metrics import metrics
 from bourse.cli.render import echo_json, table
+from bourse.core.states import JobState
 from bourse.protocol.api import AttemptView, EventView, JobDetail, JobView
 from bourse.sdk.client import Client
 
-STATES = ("PENDING", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
+STATES = tuple(s.value for s in JobState)
 HEADERS = ("ID", "NAME", "STATE", "NODE", "AGE", "COMMAND")
 ATTEMPT_HEADERS = ("#", "NODE", "STATE", "PLACED", "STARTED", "ENDED", "EXIT", "$/H", "COST",
                    "LOST", "REASON")
@@ -111,7 +112,7 @@ def fact(key: str, value: str) -> list[str]:
 
 def _facts(job: JobDetail) -> dict[str, str | None]:
     spec = job.spec
-    ended = job.state in ("SUCCEEDED", "FAILED", "CANCELLED")
+    ended = JobState(job.state).terminal
     return {
         "id": job.id, "name": job.name,
         "state": job.state + (" (stop requested)" if job.cancel_requested and not ended else ""),

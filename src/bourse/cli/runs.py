@@ -10,11 +10,11 @@ import click
 from bourse.cli.errors import handles_errors
 from bourse.cli.jobs import age, clock, dollars, open_client
 from bourse.cli.render import echo_json, table
+from bourse.core.states import JobState
 from bourse.protocol.api import JobView, RunDetail, RunView
 
 HEADERS = ("RUN", "APP", "STATE", "STAGES", "STARTED", "DURATION", "COST")
 JOB_HEADERS = ("STAGE", "JOB", "STATE", "NODE", "DURATION", "COST", "AFTER")
-ENDED = ("SUCCEEDED", "FAILED", "CANCELLED")
 
 
 def run_row(run: RunView, now: float) -> list[str]:
@@ -24,7 +24,7 @@ def run_row(run: RunView, now: float) -> list[str]:
 
 def job_row(job: JobView, now: float, after: Sequence[str] = ()) -> list[str]:
     """A job of a run; ``after``: the stages whose outputs its stage reads."""
-    ended = job.updated_at if job.state in ENDED else now
+    ended = job.updated_at if JobState(job.state).terminal else now
     return [job.spec.stage or "(driver)", job.id, job.state, job.node_id or "-",
             age(ended - job.created_at), dollars(job.cost), ", ".join(after) or "-"]
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from bourse.core.states import JobState
 from bourse.protocol.api import AttemptView, EventView, JobView
 from bourse.protocol.common import Capabilities
 from bourse.server.ui.reasons import first_line
 
-ACTIVE = frozenset({"SCHEDULED", "STARTING", "RUNNING"})
-TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
-JOB_STATES = ("PENDING", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
+ACTIVE = frozenset(s.value for s in JobState if s.active)
+TERMINAL = frozenset(s.value for s in JobState if s.terminal)
+JOB_STATES = tuple(s.value for s in JobState)
 
 
 def ago(seconds: float) -> str:
