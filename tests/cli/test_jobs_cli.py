@@ -112,6 +112,24 @@ def test_show_json(exchange: FakeExchange) -> None:
         "j1", "SUCCEEDED", [], [])
 
 
+EXPLAINED = ("2 offers considered for h100:1\n  gpu          removed       2  (0 left)\n"
+             "0 matched\nnearest rejected offers:\n  n-a: has no GPU")
+
+
+def test_show_lays_out_a_pending_reason_of_several_lines_under_its_key(
+        exchange: FakeExchange) -> None:
+    """The matcher's explanation, as placement stores it, keeps its lines and columns."""
+    exchange.add_job(job_view("j4", "PENDING", pending_reason=EXPLAINED))
+    out = run("jobs", "show", "j4").stdout.splitlines()
+    start = out.index("pending    2 offers considered for h100:1")
+    assert out[start + 1:start + 5] == [
+        "             gpu          removed       2  (0 left)",
+        "           0 matched",
+        "           nearest rejected offers:",
+        "             n-a: has no GPU"]
+    assert json.loads(run("jobs", "show", "j4", "--json").stdout)["pending_reason"] == EXPLAINED
+
+
 def test_show_unknown_job(exchange: FakeExchange) -> None:
     result = run("jobs", "show", "nope")
     assert result.exit_code == 1

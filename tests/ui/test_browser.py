@@ -444,3 +444,59 @@ def test_tensorboard_opens_from_the_job_page(page: Page, exchange: UiExchange) -
     shot(board, "tensorboard")
     board.close()
     exchange.client.cancel(job_id)
+
+
+ALONG_PATH = """(path) => {
+  const box = (name) => {
+    const r = path.ownerSVGElement.querySelector(`a.stage[data-stage='${name}'] rect`).getBBox();
+    return {x: r.x, y: r.y, width: r.width, height: r.height};
+  };
+  const length = path.getTotalLength(), points = [];
+  for (let i = 0; i <= 400; i++) {
+    const p = path.getPointAtLength(length * i / 400);
+    points.push([p.x, p.y]);
+  }
+  return {points, train: box("train"), evaluate: box("evaluate")};
+}"""
+
+
+def _inside(point: list[float], rect: dict[str, float]) -> bool:
+    x, y = point
+    return (rect["x"] < x < rect["x"] + rect["width"]
+            and rect["y"] < y < rect["y"] + rect["height"])
+
+
+def test_an_arrow_that_skips_a_stage_is_drawn_around_its_box(page: Page,
+                                                              exchange: UiExchange) -> None:
+    """The demo app's shape, detached: a flow driver, then prepare, train (reads prepare) and
+    evaluate (reads prepare's test set and train's model). The driver heads the run, not a
+    box; the arrow from prepare to evaluate, as the browser draws it, never enters train's
+    box; runs are found by their app's name."""
+    run, app = "r-uiskip", "digits_demo.py"
+    driver = exchange.submit_driver(run, app)
+    for stage, reads in (("prepare", ()), ("train", ("prepare",)),
+                         ("evaluate", ("prepare", "train"))):
+        exchange.wait_succeeded(exchange.submit_stage(run, stage, reads, app=app).id)
+    page.goto("/ui/runs")
+    section = page.locator(f"section.run[data-run-id='{run}']")
+    drawn = section.locator(".stage-graph")
+    expect(drawn.locator("a.stage")).to_have_count(3)
+    assert drawn.locator("a.stage[data-stage='driver']").count() == 0
+    expect(section.locator(".run-driver a")).to_have_attribute("href", f"/ui/jobs/{driver.id}")
+    expect(section.locator(".run-app")).to_have_text(app)
+    skip = drawn.locator("path.edge[data-source='prepare'][data-target='evaluate']")
+    found = skip.evaluate(ALONG_PATH)
+    points, train, evaluate = found["points"], found["train"], found["evaluate"]
+    assert [p for p in points if _inside(p, train)] == []
+    assert abs(points[-1][0] - evaluate["x"]) < 1  # it does reach evaluate's left side
+    drawn.scroll_into_view_if_needed()
+    shot(page, "runs-skip")
+
+    page.fill("#run-filter input[name=app]", "DIGITS_demo")
+    expect(page.locator("section.run")).to_have_count(1)
+    expect(page.locator("section.run")).to_have_attribute("data-run-id", run)
+    page.wait_for_timeout(3500)  # the list's refresh keeps the filter
+    expect(page.locator("section.run")).to_have_count(1)
+    shot(page, "runs-by-app")
+    page.fill("#run-filter input[name=app]", "no-such-app")
+    expect(page.locator("#run-list .empty")).to_contain_text("No runs of an app named like")

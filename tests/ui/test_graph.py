@@ -3,6 +3,8 @@ between the boxes; tables of cases, no server."""
 
 from __future__ import annotations
 
+import re
+
 from bourse.server.ui import graph
 from bourse.server.ui.graph import BOX_H, BOX_W, GAP_X, GAP_Y, PAD
 from bourse.server.ui.views import Run, Stage
@@ -84,3 +86,79 @@ def test_a_long_name_is_cut_to_fit_its_box() -> None:
 def test_an_empty_run_draws_nothing() -> None:
     drawn = draw()
     assert (drawn.boxes, drawn.arrows, drawn.width, drawn.height) == ([], [], 2 * PAD, 2 * PAD)
+
+
+def points(path: str, steps: int = 50) -> list[tuple[float, float]]:
+    """Points along SVG path data made of M, C and L commands (what ``graph.route`` writes)."""
+    found: list[tuple[float, float]] = []
+    for command, numbers in re.findall(r"([MCL])([^MCL]*)", path):
+        xy = [float(v) for v in re.findall(r"-?\d+(?:\.\d+)?", numbers)]
+        ends = list(zip(xy[::2], xy[1::2], strict=True))
+        if command == "C":
+            (x0, y0), (c1, c2, end) = found[-1], ends
+            found += [_bezier((x0, y0), c1, c2, end, i / steps) for i in range(1, steps + 1)]
+        elif command == "L":
+            (x0, y0), (x1, y1) = found[-1], ends[0]
+            found += [(x0 + (x1 - x0) * i / steps, y0 + (y1 - y0) * i / steps)
+                      for i in range(1, steps + 1)]
+        else:
+            found.append(ends[0])
+    return found
+
+
+def _bezier(p0: tuple[float, float], p1: tuple[float, float], p2: tuple[float, float],
+            p3: tuple[float, float], t: float) -> tuple[float, float]:
+    weights = ((1 - t) ** 3, 3 * (1 - t) ** 2 * t, 3 * (1 - t) * t ** 2, t ** 3)
+    return (sum(w * p[0] for w, p in zip(weights, (p0, p1, p2, p3), strict=True)),
+            sum(w * p[1] for w, p in zip(weights, (p0, p1, p2, p3), strict=True)))
+
+
+def inside(point: tuple[float, float], box: graph.Box) -> bool:
+    x, y = point
+    return box.x < x < box.x + BOX_W and box.y < y < box.y + BOX_H
+
+
+def crossed(drawn: graph.Graph) -> list[tuple[str, str, str]]:
+    """(arrow's source, its target, a box it passes through)."""
+    return [(a.source, a.target, b.stage.name) for a in drawn.arrows for b in drawn.boxes
+            if any(inside(p, b) for p in points(a.path))]
+
+
+def test_an_arrow_that_skips_a_layer_goes_around_the_box_between() -> None:
+    # the demo app: evaluate reads prepare's test set and train's model
+    drawn = draw(stage("prepare"), stage("train", ("prepare",)),
+                 stage("evaluate", ("prepare", "train"), writes=False))
+    assert [(b.stage.name, b.layer) for b in drawn.boxes] == [
+        ("prepare", 0), ("train", 1), ("evaluate", 2)]
+    assert {(a.source, a.target) for a in drawn.arrows} == {
+        ("prepare", "train"), ("train", "evaluate"), ("prepare", "evaluate")}
+    assert crossed(drawn) == []
+    skip = next(a for a in drawn.arrows if a.target == "evaluate" and a.source == "prepare")
+    assert " L" in skip.path  # it crosses train's column where no box is
+    assert drawn.height == 2 * PAD + 2 * BOX_H + GAP_Y  # a row for the arrow's passage
+
+
+def test_arrows_from_one_source_share_their_way_past_the_columns_between() -> None:
+    drawn = draw(stage("a"), stage("b", ("a",)), stage("c", ("b",)),
+                 stage("d", ("a", "c"), writes=False), stage("e", ("a", "c"), writes=False))
+    assert crossed(drawn) == []
+    assert drawn.height == 2 * PAD + 2 * BOX_H + GAP_Y  # one passage for a's two arrows
+
+
+def test_a_long_chain_with_skips_crosses_no_box() -> None:
+    names = [f"s{i}" for i in range(6)]
+    stages = [stage(n, tuple(names[max(0, i - 3):i])) for i, n in enumerate(names)]
+    drawn = draw(*stages)
+    assert len(drawn.arrows) == 12
+    assert crossed(drawn) == []
+
+
+def test_the_old_straight_arrow_would_have_crossed_the_box_between() -> None:
+    """The check above can fail: an arrow drawn straight from prepare to evaluate crosses
+    train."""
+    drawn = draw(stage("prepare"), stage("train", ("prepare",)),
+                 stage("evaluate", ("prepare", "train"), writes=False))
+    at = {b.stage.name: b for b in drawn.boxes}
+    straight = (f"M{at['prepare'].x + BOX_W},{at['train'].y + BOX_H // 2} "
+                f"L{at['evaluate'].x},{at['train'].y + BOX_H // 2}")
+    assert any(inside(p, at["train"]) for p in points(straight))

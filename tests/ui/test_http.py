@@ -279,14 +279,34 @@ async def test_the_offers_page_explains_why_nothing_matches(site: Site) -> None:
 
 async def test_the_runs_page_groups_stages_by_run(site: Site) -> None:
     await _signed_in(site)
-    for name in ("r-xyz/prepare", "r-xyz/train", "r-abc/prepare", "plain"):
+    for run, stage in (("r-xyz", "prepare"), ("r-xyz", "train"), ("r-abc", "prepare")):
         site.clock.now += 1
+        await site.submit(name=f"{run}/{stage}", run=run, stage=stage, app="app.py")
+    for name in ("plain", "r-no/stage"):
         await site.submit(name=name)
     page = (await site.client.get("/ui/runs")).text
     assert page.index('data-run-id="r-abc"') < page.index('data-run-id="r-xyz"')  # newest first
     xyz = page[page.index('data-run-id="r-xyz"'):]
     assert xyz.index("prepare") < xyz.index("train")
-    assert "plain" not in page
+    assert "plain" not in page and "r-no" not in page  # named like a stage, of no run
+
+
+async def test_a_runs_driver_heads_the_run_and_runs_are_found_by_app(site: Site) -> None:
+    await _signed_in(site)
+    for run, app, stage in (("r-dig", "digits.py", None), ("r-dig", "digits.py", "prepare"),
+                            ("r-llm", "finetune.py", "train")):
+        site.clock.now += 1
+        await site.submit(name=f"{run}/{stage or 'driver'}", run=run, app=app, stage=stage)
+    page = (await site.client.get("/ui/runs")).text
+    digits = page[page.index('data-run-id="r-dig"'):]
+    assert re.findall(r'data-stage="([\w-]+)"', digits) == ["prepare"]  # not the driver
+    assert "Driven by job" in digits and "digits.py" in digits
+    for path in ("/ui/runs", "/ui/runs/list"):
+        found = (await site.client.get(path, params={"app": "DIGITS"})).text
+        assert re.findall(r'data-run-id="([\w-]+)"', found) == ["r-dig"], path
+    none = (await site.client.get("/ui/runs/list", params={"app": "whisper"})).text
+    assert "No runs of an app named like" in none
+    assert 'name="app" value="fine"' in (await site.client.get("/ui/runs?app=fine")).text
 
 
 async def test_the_runs_page_draws_a_runs_stages_as_a_graph(tmp_path: Path) -> None:

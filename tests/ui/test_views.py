@@ -114,15 +114,23 @@ def test_run_state(states: list[str], expected: str) -> None:
     assert views.run_state(states) == expected
 
 
+def stage_job(job_id: str, run: str | None, stage: str | None, state: str, created_at: float,
+              *, app: str = "app.py") -> JobView:
+    """A job as the app API submits it: named ``<run>/<stage>``, its run and stage in its
+    spec; the flow driver of a detached run has no stage (and is named ``<run>/driver``)."""
+    name = f"{run}/{stage or 'driver'}"
+    return job(job_id, name, state, created_at, spec={"run": run, "stage": stage, "app": app})
+
+
 def test_runs_group_stages_in_submission_order_newest_run_first() -> None:
     jobs = [
-        job("j-3", "r-a/evaluate", "PENDING", T0 + 3),
-        job("j-1", "r-a/prepare", "SUCCEEDED", T0 + 1),
-        job("j-2", "r-a/train", "FAILED", T0 + 2),
-        job("j-5", "r-a/train", "RUNNING", T0 + 5),  # the retry replaces the failed stage
-        job("j-4", "r-b/prepare", "RUNNING", T0 + 4),
+        stage_job("j-3", "r-a", "evaluate", "PENDING", T0 + 3),
+        stage_job("j-1", "r-a", "prepare", "SUCCEEDED", T0 + 1),
+        stage_job("j-2", "r-a", "train", "FAILED", T0 + 2),
+        stage_job("j-5", "r-a", "train", "RUNNING", T0 + 5),  # the retry replaces the failed
+        stage_job("j-4", "r-b", "prepare", "RUNNING", T0 + 4),
         job("j-6", "plain", "RUNNING", T0 + 6),
-        job("j-7", "/no-run", "RUNNING", T0 + 7),
+        job("j-7", "r-c/looks-like-a-stage", "RUNNING", T0 + 7),  # named so, but of no run
         job("j-8", None, "RUNNING", T0 + 8),
     ]
     runs = views.group_runs(jobs)
@@ -130,6 +138,22 @@ def test_runs_group_stages_in_submission_order_newest_run_first() -> None:
     assert [(s.name, s.job_id) for s in runs[1].stages] == [
         ("prepare", "j-1"), ("evaluate", "j-3"), ("train", "j-5")]
     assert runs[1].state == "RUNNING"
+    assert (runs[1].driver, runs[1].app) == (None, "app.py")
+
+
+def test_a_detached_runs_driver_is_the_run_not_a_stage() -> None:
+    jobs = [stage_job("j-d", "r-d", None, "RUNNING", T0, app="digits.py"),
+            stage_job("j-p", "r-d", "prepare", "SUCCEEDED", T0 + 1, app="digits.py"),
+            stage_job("j-t", "r-d", "train", "FAILED", T0 + 2, app="digits.py")]
+    [run] = views.group_runs(jobs)
+    assert [s.name for s in run.stages] == ["prepare", "train"]
+    assert run.driver is not None and run.driver.job_id == "j-d"
+    assert (run.app, run.started_at) == ("digits.py", T0)
+    assert run.state == "RUNNING"  # the driver's: it may still retry or handle the failure
+    [ended] = views.group_runs([*jobs[1:], stage_job("j-d", "r-d", None, "FAILED", T0)])
+    assert ended.state == "FAILED"
+    [waiting] = views.group_runs([stage_job("j-d", "r-d", None, "PENDING", T0)])
+    assert (waiting.stages, waiting.state, waiting.started_at) == ((), "PENDING", T0)
 
 
 def test_gpu_summary() -> None:

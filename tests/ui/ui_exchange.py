@@ -119,15 +119,23 @@ class UiExchange:
         return self.client.submit(JobSpec(command=[sys.executable, "-c", script], name=name,
                                           compute=Compute(cpus=cpus), max_retries=0))
 
-    def submit_stage(self, run: str, stage: str, reads: tuple[str, ...] = ()) -> JobView:
+    def submit_stage(self, run: str, stage: str, reads: tuple[str, ...] = (),
+                     app: str = "app.py") -> JobView:
         """A stage of an app run as the app API submits it (``<run>/<stage>``, its output
         under ``runs/<run>/<stage>/``), reading the output of each stage in ``reads``."""
         out = f"s3://bourse/runs/{run}/{{}}/out/"
         return self.client.submit(JobSpec(
             command=[sys.executable, "-c", STAGE, stage], name=f"{run}/{stage}",
-            compute=Compute(cpus=0.5), max_retries=0, run=run, app="app.py", stage=stage,
+            compute=Compute(cpus=0.5), max_retries=0, run=run, app=app, stage=stage,
             inputs={f"from_{r}": out.format(r) for r in reads},
             outputs={"out": out.format(stage)}))
+
+    def submit_driver(self, run: str, app: str) -> JobView:
+        """A detached run's flow driver as ``bourse run --detach`` submits it: a job of the
+        run without a stage, named ``<run>/driver``."""
+        return self.client.submit(JobSpec(
+            command=[sys.executable, "-c", "pass"], name=f"{run}/driver",
+            compute=Compute(cpus=0.5), max_retries=0, run=run, app=app))
 
     def wait_state(self, job_id: str, *states: str, timeout: float = 30.0) -> JobView:
         return wait_for(lambda: (j if (j := self.client.job(job_id)).state in states else None),

@@ -10,6 +10,7 @@ from bourse.cli import jobs as seam
 from bourse.cli.errors import handles_errors
 from bourse.cli.jobs import dollars, seconds
 from bourse.cli.render import echo_json, table
+from bourse.core.cost import saving
 from bourse.core.units import parse_duration
 from bourse.protocol.api import CostRow
 
@@ -23,7 +24,8 @@ HEADERS = ("{by}", "ATTEMPTS", "PREEMPTED", "COST", "ON DEMAND", "SAVED", "LOST 
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
 def cost(by: str, since: str | None, as_json: bool) -> None:
-    """Cost of the attempts that ran, against the same work at on-demand list prices."""
+    """Cost of the attempts that ran, against the same work at on-demand list prices; SAVED is
+    what spot capacity saved against its on-demand price."""
     start = time.time() - parse_duration(since, field="--since") if since else None
     with seam.open_client() as client:
         summary = client.cost(by, start)
@@ -36,8 +38,9 @@ def cost(by: str, since: str | None, as_json: bool) -> None:
 
 
 def _row(row: CostRow) -> list[str]:
-    saved = "-"
-    if row.on_demand_cost:
-        saved = f"{100 * (1 - row.cost / row.on_demand_cost):.0f} %"
+    """SAVED compares spot attempts only with the same capacity on demand: an on-demand
+    attempt saves nothing."""
+    saved = saving(row.spot_cost, row.spot_on_demand_cost)
     return [row.key, str(row.attempts), str(row.preempted), dollars(row.cost),
-            dollars(row.on_demand_cost), saved, seconds(row.lost_work_s)]
+            dollars(row.on_demand_cost), "-" if saved is None else f"{100 * saved:.0f} %",
+            seconds(row.lost_work_s)]

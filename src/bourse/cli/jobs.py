@@ -12,10 +12,11 @@ from bourse.cli.data import data_facts
 from bourse.cli.errors import handles_errors
 from bourse.cli.metrics import metrics
 from bourse.cli.render import echo_json, table
+from bourse.core.states import JobState
 from bourse.protocol.api import AttemptView, EventView, JobDetail, JobView
 from bourse.sdk.client import Client
 
-STATES = ("PENDING", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
+STATES = tuple(s.value for s in JobState)
 HEADERS = ("ID", "NAME", "STATE", "NODE", "AGE", "COMMAND")
 ATTEMPT_HEADERS = ("#", "NODE", "STATE", "PLACED", "STARTED", "ENDED", "EXIT", "$/H", "COST",
                    "LOST", "REASON")
@@ -92,7 +93,7 @@ def show(job_id: str, as_json: bool) -> None:
 
 
 def describe_job(job: JobDetail, timeline: list[EventView]) -> list[str]:
-    lines = [f"{k:<10} {v}" for k, v in _facts(job).items() if v is not None]
+    lines = [line for k, v in _facts(job).items() if v is not None for line in fact(k, v)]
     if timeline:
         lines += ["", "timeline"] + [f"  {_event_line(e)}" for e in timeline]
     if job.attempts:
@@ -102,9 +103,16 @@ def describe_job(job: JobDetail, timeline: list[EventView]) -> list[str]:
     return lines
 
 
+def fact(key: str, value: str) -> list[str]:
+    """``key  value``; the lines after a value's first (the matcher's table of why a job
+    waits) are indented under it."""
+    first, *rest = value.splitlines() or [""]
+    return [f"{key:<10} {first}", *(f"{'':<10} {line}".rstrip() for line in rest)]
+
+
 def _facts(job: JobDetail) -> dict[str, str | None]:
     spec = job.spec
-    ended = job.state in ("SUCCEEDED", "FAILED", "CANCELLED")
+    ended = JobState(job.state).terminal
     return {
         "id": job.id, "name": job.name,
         "state": job.state + (" (stop requested)" if job.cancel_requested and not ended else ""),

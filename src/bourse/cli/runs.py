@@ -10,11 +10,11 @@ import click
 from bourse.cli.errors import handles_errors
 from bourse.cli.jobs import age, clock, dollars, open_client
 from bourse.cli.render import echo_json, table
+from bourse.core.states import JobState
 from bourse.protocol.api import JobView, RunDetail, RunView
 
 HEADERS = ("RUN", "APP", "STATE", "STAGES", "STARTED", "DURATION", "COST")
 JOB_HEADERS = ("STAGE", "JOB", "STATE", "NODE", "DURATION", "COST", "AFTER")
-ENDED = ("SUCCEEDED", "FAILED", "CANCELLED")
 
 
 def run_row(run: RunView, now: float) -> list[str]:
@@ -24,29 +24,31 @@ def run_row(run: RunView, now: float) -> list[str]:
 
 def job_row(job: JobView, now: float, after: Sequence[str] = ()) -> list[str]:
     """A job of a run; ``after``: the stages whose outputs its stage reads."""
-    ended = job.updated_at if job.state in ENDED else now
+    ended = job.updated_at if JobState(job.state).terminal else now
     return [job.spec.stage or "(driver)", job.id, job.state, job.node_id or "-",
             age(ended - job.created_at), dollars(job.cost), ", ".join(after) or "-"]
 
 
 @click.group(invoke_without_command=True)
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@click.option("--app", metavar="NAME",
+              help="Only runs of apps whose file name contains NAME (any case), e.g. digits.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 @handles_errors
-def runs(ctx: click.Context, limit: int, as_json: bool) -> None:
+def runs(ctx: click.Context, limit: int, app: str | None, as_json: bool) -> None:
     """List app runs (`bourse run app.py`), newest first; `bourse runs show RUN` for one."""
     if ctx.invoked_subcommand is not None:
         return
     with open_client() as client:
-        listing = client.runs(limit)
+        listing = client.runs(limit, app)
     if as_json:
         echo_json(listing)
     elif listing:
         now = time.time()
         click.echo(table(HEADERS, [run_row(r, now) for r in listing], right=(3, 6)))
     else:
-        click.echo("no runs", err=True)
+        click.echo("no runs" + (f" of an app named like {app!r}" if app else ""), err=True)
 
 
 @runs.command("show")

@@ -37,13 +37,15 @@ def globs_allow(value: str | None, allow: tuple[str, ...], deny: tuple[str, ...]
 
 
 def share(compute: Compute, offer: Offer) -> float:
-    """The fraction of a divisible offer a job takes (1.0 for whole instances)."""
+    """The fraction of an offer's price a job pays: of a divisible offer, its GPUs' or its
+    cpus' share of the node's (``Offer``); 1.0 for whole instances."""
     if not offer.divisible:
         return 1.0
     if compute.gpu is not None and offer.gpu_count:
         return compute.gpu.count / offer.gpu_count * offer.gpu_price_share
-    if offer.cpus:  # a CPU job reserves the CPUs it asks for, one when it does not say
-        return min(1.0, (compute.cpus.min if compute.cpus.min > 0 else 1.0) / offer.cpus)
+    whole = offer.priced_cpus or offer.cpus
+    if whole:  # a CPU job reserves the CPUs it asks for, one when it does not say
+        return min(1.0, (compute.cpus.min if compute.cpus.min > 0 else 1.0) / whole)
     return 1.0
 
 

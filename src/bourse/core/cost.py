@@ -54,3 +54,20 @@ def on_demand_cost(list_price: float | None, billed: float, lost: float | None) 
     if list_price is None:
         return None
     return list_price * max(0.0, billed - (lost or 0.0)) / SECONDS_PER_HOUR
+
+
+def on_demand_rate(price: float | None, list_price: float | None,
+                   spot: bool | None) -> float | None:
+    """An attempt's capacity at its on-demand price per hour: what an on-demand attempt paid
+    is that price; a spot attempt's is the list price of the same share of its node. (An
+    on-demand attempt's recorded list price is not used: placement once recorded the whole
+    node's there, which made a part of an on-demand node look like a saving.)"""
+    return list_price if spot else price
+
+
+def saving(spot_cost: float, spot_on_demand: float | None) -> float | None:
+    """The share of the on-demand price that spot capacity saved (negative: it cost more);
+    None without spot work to compare."""
+    if not spot_on_demand:
+        return None
+    return 1.0 - spot_cost / spot_on_demand

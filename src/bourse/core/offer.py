@@ -14,14 +14,17 @@ class Offer:
     """One offer. Prices are US dollars per hour for the whole offer.
 
     ``divisible`` offers (a node's free capacity) sell slices: a job pays the share of the price
-    that its GPUs (or, for CPU jobs, its cpus) are of the offer's. Catalogue instance types are
-    not divisible: a job takes the whole instance. ``price_is_floor`` marks prices known to
+    that its GPUs (or, for CPU jobs, its cpus) are of the node's — the whole node's, busy
+    capacity included, so that one node costs the same per CPU and per GPU however busy it is
+    (``priced_cpus``; ``cpus`` is what is free). Catalogue instance types are not divisible: a
+    job takes the whole instance. ``price_is_floor`` marks prices known to
     exclude part of the cost (GCP's accelerator-attachment rows exclude the host VM).
 
     A node whose free GPUs are of several kinds (models, MIG slices) makes one offer per kind:
     each carries the node's price, and ``gpu_price_share`` is the part of it that the kind's
-    GPUs are (by weight: a whole GPU 1, a MIG slice its share of the GPU's memory), so a GPU
-    job pays for what it takes and a CPU job the same on any of them. ``gpu_slice`` names
+    free GPUs are of all the node's GPUs (by weight: a whole GPU 1, a MIG slice its share of
+    the GPU's memory), so a GPU job pays for what it takes and a CPU job the same on any of
+    them. ``gpu_slice`` names
     the MIG profile of an offer of MIG slices (``gpu`` is then the parent's model).
     """
 
@@ -55,6 +58,7 @@ class Offer:
     source: OfferSource = "catalog"
     gpu_slice: str | None = None  # "1g.18gb": the offer sells MIG slices of ``gpu``
     gpu_price_share: float = 1.0  # the share of ``price`` its GPUs are (see above)
+    priced_cpus: float | None = None  # the cpus ``price`` is for; None: ``cpus``
 
     @property
     def interruptible(self) -> bool:

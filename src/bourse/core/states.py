@@ -137,3 +137,14 @@ def under_notice(outcome: AttemptState) -> AttemptState:
     if outcome in (AttemptState.SUCCEEDED, AttemptState.CANCELLED):
         return outcome
     return AttemptState.PREEMPTED
+
+
+class NodeState(StrEnum):
+    """What a node row says of its agent: ``offline`` from enrolment until its agent first
+    connects, ``online`` while it is connected, ``lost`` after three silent keep-alive
+    intervals, ``reclaimed`` once its provider gave notice (its next hello makes it online)."""
+
+    OFFLINE = "offline"
+    ONLINE = "online"
+    LOST = "lost"
+    RECLAIMED = "reclaimed"

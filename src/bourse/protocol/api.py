@@ -97,6 +97,8 @@ class CostRow(Wire):
     on_demand_cost: float | None = None
     lost_work_s: float = 0.0
     preempted: int = 0
+    spot_cost: float = 0.0  # what its spot attempts cost
+    spot_on_demand_cost: float | None = None  # their useful work at on-demand list prices
 
 
 class CostSummary(Wire):

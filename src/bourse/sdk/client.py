@@ -121,9 +121,9 @@ class Client(_Base):
              run: str | None = None) -> list[JobView]:
         return self._send(core.jobs(state, limit, run))
 
-    def runs(self, limit: int = 50) -> list[RunView]:
-        """App runs, newest first."""
-        return self._send(core.runs(limit))
+    def runs(self, limit: int = 50, app: str | None = None) -> list[RunView]:
+        """App runs, newest first; with ``app``, those of apps whose name contains it."""
+        return self._send(core.runs(limit, app))
 
     def run(self, run_id: str) -> RunDetail:
         """One app run and its jobs."""
@@ -324,8 +324,8 @@ class AsyncClient(_Base):
                    run: str | None = None) -> list[JobView]:
         return await self._send(core.jobs(state, limit, run))
 
-    async def runs(self, limit: int = 50) -> list[RunView]:
-        return await self._send(core.runs(limit))
+    async def runs(self, limit: int = 50, app: str | None = None) -> list[RunView]:
+        return await self._send(core.runs(limit, app))
 
     async def run(self, run_id: str) -> RunDetail:
         return await self._send(core.run(run_id))

@@ -135,8 +135,9 @@ def jobs(state: str | None = None, limit: int = 100,
     return Call("GET", "/jobs", lambda r: model(JobList)(r).jobs, params=params)
 
 
-def runs(limit: int = 50) -> Call[list[RunView]]:
-    return Call("GET", "/runs", lambda r: model(RunList)(r).runs, params={"limit": limit})
+def runs(limit: int = 50, app: str | None = None) -> Call[list[RunView]]:
+    params: dict[str, Any] = {"limit": limit} | ({"app": app} if app else {})
+    return Call("GET", "/runs", lambda r: model(RunList)(r).runs, params=params)
 
 
 def run(run_id: str) -> Call[RunDetail]:

@@ -14,7 +14,7 @@ from fastapi.responses import Response
 from sqlalchemy import ColumnElement, case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bourse.core.states import JobState
+from bourse.core.states import JobState, NodeState
 from bourse.server import exposition
 from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.errors import responses
@@ -24,7 +24,6 @@ from bourse.server.services.jobs import stalled_in
 
 router = APIRouter(tags=["metrics"])
 LATENCY_BOUNDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
-NODE_STATES = ("online", "offline", "lost")
 
 
 @router.get("/metrics", response_class=Response,
@@ -49,7 +48,7 @@ async def _families(session: AsyncSession) -> list[Family]:
         Family("bourse_jobs_stalled", "Running jobs flagged as stalled.").add(
             await _stalled(session)),
         exposition.gauge_by("bourse_nodes", "Enrolled nodes by state.", "state", nodes,
-                            NODE_STATES),
+                            [s.value for s in NodeState]),
         await _latency(session),
     ]
 

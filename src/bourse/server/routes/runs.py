@@ -18,9 +18,12 @@ RunIdPath = Annotated[str, Path(pattern=ID_PATTERN, max_length=64)]
 
 @router.get("", responses=responses(401, 422))
 async def list_runs(state: State, user: User,
-                    limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> RunList:
+                    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+                    app: Annotated[str | None, Query(
+                        max_length=200, description="only runs of apps whose name contains "
+                        "this, ignoring case")] = None) -> RunList:
     async with state.db.read() as session:
-        return RunList(runs=await runs.list_runs(session, user.scope, limit))
+        return RunList(runs=await runs.list_runs(session, user.scope, limit, app))
 
 
 @router.get("/{run_id}", responses=responses(401, 404, 422))

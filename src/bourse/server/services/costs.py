@@ -9,6 +9,7 @@ from typing import Literal
 from sqlalchemy import case, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bourse.core.cost import total_cost
 from bourse.core.states import AttemptState
 from bourse.protocol.api import AttemptView, CostRow, CostSummary
 from bourse.server.access import Scope
@@ -51,8 +52,10 @@ def _key(by: str, attempt: Attempt, node_name: str | None) -> str:
 
 
 def _row(key: str, views: Sequence[AttemptView]) -> CostRow:
-    on_demand = [v.on_demand_cost for v in views if v.on_demand_cost is not None]
+    spot = [v for v in views if v.spot]
     return CostRow(key=key, attempts=len(views), cost=sum(v.cost or 0.0 for v in views),
-                   on_demand_cost=sum(on_demand) if on_demand else None,
+                   on_demand_cost=total_cost([v.on_demand_cost for v in views]),
                    lost_work_s=sum(v.lost_work_s or 0.0 for v in views),
-                   preempted=sum(v.state == AttemptState.PREEMPTED.value for v in views))
+                   preempted=sum(v.state == AttemptState.PREEMPTED.value for v in views),
+                   spot_cost=sum(v.cost or 0.0 for v in spot),
+                   spot_on_demand_cost=total_cost([v.on_demand_cost for v in spot]))

@@ -8,7 +8,13 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bourse.core.cost import attempt_cost, billed_seconds, on_demand_cost, total_cost
+from bourse.core.cost import (
+    attempt_cost,
+    billed_seconds,
+    on_demand_cost,
+    on_demand_rate,
+    total_cost,
+)
 from bourse.core.errors import InvalidInput, NotFound
 from bourse.core.placement import shape_of
 from bourse.core.states import AttemptState, JobState
@@ -169,14 +175,15 @@ async def job_detail(session: AsyncSession, job: Job, scope: Scope, now: float) 
 def attempt_view(a: Attempt, node_name: str | None, now: float) -> AttemptView:
     """An attempt with what it cost, and what its useful work costs on demand."""
     billed = billed_seconds(a.started_at, a.ended_at, now)
+    listed = on_demand_rate(a.price, a.list_price, a.spot)
     return AttemptView(
         number=a.number, node_id=a.node_id, node_name=node_name, state=a.state,
         placed_at=a.placed_at, started_at=a.started_at, ended_at=a.ended_at,
         exit_code=a.exit_code, reason=a.reason, placement=a.placement, price_per_hour=a.price,
         cost=attempt_cost(a.price, a.started_at, a.ended_at, now),
-        list_price_per_hour=a.list_price, spot=a.spot, preempted_at=a.preempt_at,
+        list_price_per_hour=listed, spot=a.spot, preempted_at=a.preempt_at,
         checkpoint_at=a.checkpoint_at, lost_work_s=a.lost_work_s,
-        on_demand_cost=on_demand_cost(a.list_price, billed, a.lost_work_s))
+        on_demand_cost=on_demand_cost(listed, billed, a.lost_work_s))
 
 
 async def list_events(session: AsyncSession, job_id: str, scope: Scope, after: int,

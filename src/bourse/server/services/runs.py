@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core import dataflow
@@ -49,11 +49,21 @@ def stage_edges(jobs: Sequence[JobView]) -> list[RunEdge]:
             for e in dataflow.edges(stages)]
 
 
-async def list_runs(session: AsyncSession, scope: Scope, limit: int) -> list[RunView]:
-    """The newest ``limit`` runs the caller's project may see, newest first."""
+def app_matches(text: str) -> ColumnElement[bool]:
+    """Jobs whose app (``JobSpec.app``, the app's file name) contains ``text``, ignoring
+    case."""
+    return func.lower(Job.spec["app"].as_string()).contains(text.lower(), autoescape=True)
+
+
+async def list_runs(session: AsyncSession, scope: Scope, limit: int,
+                    app: str | None = None) -> list[RunView]:
+    """The newest ``limit`` runs the caller's project may see, newest first; with ``app``,
+    only the runs of apps whose name contains it."""
     started = func.min(Job.created_at)
-    newest = (scope.filter(select(Job.run), Job.project_id).where(Job.run.is_not(None))
-              .group_by(Job.run).order_by(started.desc()).limit(limit))
+    newest = scope.filter(select(Job.run), Job.project_id).where(Job.run.is_not(None))
+    if app:
+        newest = newest.where(app_matches(app))
+    newest = newest.group_by(Job.run).order_by(started.desc()).limit(limit)
     ids = [r for r in (await session.scalars(newest)).all() if r is not None]
     rows = (await session.scalars(scope.filter(select(Job), Job.project_id)
                                   .where(Job.run.in_(ids))

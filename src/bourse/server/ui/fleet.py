@@ -64,16 +64,18 @@ async def offers_page(ctx: Ctx) -> Response:
 
 
 async def _runs(ctx: Ctx) -> dict[str, object]:
-    """The runs, each with its stages drawn as a graph."""
+    """The runs (of the apps named like the ``app`` parameter), each with its stages drawn as
+    a graph."""
+    app = ctx.request.query_params.get("app", "").strip()[:200]
     async with ctx.state.db.read() as session:
-        found = await queries.run_jobs(session, ctx.scope)
+        found = await queries.run_jobs(session, ctx.scope, app)
         runs = views.group_runs(jobs.job_view(j) for j in found)
         stages = [s for run in runs for s in run.stages]
         times = await queries.attempt_times(session, [s.job_id for s in stages])
         names = await queries.node_names(session, ctx.scope, [s.node_id for s in stages])
     now = ctx.state.clock()
     return {"runs": [(run, graph.draw(run, names, times, now)) for run in runs], "now": now,
-            "ago": views.ago}
+            "ago": views.ago, "app": app}
 
 
 async def runs_page(ctx: Ctx) -> Response:

@@ -9,7 +9,7 @@ from starlette.responses import RedirectResponse, Response
 from bourse.protocol.api import JobDetail, LogPage
 from bourse.server.routes import jobs as api_jobs
 from bourse.server.services import jobs
-from bourse.server.ui import queries, views
+from bourse.server.ui import queries, reasons, views
 from bourse.server.ui.guard import Ctx, int_param, path_id
 from bourse.server.ui.render import json_response, page
 from bourse.server.ui.session import check_csrf
@@ -81,7 +81,8 @@ def _summary(job: JobDetail) -> dict[str, object]:
     current = [a for a in job.attempts if a.number == job.attempt]
     node = (current[0].node_name or current[0].node_id) if current else job.node_id
     return {"job": job, "node": node or "", "terminal": job.state in views.TERMINAL,
-            "placement": (current[0].placement or "") if current else ""}
+            "placement": (current[0].placement or "") if current else "",
+            "pending": reasons.parts(job.pending_reason)}
 
 
 def _header(ctx: Ctx, job: JobDetail) -> Response:

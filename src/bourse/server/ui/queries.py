@@ -1,6 +1,6 @@
 """The few reads the pages need that the API's services do not offer: searching jobs by name or
-id, node names for a page of jobs, the jobs that belong to app runs and when their current
-attempts ran."""
+id, node names for a page of jobs, the jobs that belong to app runs (by app) and when their
+current attempts ran."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.server.access import Scope
 from bourse.server.db.schema import Attempt, Job, Node
+from bourse.server.services import runs
 
 RUN_JOBS_LIMIT = 2000  # the runs page shows the runs of the newest this many named jobs
 
@@ -40,12 +41,14 @@ async def node_names(session: AsyncSession, scope: Scope,
     return {node_id: name for node_id, name in rows.tuples()}
 
 
-async def run_jobs(session: AsyncSession, scope: Scope,
+async def run_jobs(session: AsyncSession, scope: Scope, app: str = "",
                    limit: int = RUN_JOBS_LIMIT) -> Sequence[Job]:
-    """The newest jobs whose name looks like ``<run_id>/<stage>``."""
-    query = (scope.filter(select(Job), Job.project_id)
-             .where(Job.name.contains("/", autoescape=True))
-             .order_by(Job.created_at.desc(), Job.id.desc()).limit(limit))
+    """The newest jobs of app runs (``JobSpec.run``); with ``app``, of apps whose name
+    contains it."""
+    query = scope.filter(select(Job), Job.project_id).where(Job.run.is_not(None))
+    if app:
+        query = query.where(runs.app_matches(app))
+    query = query.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)
     return (await session.scalars(query)).all()
 
 

@@ -6,17 +6,17 @@ events, which jobs form a run, what an age reads) is tested here as a table of c
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from bourse.core.states import JobState
 from bourse.protocol.api import AttemptView, EventView, JobView
 from bourse.protocol.common import Capabilities
+from bourse.server.ui.reasons import first_line
 
-ACTIVE = frozenset({"SCHEDULED", "STARTING", "RUNNING"})
-TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
-JOB_STATES = ("PENDING", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
-RUN_NAME = re.compile(r"^(?P<run>[^/\s]+)/(?P<stage>.+)$")  # how the app API names its jobs
+ACTIVE = frozenset(s.value for s in JobState if s.active)
+TERMINAL = frozenset(s.value for s in JobState if s.terminal)
+JOB_STATES = tuple(s.value for s in JobState)
 
 
 def ago(seconds: float) -> str:
@@ -49,7 +49,8 @@ class JobRow:
     node: str
     age: str
     cost: float | None
-    note: str  # why it waits, or how it ended
+    note: str  # why it waits, or how it ended: the first line
+    detail: str = ""  # all of it (a pending reason may be the matcher's table)
 
 
 def job_row(job: JobView, node_names: Mapping[str, str], now: float) -> JobRow:
@@ -58,7 +59,7 @@ def job_row(job: JobView, node_names: Mapping[str, str], now: float) -> JobRow:
     return JobRow(id=job.id, name=job.name or "", state=job.state,
                   compute=job.spec.compute.describe(), node=node,
                   age=ago(now - job.created_at), cost=job.cost,
-                  note=note.splitlines()[0] if note else "")
+                  note=first_line(note), detail=note.strip())
 
 
 @dataclass(frozen=True)
@@ -142,16 +143,24 @@ class Stage:
 
 @dataclass(frozen=True)
 class Run:
+    """An app run: its stages and, for a detached run, its flow driver (the job that runs the
+    app's ``Flow`` and submits the stages: the run itself, not one of its stages)."""
+
     id: str
     stages: tuple[Stage, ...]
+    driver: Stage | None = None
+    app: str | None = None  # the app's file name
 
     @property
     def state(self) -> str:
+        """The driver's, when there is one (as ``bourse runs`` says); else from the stages'."""
+        if self.driver is not None:
+            return run_state([self.driver.state])
         return run_state([s.state for s in self.stages])
 
     @property
     def started_at(self) -> float:
-        return self.stages[0].created_at
+        return min(s.created_at for s in (*self.stages, *([self.driver] if self.driver else [])))
 
 
 def run_state(states: Sequence[str]) -> str:
@@ -166,18 +175,31 @@ def run_state(states: Sequence[str]) -> str:
     return "PENDING"
 
 
+def _stage(job: JobView) -> Stage:
+    return Stage(job.spec.stage or "driver", job.id, job.state, job.created_at, job.node_id,
+                 job.spec.inputs, job.spec.outputs)
+
+
 def group_runs(jobs: Iterable[JobView]) -> list[Run]:
-    """Jobs named ``<run_id>/<stage>`` grouped by run, stages in the order their latest jobs
-    were submitted (a stage's sources come before it: ``core.dataflow``); the newest run
-    first. A stage retried under the same name keeps only its latest job."""
+    """The jobs of app runs (``JobSpec.run``) grouped by run: the job without a stage is its
+    flow driver, the others its stages, in the order their latest jobs were submitted (a
+    stage's sources come before it: ``core.dataflow``); the newest run first. A stage retried
+    under the same name keeps only its latest job."""
     stages: dict[str, dict[str, Stage]] = {}
+    drivers: dict[str, Stage] = {}
+    apps: dict[str, str | None] = {}
     for job in sorted(jobs, key=lambda j: (j.created_at, j.id)):
-        found = RUN_NAME.match(job.name or "")
-        if found is not None:
-            stage = Stage(found["stage"], job.id, job.state, job.created_at, job.node_id,
-                          job.spec.inputs, job.spec.outputs)
-            stages.setdefault(found["run"], {})[stage.name] = stage
-    runs = [Run(run_id, tuple(sorted(named.values(), key=lambda s: (s.created_at, s.job_id))))
+        run = job.spec.run
+        if run is None:
+            continue
+        named = stages.setdefault(run, {})
+        apps[run] = apps.get(run) or job.spec.app
+        if job.spec.stage is None:
+            drivers[run] = _stage(job)
+        else:
+            named.pop(job.spec.stage, None)  # a retry takes the place of the job before it
+            named[job.spec.stage] = _stage(job)
+    runs = [Run(run_id, tuple(named.values()), drivers.get(run_id), apps[run_id])
             for run_id, named in stages.items()]
     return sorted(runs, key=lambda r: (r.started_at, r.id), reverse=True)
 
