@@ -14,7 +14,7 @@ from bourse.protocol.common import JobSpec
 HERE = Path(__file__).resolve().parent
 
 
-def spot_agent(exchange: Exchange, name: str, region: str, *, spot_price: float = 0.1,
+def spot_agent(exchange: Exchange, name: str, region: str, *, spot_price: float = 0.04,
                cpus: int = 2, keep_alive: float = KEEP_ALIVE_S) -> Agent:
     agent = Agent(exchange.cluster, name, exchange.coordinator.url, keep_alive, cpus=cpus)
     agent.proc.args += ["--interruptible", "--spot-price", str(spot_price),

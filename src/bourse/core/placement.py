@@ -123,9 +123,9 @@ class Room:
         kinds = [g for g in groups(self.devices) if g[0].model is not None]
         if not kinds:
             return [self._offer(self.node.id, [])]
-        total = sum(weight(g) for g in kinds)
+        total = weight(self.node.devices)  # the busy ones too: one price per GPU, however busy
         return [self._offer(self.node.id if i == 0 else f"{self.node.id}.{i}", g,
-                            share=weight(g) / total if len(kinds) > 1 else 1.0)
+                            share=weight(g) / total)
                 for i, g in enumerate(kinds)]
 
     def _offer(self, offer_id: str, devices: list[Device], share: float = 1.0) -> Offer:
@@ -146,7 +146,8 @@ class Room:
                      driver=node.driver, price=price, spot_price=spot_price, node_id=node.id,
                      available=1, divisible=True, source="node", verified_at=verified,
                      engines=node.engines, tags=node.tags,
-                     gpu_slice=first.slice if first else None, gpu_price_share=share)
+                     gpu_slice=first.slice if first else None, gpu_price_share=share,
+                     priced_cpus=node.cpus)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.compute import Compute
 from bourse.core.constraints import container_engines, first_lack
+from bourse.core.constraints import share as share_of
 from bourse.core.devices import node_devices
 from bourse.core.match import cross_region
 from bourse.core.offer import Offer
@@ -424,7 +425,8 @@ def _place(run: Pass, job: Job, placement: Placement,
                       state=AttemptState.SCHEDULED.value, placed_at=run.now,
                       start_deadline=run.now + run.lease_s, placement=text,
                       resources=placement.need.resources(), price=chosen.price,
-                      list_price=node.on_demand, spot=chosen.spot,
+                      list_price=node.on_demand * share_of(compute, chosen.offer),
+                      spot=chosen.spot,
                       provider=chosen.offer.provider, region=chosen.offer.region)
     run.session.add(attempt)
     set_job_state(run.session, job, JobState.SCHEDULED, run.now, f"placed on {text}")
