@@ -141,8 +141,9 @@ def under_notice(outcome: AttemptState) -> AttemptState:
 
 class NodeState(StrEnum):
     """What a node row says of its agent: ``offline`` from enrolment until its agent first
-    connects, ``online`` while it is connected, ``lost`` after three silent keep-alive
-    intervals, ``reclaimed`` once its provider gave notice (its next hello makes it online)."""
+    connects, ``online`` while it is connected (or away within its loss window), ``lost``
+    once silent for its loss window (``core.liveness``), ``reclaimed`` once its provider gave
+    notice (its next hello makes it online)."""
 
     OFFLINE = "offline"
     ONLINE = "online"

@@ -71,7 +71,7 @@ class Node(Base):
     __tablename__ = "nodes"
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     name: Mapped[str] = mapped_column(String(128))
-    state: Mapped[str] = mapped_column(String(16))  # online | offline | lost
+    state: Mapped[str] = mapped_column(String(16))  # a core.states.NodeState
     capabilities: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     keep_alive_s: Mapped[float] = mapped_column(Float)
     last_seen: Mapped[float | None] = mapped_column(Float)

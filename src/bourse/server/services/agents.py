@@ -18,7 +18,7 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.devices import held
-from bourse.core.states import AttemptState, JobState, exit_outcome, late_success
+from bourse.core.states import AttemptState, JobState, NodeState, exit_outcome, late_success
 from bourse.protocol.agent import CancelJob, Heartbeat, Hello, JobEvent, LogChunk, StartJob
 from bourse.protocol.common import AttemptRef
 from bourse.server.commands import Command
@@ -47,7 +47,7 @@ async def node_hello(session: AsyncSession, node_id: str, hello: Hello, connecti
     verification.on_hello(node, hello.capabilities, hello.declared)
     node.capabilities = hello.capabilities.model_dump(mode="json")
     node.keep_alive_s, node.session = hello.keep_alive_s, connection
-    node.state, node.last_seen, node.updated_at = "online", now, now
+    node.state, node.last_seen, node.updated_at = NodeState.ONLINE, now, now
     node.reclaimed_at = None  # a node that says hello again is a new instance, or is back
     commands = await _reconcile(session, node_id, hello.running, now)
     await session.execute(update(Attempt).where(
@@ -62,8 +62,8 @@ async def node_heartbeat(session: AsyncSession, node_id: str, beat: Heartbeat, n
     if the heartbeat, older, does not list them."""
     node = await _node(session, node_id)
     node.last_seen = now
-    if node.state not in ("online", "reclaimed"):
-        node.state, node.updated_at = "online", now
+    if node.state not in (NodeState.ONLINE, NodeState.RECLAIMED):
+        node.state, node.updated_at = NodeState.ONLINE, now
     return await _reconcile(session, node_id, beat.running, now, spared)
 
 

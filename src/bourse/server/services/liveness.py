@@ -14,7 +14,7 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.liveness import loss_window
-from bourse.core.states import AttemptState
+from bourse.core.states import AttemptState, NodeState
 from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.services.jobs import active_attempt_states
 from bourse.server.services.lifecycle import add_event, end_attempt
@@ -22,13 +22,13 @@ from bourse.server.services.lifecycle import add_event, end_attempt
 
 async def detect_lost_nodes(session: AsyncSession, now: float, window_s: float) -> list[str]:
     """Nodes silent for longer than their loss window are lost, with their attempts."""
-    nodes = (await session.scalars(select(Node).where(Node.state != "lost"))).all()
+    nodes = (await session.scalars(select(Node).where(Node.state != NodeState.LOST))).all()
     lost = []
     for node in nodes:
         silent = now - (node.last_seen or node.created_at)
         if silent <= loss_window(window_s, node.keep_alive_s):
             continue
-        node.state, node.session, node.updated_at = "lost", None, now
+        node.state, node.session, node.updated_at = NodeState.LOST, None, now
         lost.append(node.id)
         await _lose_attempts(session, node, now, f"node {node.name} silent for {silent:.0f} s")
     return lost
@@ -64,7 +64,7 @@ async def grace_after_start(session: AsyncSession, now: float, lease_s: float) -
     """A coordinator that was down heard nobody: once it can accept agents again, restart every
     node's silence clock and every placement lease, so that its own downtime is never taken
     for node silence — each node gets a whole loss window from now."""
-    await session.execute(update(Node).where(Node.state != "lost").values(last_seen=now))
+    await session.execute(update(Node).where(Node.state != NodeState.LOST).values(last_seen=now))
     await session.execute(update(Node).values(session=None))  # no connection survives it
     await session.execute(update(Attempt).where(
         Attempt.state == AttemptState.SCHEDULED.value, Attempt.start_deadline < now + lease_s,

@@ -37,7 +37,7 @@ from bourse.core.placement import (
     shape_of,
     why_waiting,
 )
-from bourse.core.states import AttemptState, JobState
+from bourse.core.states import AttemptState, JobState, NodeState
 from bourse.market.pricing import list_price
 from bourse.protocol.common import Capabilities, ProbeReport
 from bourse.server.access import Scope
@@ -69,11 +69,11 @@ def _node_rows(allow_unverified: bool, live: bool) -> Select[Any]:
     query = select(Node.id, Node.name, Node.price, Node.verified_at, Node.capabilities,
                    Node.project_id, Node.tags).where(Node.capabilities.is_not(None))
     if live:
-        query = query.where(Node.state == "online", Node.session.is_not(None))
+        query = query.where(Node.state == NodeState.ONLINE, Node.session.is_not(None))
         if not allow_unverified:
             query = query.where(Node.verification_status.in_(PLACEABLE))
     else:  # every node that may take work again: it said hello, is not lost nor failed
-        query = query.where(Node.state.not_in(("lost", "offline")),
+        query = query.where(Node.state.not_in((NodeState.LOST, NodeState.OFFLINE)),
                             Node.verification_status != "fail")
     return query.order_by(Node.id)
 
@@ -81,7 +81,7 @@ def _node_rows(allow_unverified: bool, live: bool) -> Select[Any]:
 # built once (every placement pass runs them; building one costs more than running it)
 _LIVE_NODES = {allow: _node_rows(allow, live=True) for allow in (False, True)}
 _KNOWN_NODES = _node_rows(True, live=False)
-_NODES_VERSION = select(func.count(), func.sum(case((Node.state == "lost", 1), else_=0)),
+_NODES_VERSION = select(func.count(), func.sum(case((Node.state == NodeState.LOST, 1), else_=0)),
                         func.max(Node.updated_at), func.max(Node.verified_at))
 _HELD = select(Attempt.node_id, Attempt.resources).where(
     Attempt.node_id.in_(bindparam("nodes", expanding=True)),

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.errors import InvalidInput, NotFound
+from bourse.core.states import NodeState
 from bourse.protocol.agent import Preempt
 from bourse.protocol.api import ReclaimRequest, ReclaimResult
 from bourse.server.commands import Command
@@ -30,10 +31,10 @@ async def reclaim_node(session: AsyncSession, node_id: str, request: ReclaimRequ
         raise InvalidInput(f"node {node.name} is not interruptible: only spot capacity can be "
                            "reclaimed", field="node",
                            hint="start its agent with --interruptible, or stop its jobs")
-    if node.state == "lost":
+    if node.state == NodeState.LOST:
         raise InvalidInput(f"node {node.name} is lost already; its jobs were retried",
                            field="node")
-    node.state, node.reclaimed_at, node.updated_at = "reclaimed", now, now
+    node.state, node.reclaimed_at, node.updated_at = NodeState.RECLAIMED, now, now
     attempts = (await session.scalars(select(Attempt).where(
         Attempt.node_id == node.id, Attempt.state.in_(active_attempt_states())))).all()
     for attempt in attempts:

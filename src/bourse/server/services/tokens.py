@@ -16,6 +16,7 @@ from typing import Literal
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bourse.core.states import NodeState
 from bourse.server.access import ALL, Scope
 from bourse.server.db.schema import DEFAULT_PROJECT, Node, Token
 from bourse.server.errors import Unauthorized
@@ -129,7 +130,7 @@ async def enroll_node(session: AsyncSession, enroll_secret: str, name: str,
                            hint="create a new one with `bourse nodes enroll`")
     token.used_at = now
     node_id = new_id("n")
-    session.add(Node(id=node_id, name=name, state="offline", capabilities=None,
+    session.add(Node(id=node_id, name=name, state=NodeState.OFFLINE, capabilities=None,
                      keep_alive_s=keep_alive_s, last_seen=None, session=None, price=None,
                      created_at=now, updated_at=now, project_id=principal.project_id,
                      tags=[]))
