@@ -12,8 +12,13 @@ from fake_agent import FakeAgent
 from server_harness import Live, place_job, until
 
 from bourse.core.ratelimit import LogLimit
-from bourse.server.hub import CLOSE_REPLACED, CLOSE_TRY_AGAIN, MAX_WAITING_PER_NODE
-from bourse.server.hub_frames import Malformed, receive_text
+from bourse.server.agents.connections import (
+    CLOSE_REPLACED,
+    CLOSE_TRY_AGAIN,
+    MAX_WAITING_PER_NODE,
+)
+from bourse.server.agents.frames import Malformed
+from bourse.server.agents.socket import SocketChannel
 from bourse.server.limits import MAX_FRAME_BYTES
 from bourse.server.logmeter import LogMeter
 
@@ -25,7 +30,7 @@ LIMIT = LogLimit(rate=100, burst=1000)  # an attempt may send 2,000 bytes + 100 
 async def test_an_agent_ignoring_the_log_rate_limit_is_cut_off(live: Live,
                                                               agent_factory: Factory) -> None:
     exchange = live.exchange
-    exchange.state.hub.log_meter = LogMeter(LIMIT)
+    exchange.state.hub.intake.meter = LogMeter(LIMIT)
     agent: FakeAgent = await agent_factory()
     job_id, attempt = await place_job(exchange, agent)
     await agent.send(agent.job_event(job_id, attempt, "started", time=1.0, pid=1))  # it lies
@@ -45,7 +50,7 @@ async def test_an_agent_ignoring_the_log_rate_limit_is_cut_off(live: Live,
 
 async def test_no_limit_stores_everything(live: Live, agent_factory: Factory) -> None:
     exchange = live.exchange
-    exchange.state.hub.log_meter = LogMeter(LogLimit(rate=0, burst=0))
+    exchange.state.hub.intake.meter = LogMeter(LogLimit(rate=0, burst=0))
     agent: FakeAgent = await agent_factory()
     job_id, attempt = await place_job(exchange, agent)
     for seq in range(1, 4):
@@ -74,9 +79,10 @@ class _Socket:
 
 
 async def test_the_hub_refuses_a_large_frame_under_any_server() -> None:
-    assert await receive_text(_Socket("x" * MAX_FRAME_BYTES)) == "x" * MAX_FRAME_BYTES  # type: ignore[arg-type]
+    fits = SocketChannel(_Socket("x" * MAX_FRAME_BYTES))  # type: ignore[arg-type]
+    assert await fits.receive() == "x" * MAX_FRAME_BYTES
     with pytest.raises(Malformed, match="larger than the limit"):
-        await receive_text(_Socket("x" * (MAX_FRAME_BYTES + 1)))  # type: ignore[arg-type]
+        await SocketChannel(_Socket("x" * (MAX_FRAME_BYTES + 1))).receive()  # type: ignore[arg-type]
 
 
 async def test_a_node_has_a_bounded_number_of_connections_waiting_for_hello(
@@ -89,7 +95,7 @@ async def test_a_node_has_a_bounded_number_of_connections_waiting_for_hello(
     hub = live.exchange.state.hub
 
     async def waiting_now(count: int) -> bool:
-        return hub._waiting[first.node_id] == count
+        return hub.connections._waiting[first.node_id] == count
 
     await until(lambda: waiting_now(MAX_WAITING_PER_NODE))
     await waiting[-1].open()

@@ -8,7 +8,6 @@ import base64
 import pytest
 from server_harness import Exchange, capabilities
 
-from bourse.core.ratelimit import LogLimit
 from bourse.protocol.agent import (
     CancelJob,
     Heartbeat,
@@ -20,11 +19,9 @@ from bourse.protocol.agent import (
 )
 from bourse.protocol.common import AttemptRef
 from bourse.server.access import ALL
+from bourse.server.agents.frames import Batch, add_frame
 from bourse.server.commands import Command
 from bourse.server.errors import Unauthorized
-from bourse.server.hub import _record as hub_record
-from bourse.server.hub_frames import Batch, add_frame
-from bourse.server.logmeter import LogMeter
 from bourse.server.services import agents, jobs, placement, tokens
 
 pytestmark = pytest.mark.anyio
@@ -115,8 +112,8 @@ def _batch(*messages: Heartbeat | JobEvent) -> Batch:
 
 async def _recorded(exchange: Exchange, node_id: str, batch: Batch) -> list[Command]:
     async with exchange.state.db.write() as session:
-        return await hub_record(session, node_id, batch, exchange.clock(), secrets=None,
-                                meter=LogMeter(LogLimit()))
+        return await exchange.state.hub.intake.record(session, node_id, batch,
+                                                      exchange.clock())
 
 
 async def test_a_heartbeat_older_than_a_starts_acceptance_does_not_lose_it(

@@ -63,8 +63,7 @@ async def test_the_start_carries_the_value_apart_and_logs_are_redacted(
     job_id, attempt, start = await _placed(exchange, agent, env=ENV, secrets=["HF_TOKEN"])
     assert start["spec"]["env"] == {"HF_TOKEN": REDACTED, "SEED": "7"}
     assert start["secret_env"] == {"HF_TOKEN": VALUE}  # the agent never spools these
-    assert exchange.state.hub.secrets is not None
-    exchange.state.hub.secrets._patterns.clear()  # a restarted coordinator reads them again
+    exchange.state.secrets._patterns.clear()  # a restarted coordinator reads them again
     await agent.log(job_id, attempt, 1, f"token={VALUE}\n".encode())
     logs = await exchange.client.get(f"/api/v1/jobs/{job_id}/logs")
     assert base64.b64decode(logs.json()["chunks"][0]["data"]) == b"token=[redacted]\n"

@@ -22,14 +22,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import websockets
 from pydantic import ValidationError
-from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import InvalidStatus
 
-from bourse.agent import credentials
+from bourse.agent import credentials, socket
 from bourse.agent.attempt import base_env
 from bourse.agent.bundles import BundleCache, BundleError
 from bourse.agent.containers import ContainerJobs, find_engine
@@ -46,11 +44,11 @@ from bourse.agent.probe.report import ProbeOptions, run_probe
 from bourse.agent.runtime import Runtime
 from bourse.agent.spool import Spool
 from bourse.agent.tunnel import NodeTunnel
+from bourse.channel import Channel, ChannelClosed
 from bourse.core.backoff import backoff_delay
 from bourse.core.cuda import PYTORCH_INDEX
 from bourse.core.ratelimit import LogLimit
 from bourse.protocol.agent import (
-    MAX_FRAME_BYTES,
     SERVER_TO_AGENT,
     Ack,
     CancelJob,
@@ -116,8 +114,8 @@ def advertised(caps: Capabilities, config: AgentConfig) -> Capabilities:
 class Session:
     """One live connection: a sender (outbox replay), a receiver and a heartbeat."""
 
-    def __init__(self, agent: Agent, ws: ClientConnection) -> None:
-        self.agent, self.ws = agent, ws
+    def __init__(self, agent: Agent, channel: Channel) -> None:
+        self.agent, self.channel = agent, channel
         self.lock = asyncio.Lock()
         self.in_flight: dict[int, int] = {}  # row id -> frame size
         self.acked = asyncio.Event()
@@ -131,7 +129,7 @@ class Session:
         async with self.lock:
             message = body() if callable(body) else body
             frame = envelope(msg_id or f"a{next(self._ids)}", message)
-            await self.ws.send(frame.model_dump_json())
+            await self.channel.send(frame.model_dump_json())
             return frame.id
 
     async def run(self) -> None:
@@ -168,18 +166,18 @@ class Session:
                        or sum(self.in_flight.values()) >= SEND_WINDOW_BYTES):
                     self.acked.clear()
                     await self.acked.wait()
-                self.in_flight[row.id] = await self._send_row(row.type, row.body(), row.id)
+                self.in_flight[row.id] = await self._send_row(row.message(), row.id)
                 after = row.id
 
-    async def _send_row(self, kind: str, body: dict[str, Any], row_id: int) -> int:
-        text = Envelope(id=f"o{row_id}", type=kind, body=body).model_dump_json()
+    async def _send_row(self, message: Wire, row_id: int) -> int:
+        text = envelope(f"o{row_id}", message).model_dump_json()
         async with self.lock:
-            await self.ws.send(text)
+            await self.channel.send(text)
         return len(text)
 
     async def _receiver(self) -> None:
-        async for text in self.ws:
-            frame = Envelope.model_validate(json.loads(text))
+        while True:
+            frame = Envelope.model_validate(json.loads(await self.channel.receive()))
             model = SERVER_TO_AGENT.get(frame.type)
             if model is None:
                 await self.send(Error(message=f"unknown message type {frame.type!r}",
@@ -248,9 +246,15 @@ class Session:
             await self.send(message, msg_id=f"m{next(self._ids)}")
 
 
+Dial = Callable[[], contextlib.AbstractAsyncContextManager[Channel]]
+
+
 class Agent:
-    def __init__(self, config: AgentConfig, rng: Callable[[], float] = random.random) -> None:
-        self.config, self.rng = config, rng
+    def __init__(self, config: AgentConfig, rng: Callable[[], float] = random.random,
+                 dial: Dial | None = None) -> None:
+        """``dial``: how to reach the coordinator (default: its WebSocket, ``agent.socket``;
+        tests give an in-memory channel, ``bourse.channel.memory_pair``)."""
+        self.config, self.rng, self._dial = config, rng, dial
         self.work_dir = private_dir(config.work_dir)  # the spool holds attempts' store keys
         self.isolation = for_agent(config.job_users, config.tmpfs_size, self.work_dir)
         self.spool = Spool(self.work_dir / "spool.db")
@@ -321,7 +325,7 @@ class Agent:
                 log.error("the exchange at %s refused this node (HTTP %s): its credential is "
                           "unknown or revoked; enrol again with --token (work dir %s)",
                           self.config.server, exc.response.status_code, self.work_dir)
-            except (OSError, websockets.WebSocketException, TimeoutError) as exc:
+            except (OSError, websockets.WebSocketException, TimeoutError, ChannelClosed) as exc:
                 log.warning("connection to %s ended: %s", self.config.server, exc)
             self.failures += 1
             delay = backoff_delay(self.failures, self.rng(), base=BACKOFF_BASE_S,
@@ -329,14 +333,16 @@ class Agent:
             log.info("reconnecting in %.1f s", delay)
             await asyncio.sleep(delay)
 
-    async def _session(self) -> None:
+    def dial(self) -> contextlib.AbstractAsyncContextManager[Channel]:
+        if self._dial is not None:
+            return self._dial()
         assert self.cred is not None
+        return socket.dial(self.ws_url, self.cred.credential, self.config.keep_alive_s)
+
+    async def _session(self) -> None:
         keep_alive = self.config.keep_alive_s
-        async with websockets.connect(
-                self.ws_url, additional_headers={"Authorization": f"Bearer {self.cred.credential}"},
-                ping_interval=keep_alive, ping_timeout=keep_alive * 2,
-                max_size=MAX_FRAME_BYTES, open_timeout=15, compression=None) as ws:
-            session = Session(self, ws)
+        async with self.dial() as channel:
+            session = Session(self, channel)
             caps = advertised(await asyncio.to_thread(probe, self.work_dir, self.config.cpus),
                               self.config)
             self.fingerprint, self.caps = caps.fingerprint, caps
@@ -346,7 +352,8 @@ class Agent:
                                              keep_alive_s=keep_alive,
                                              declared=self.config.declared,
                                              features=[STREAMS_FEATURE]))
-            welcome = Envelope.model_validate(json.loads(await asyncio.wait_for(ws.recv(), 15)))
+            welcome = Envelope.model_validate(json.loads(
+                await asyncio.wait_for(channel.receive(), 15)))
             if welcome.type != "welcome":
                 raise websockets.WebSocketException(f"expected welcome, got {welcome.type}")
             welcomed = Welcome.model_validate(welcome.body)

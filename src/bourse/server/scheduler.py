@@ -15,10 +15,11 @@ from collections.abc import Callable
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bourse.server.agents.connections import Connections
+from bourse.server.agents.dispatch import Dispatch
 from bourse.server.commands import Command
 from bourse.server.config import ServerConfig
 from bourse.server.db.database import Database
-from bourse.server.hub import Hub
 from bourse.server.notifier import Notifier
 from bourse.server.services.liveness import detect_lost_nodes, expire_start_leases
 from bourse.server.services.placement import Memo, PlacementReport, place_pending
@@ -29,9 +30,11 @@ KICK_GATHER_S = 0.005  # kicks arriving within this are served by one placement 
 
 
 class Scheduler:
-    def __init__(self, db: Database, hub: Hub, notifier: Notifier, config: ServerConfig,
+    def __init__(self, db: Database, dispatch: Dispatch, connections: Connections,
+                 notifier: Notifier, config: ServerConfig, *,
                  clock: Callable[[], float] = time.time) -> None:
-        self.db, self.hub, self.notifier, self.config, self.clock = db, hub, notifier, config, clock
+        self.db, self.dispatch, self.connections = db, dispatch, connections
+        self.notifier, self.config, self.clock = notifier, config, clock
         self._wake = asyncio.Event()
         self.memo = Memo()  # what placement passes keep between them
 
@@ -52,7 +55,7 @@ class Scheduler:
         report.lost_nodes = lost
         for node_id in lost:
             log.warning("node %s lost: silent for longer than its loss window", node_id)
-            await self.hub.close_node(node_id, "declared lost")
+            await self.connections.close(node_id, "declared lost")
         self._after(report, changed=bool(lost or expired))
         return report
 
@@ -81,7 +84,7 @@ class Scheduler:
         return report.commands
 
     def _after(self, report: PlacementReport, changed: bool) -> None:
-        self.hub.send(report.commands)
+        self.dispatch.send(report.commands)
         if changed or report.placed or report.failed:
             self.notifier.notify()
         if report.more:

@@ -8,6 +8,10 @@ from dataclasses import dataclass, field
 
 from bourse.protocol.common import JobSpec
 from bourse.server import keys
+from bourse.server.agents.connections import Connections
+from bourse.server.agents.dispatch import Dispatch
+from bourse.server.agents.hub import Hub
+from bourse.server.agents.intake import Intake
 from bourse.server.audit_seal import SEAL_FILE, SealFile
 from bourse.server.audit_writer import AuditWriter
 from bourse.server.bundles import BundleStore
@@ -15,7 +19,6 @@ from bourse.server.config import ServerConfig
 from bourse.server.dataplane import DataPlane
 from bourse.server.db.database import Database
 from bourse.server.db.schema import Job
-from bourse.server.hub import Hub
 from bourse.server.logarchive import LogArchive
 from bourse.server.logmeter import LogMeter
 from bourse.server.notifier import Notifier
@@ -35,6 +38,7 @@ class ServerState:
     hub: Hub
     scheduler: Scheduler
     bundles: BundleStore
+    secrets: SecretKeeper  # the hub's: fills starts with secrets, redacts what attempts say
     clock: Callable[[], float] = time.time
     principals: PrincipalCache = field(default_factory=PrincipalCache)
     dataplane: DataPlane | None = None
@@ -51,7 +55,7 @@ class ServerState:
 
     def open_key(self) -> None:
         self.key = keys.load_or_create(self.config.data_dir)
-        self.hub.secrets = SecretKeeper(self.secret_box)
+        self.secrets.open(self.secret_box)
 
     async def open_audit_seal(self) -> None:
         """The audit trail's seal in the data dir (``audit_seal``), once the chain's head is
@@ -78,17 +82,21 @@ class ServerState:
 
     @classmethod
     def build(cls, config: ServerConfig, clock: Callable[[], float] = time.time) -> ServerState:
-        db = Database(config.db_url)
-        notifier = Notifier()
-        hub = Hub(db, notifier, lambda: None, loss_window_s=config.loss_window_s, clock=clock,
-                  start_lease_s=config.start_lease_s)
-        scheduler = Scheduler(db, hub, notifier, config, clock)
-        hub.on_change = scheduler.kick
-        hub.place_in = scheduler.place_in
-        hub.metrics = config.metrics
-        hub.log_meter = LogMeter(config.log_limit)
+        """Each part is given its collaborators when it is made: connections, then what is
+        sent to agents, the scheduler (which sends), what agents report (which places in its
+        transaction and kicks the scheduler), and the hub over all three."""
+        db, notifier, secrets = Database(config.db_url), Notifier(), SecretKeeper()
+        connections = Connections()
+        dispatch = Dispatch(db, notifier, connections, secrets, clock)
+        scheduler = Scheduler(db, dispatch, connections, notifier, config, clock=clock)
+        intake = Intake(db, notifier, dispatch, place_in=scheduler.place_in,
+                        on_change=scheduler.kick, secrets=secrets,
+                        meter=LogMeter(config.log_limit), metrics=config.metrics, clock=clock)
+        hub = Hub(db, notifier, connections, dispatch, intake, on_change=scheduler.kick,
+                  loss_window_s=config.loss_window_s, start_lease_s=config.start_lease_s,
+                  clock=clock)
         bundles = BundleStore(config.bundles_dir, config.bundle_max_bytes)
-        return cls(config, db, notifier, hub, scheduler, bundles, clock)
+        return cls(config, db, notifier, hub, scheduler, bundles, secrets, clock)
 
     @property
     def store_root(self) -> StoreURI | None:
@@ -99,7 +107,7 @@ class ServerState:
         """Wire a data plane in (at start): starts get data plans, ended attempts lose their
         credentials after each commit, and bundles go to the store."""
         self.dataplane = dataplane
-        self.hub.dataplane = dataplane
+        self.hub.dispatch.use_dataplane(dataplane)
         self.bundles.remote = dataplane.store if dataplane is not None else None
         self.logs = (LogArchive(self.db, dataplane.store, self.clock,
                                 self.config.archive_logs_after_s)

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request, WebSocket
 
 from bourse.core.errors import BourseError
 from bourse.protocol.api import EnrollRequest, EnrollResponse
+from bourse.server.agents.socket import SocketChannel
 from bourse.server.errors import responses
 from bourse.server.routes.deps import State, bearer, get_state, principal_of
 from bourse.server.routes.sockets import record_socket
@@ -36,7 +37,7 @@ async def agent_socket(ws: WebSocket) -> None:
     await _audit(ws, "connected")
     await ws.accept()
     try:
-        await get_state(ws).hub.serve(ws, principal.node_id)
+        await get_state(ws).hub.serve(SocketChannel(ws), principal.node_id)
     finally:
         await _audit(ws, "ended")
 

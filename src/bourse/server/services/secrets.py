@@ -145,9 +145,22 @@ def names_secrets(spec: JobSpec) -> bool:
 class SecretKeeper:
     """The hub's side: fills starts with their secrets and redacts what attempts report."""
 
-    def __init__(self, box: SecretBox) -> None:
-        self.box = box
+    def __init__(self, box: SecretBox | None = None) -> None:
+        self._box = box  # the server key's, given at start (``open``)
         self._patterns: dict[str, tuple[bytes, ...]] = {}  # job id -> what to redact
+
+    def open(self, box: SecretBox) -> None:
+        self._box = box
+
+    @property
+    def ready(self) -> bool:
+        """Whether the server key is loaded (before that, nothing is sealed or opened)."""
+        return self._box is not None
+
+    @property
+    def box(self) -> SecretBox:
+        assert self._box is not None, "the server key is loaded at start"
+        return self._box
 
     @staticmethod
     def needs(command: Command) -> bool:

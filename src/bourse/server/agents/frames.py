@@ -1,4 +1,4 @@
-"""What the hub reads from an agent's WebSocket: a frame's validation (`parse_frame`), the
+"""What the hub reads from an agent's channel: a frame's validation (`parse_frame`), the
 messages of a connection queued for one transaction (`Batch`), and the connection itself."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import json
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
-from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from bourse.channel import Channel
 from bourse.protocol.agent import (
     AGENT_TO_SERVER,
     Ack,
@@ -26,7 +26,6 @@ from bourse.protocol.agent import (
 )
 from bourse.protocol.common import ProbeReport, Wire
 from bourse.protocol.version import PROTOCOL_VERSION
-from bourse.server.limits import MAX_FRAME_BYTES
 
 
 class Malformed(Exception):
@@ -37,7 +36,7 @@ class Malformed(Exception):
 class Connection:
     node_id: str
     session: str
-    ws: WebSocket
+    channel: Channel
     outbox: asyncio.Queue[str] = field(default_factory=asyncio.Queue)
     features: frozenset[str] = frozenset()  # what the agent said it speaks (Hello.features)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
@@ -119,17 +118,3 @@ def add_frame(batch: Batch, frame: Envelope, body: Wire | None) -> None:
         return  # a second hello on the same connection changes nothing
     if not isinstance(body, Ack | Error):
         batch.ids.append(frame.id)
-
-
-async def receive_text(ws: WebSocket) -> str:
-    """The next text frame; a binary frame is malformed; a close raises WebSocketDisconnect."""
-    message = await ws.receive()
-    if message["type"] == "websocket.disconnect":
-        raise WebSocketDisconnect(message.get("code", 1000), message.get("reason"))
-    text = message.get("text")
-    if text is None:
-        raise Malformed("binary frames are not part of the protocol")
-    if len(text) > MAX_FRAME_BYTES:  # characters: a lower bound of its bytes
-        raise Malformed(f"a frame of {len(text)} characters is larger than the limit of "
-                        f"{MAX_FRAME_BYTES} bytes")
-    return str(text)
