@@ -13,13 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bourse.agent.spool import (
-    AttemptRecord,
-    AttemptStatus,
-    IllegalTransition,
-    Spool,
-    check_transition,
-)
+from bourse.agent.spool import AttemptRecord, AttemptStatus, Spool, check_transition
+from bourse.core.states import IllegalTransition
 from bourse.protocol.agent import JobEvent, LogChunk
 from bourse.protocol.common import AttemptRef
 

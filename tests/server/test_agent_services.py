@@ -8,6 +8,7 @@ import base64
 import pytest
 from server_harness import Exchange, capabilities
 
+from bourse.core.errors import Unauthorized
 from bourse.protocol.agent import (
     CancelJob,
     Heartbeat,
@@ -21,7 +22,6 @@ from bourse.protocol.common import AttemptRef
 from bourse.server.access import ALL
 from bourse.server.agents.frames import Batch, add_frame
 from bourse.server.commands import Command
-from bourse.server.errors import Unauthorized
 from bourse.server.services import agents, jobs, placement, tokens
 
 pytestmark = pytest.mark.anyio

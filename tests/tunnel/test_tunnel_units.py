@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from bourse.app.work import Work
-from bourse.core.errors import InvalidInput
+from bourse.core.errors import Conflict, InvalidInput
 from bourse.protocol.common import JobSpec, Port, parse_port
 from bourse.protocol.stream import (
     CHUNK,
@@ -23,7 +23,6 @@ from bourse.protocol.stream import (
     StreamOpened,
     StreamWindow,
 )
-from bourse.server.errors import Conflict
 from bourse.server.proxy import request_headers, response_headers
 from bourse.server.tunnels import Tunnels, Unreachable
 from bourse.tunnel.stream import Stream, StreamClosed

@@ -47,6 +47,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from bourse.core.states import IllegalTransition  # on the node, a bug in the runtime
 from bourse.protocol.agent import EventKind, JobEvent, LogChunk
 from bourse.protocol.common import AttemptRef
 
@@ -101,10 +102,6 @@ TRANSITIONS: dict[AttemptStatus, frozenset[AttemptStatus]] = {
     AttemptStatus.START_FAILED: frozenset({AttemptStatus.STALE}),
     AttemptStatus.STALE: frozenset(),
 }
-
-
-class IllegalTransition(RuntimeError):
-    """A bug in the runtime: it tried to move an attempt along an edge that does not exist."""
 
 
 def check_transition(old: AttemptStatus, new: AttemptStatus) -> None:

@@ -2,8 +2,10 @@
 
 Every error a user can cause derives from :class:`BourseError` and says what was wrong and what
 to do. The CLI maps them to exit codes and the server to HTTP statuses in one place each
-(``bourse.cli.errors`` and, later, ``bourse.server.errors``) by reading ``exit_code`` and
-``http_status`` here.
+(``bourse.cli.errors`` and ``bourse.server.errors``) by reading ``exit_code`` and
+``http_status`` here. Each error is defined once, for both sides of the wire: the coordinator
+raises these, and the SDK raises them again (as ``bourse.sdk.errors.ApiError`` subclasses of
+the same classes) from the status the coordinator answered with.
 """
 
 from __future__ import annotations
@@ -67,3 +69,43 @@ class NoMatch(BourseError):
 class NotFound(BourseError):
     exit_code = 1
     http_status = 404
+
+
+class Unauthorized(BourseError):
+    """No token, or one that is unknown, revoked or expired."""
+
+    exit_code = 2
+    http_status = 401
+
+
+class Forbidden(BourseError):
+    """The token's role may not do this (or the data is another project's)."""
+
+    exit_code = 2
+    http_status = 403
+
+
+class Conflict(BourseError):
+    """Conflicts with the current state."""
+
+    exit_code = 1
+    http_status = 409
+
+
+class TooLarge(InvalidInput):
+    """A body, bundle or frame over its limit."""
+
+    exit_code = 2
+    http_status = 413
+
+
+class TooMany(BourseError):
+    """A limit on what is open at once was reached: answered 429 with ``Retry-After``."""
+
+    exit_code = 1
+    http_status = 429
+
+    def __init__(self, message: str, *, hint: str | None = None,
+                 retry_after_s: int = 5) -> None:
+        super().__init__(message, hint=hint)
+        self.retry_after_s = retry_after_s

@@ -16,36 +16,43 @@ from typing import Any
 
 import httpx
 
-from bourse.core.errors import BourseError, InvalidInput, NotFound
+from bourse.core import errors
+from bourse.core.errors import BourseError, InvalidInput
 
 
 class ApiError(BourseError):
-    """The exchange answered with an error status; ``status`` is that status (0 if none)."""
+    """The exchange answered with an error status; ``status`` is that status (0 if none).
+    The classes below are the core's (``bourse.core.errors``: one definition of each, with
+    its exit code, for both sides of the wire) as the exchange reported them."""
 
     status = 0
 
 
-class Unauthorized(ApiError):
-    exit_code = 2
+class Unauthorized(ApiError, errors.Unauthorized):
+    pass
 
 
-class Forbidden(ApiError):
-    exit_code = 2
+class Forbidden(ApiError, errors.Forbidden):
+    pass
 
 
-class ApiNotFound(ApiError, NotFound):
-    exit_code = 1
+class ApiNotFound(ApiError, errors.NotFound):
+    pass
 
 
-class Conflict(ApiError):
-    exit_code = 1
+class Conflict(ApiError, errors.Conflict):
+    pass
 
 
-class ApiInvalidInput(ApiError, InvalidInput):
-    exit_code = 2
+class ApiInvalidInput(ApiError, errors.InvalidInput):
+    pass
 
 
-class TooLarge(ApiInvalidInput):
+class TooLarge(ApiInvalidInput, errors.TooLarge):
+    pass
+
+
+class TooMany(ApiError, errors.TooMany):
     pass
 
 
@@ -75,7 +82,7 @@ class WaitTimeout(BourseError):
 
 _BY_STATUS: dict[int, type[ApiError]] = {
     400: ApiInvalidInput, 401: Unauthorized, 403: Forbidden, 404: ApiNotFound, 409: Conflict,
-    413: TooLarge, 422: ApiInvalidInput,
+    413: TooLarge, 422: ApiInvalidInput, 429: TooMany,
 }
 _HINTS = {
     401: "check BOURSE_TOKEN, or run `bourse login` again",

@@ -18,9 +18,8 @@ import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from bourse.core.errors import InvalidInput
+from bourse.core.errors import InvalidInput, TooLarge
 from bourse.core.units import format_bytes
-from bourse.server.errors import TooLarge
 from bourse.storage.errors import ObjectNotFound
 from bourse.storage.store import ObjectStore
 

@@ -11,20 +11,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from bourse.core.errors import BourseError, InvalidInput
+from bourse.core.errors import BourseError, Forbidden, InvalidInput, TooMany, Unauthorized
 from bourse.protocol.api import ErrorView
 
 log = logging.getLogger(__name__)
-
-
-class Unauthorized(BourseError):
-    exit_code = 2
-    http_status = 401
-
-
-class Forbidden(BourseError):
-    exit_code = 2
-    http_status = 403
 
 
 class ForeignData(Forbidden):
@@ -35,28 +25,6 @@ class ForeignData(Forbidden):
                  hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.field = field
-
-
-class Conflict(BourseError):
-    exit_code = 1
-    http_status = 409
-
-
-class TooLarge(BourseError):
-    exit_code = 2
-    http_status = 413
-
-
-class TooMany(BourseError):
-    """A limit on what is open at once was reached: answered 429 with ``Retry-After``."""
-
-    exit_code = 1
-    http_status = 429
-
-    def __init__(self, message: str, *, hint: str | None = None,
-                 retry_after_s: int = 5) -> None:
-        super().__init__(message, hint=hint)
-        self.retry_after_s = retry_after_s
 
 
 # What each error status means, as the OpenAPI document says it; every body is an ErrorView.

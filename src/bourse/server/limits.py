@@ -12,8 +12,8 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from bourse.core.errors import TooLarge
 from bourse.core.units import format_bytes
-from bourse.server.errors import TooLarge
 
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a batch of 1,000 job specs fits many times over
 MAX_FRAME_BYTES = MAX_BODY_BYTES  # one WebSocket message, from an agent or a user

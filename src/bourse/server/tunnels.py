@@ -14,7 +14,7 @@ import asyncio
 import itertools
 from typing import Protocol
 
-from bourse.core.errors import BourseError
+from bourse.core.errors import BourseError, Conflict, TooMany
 from bourse.protocol.common import Wire
 from bourse.protocol.stream import (
     MAX_STREAMS,
@@ -25,7 +25,6 @@ from bourse.protocol.stream import (
     StreamOpen,
     StreamOpened,
 )
-from bourse.server.errors import Conflict, TooMany
 from bourse.tunnel.stream import Stream
 
 OPEN_TIMEOUT_S = 15.0

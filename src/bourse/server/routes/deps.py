@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 from starlette.requests import HTTPConnection
 
+from bourse.core.errors import Forbidden
 from bourse.server.auditing import remember
-from bourse.server.errors import Forbidden
 from bourse.server.services.tokens import Principal, TokenKind, authenticate
 from bourse.server.state import ServerState
 

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
+from bourse.core.errors import Forbidden
 from bourse.protocol.api import (
     EnrollmentCreate,
     EnrollmentToken,
@@ -16,7 +17,7 @@ from bourse.protocol.api import (
     ReclaimResult,
 )
 from bourse.protocol.common import ID_PATTERN
-from bourse.server.errors import Forbidden, responses
+from bourse.server.errors import responses
 from bourse.server.routes.deps import Admin, Provider, State, User
 from bourse.server.services import nodes, projects, reclaim, tokens
 

@@ -15,12 +15,11 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import RedirectResponse, Response
 from starlette.websockets import WebSocket
 
-from bourse.core.errors import BourseError, NotFound
+from bourse.core.errors import BourseError, Forbidden, NotFound, Unauthorized
 from bourse.protocol.common import ID_PATTERN, Port
 from bourse.protocol.stream import PortTarget
 from bourse.server.auditing import remember
 from bourse.server.cookie import COOKIE
-from bourse.server.errors import Forbidden, Unauthorized
 from bourse.server.proxy import BadGateway, Upstream, proxy_http, proxy_websocket
 from bourse.server.routes.deps import bearer, get_state, principal_of
 from bourse.server.routes.sockets import refuse

@@ -7,7 +7,7 @@ import re
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bourse.core.errors import InvalidInput, NotFound
+from bourse.core.errors import Conflict, InvalidInput, NotFound
 from bourse.protocol.access import (
     TAG_PATTERN,
     ProjectCreate,
@@ -18,7 +18,6 @@ from bourse.protocol.access import (
 )
 from bourse.server.access import Scope
 from bourse.server.db.schema import DEFAULT_PROJECT, Project, Token
-from bourse.server.errors import Conflict
 from bourse.server.ids import new_id
 from bourse.server.services.tokens import create_token
 

@@ -6,11 +6,10 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bourse.core.errors import NotFound
+from bourse.core.errors import Conflict, NotFound
 from bourse.core.states import JobState
 from bourse.protocol.common import JobSpec, Port
 from bourse.server.access import Scope
-from bourse.server.errors import Conflict
 from bourse.server.services.jobs import get_job
 from bourse.server.services.specs import spec_of
 

@@ -16,10 +16,10 @@ from typing import Literal
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bourse.core.errors import Unauthorized
 from bourse.core.states import NodeState
 from bourse.server.access import ALL, Scope
 from bourse.server.db.schema import DEFAULT_PROJECT, Node, Token
-from bourse.server.errors import Unauthorized
 from bourse.server.ids import digest, new_id, new_secret
 
 TokenKind = Literal["user", "enroll", "node"]

@@ -18,10 +18,9 @@ from urllib.parse import quote, urlsplit
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from bourse.core.errors import BourseError, InvalidInput, NotFound
+from bourse.core.errors import BourseError, InvalidInput, NotFound, Unauthorized
 from bourse.protocol.common import ID_PATTERN
 from bourse.server.access import Scope
-from bourse.server.errors import Unauthorized
 from bourse.server.routes.deps import get_state
 from bourse.server.state import ServerState
 from bourse.server.ui.render import json_response, page, secured

@@ -15,7 +15,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from bourse.server.errors import Unauthorized
+from bourse.core.errors import Unauthorized
 from bourse.server.routes.deps import get_state
 from bourse.server.ui.guard import Ctx
 from bourse.server.ui.render import page, secured

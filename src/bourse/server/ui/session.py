@@ -25,9 +25,9 @@ from urllib.parse import parse_qs, urlsplit
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 
+from bourse.core.errors import Forbidden
 from bourse.server.auditing import remember
 from bourse.server.cookie import COOKIE
-from bourse.server.errors import Forbidden
 from bourse.server.services.tokens import Principal, authenticate
 from bourse.server.state import ServerState
 
