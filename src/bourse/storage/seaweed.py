@@ -187,6 +187,12 @@ def _orphan_pid(pid_file: Path, weed_dir: Path) -> int | None:
     return pid if f"-dir={weed_dir}" in _cmdline(pid) else None
 
 
+def running_weed(data_dir: Path) -> int | None:
+    """The pid of a ``weed`` still serving the store in ``data_dir`` (one whose owner was
+    killed before it could stop it), or None."""
+    return _orphan_pid(data_dir / "weed.pid", data_dir / "weed")
+
+
 def load_root_key(data_dir: Path) -> AccessKey:
     """The root identity of the server in ``data_dir``, generated on first use."""
     path = data_dir / "s3.json"
