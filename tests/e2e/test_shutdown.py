@@ -91,7 +91,7 @@ def test_a_followed_coordinator_stops_promptly_and_stops_its_store(
     exchange, follower = followed
     store = weed_pid(exchange)
 
-    os.kill(exchange.coordinator.proc.pid, sig)
+    os.killpg(exchange.coordinator.proc.pid, sig)  # its group, as a terminal's Ctrl-C does
 
     stopped_within(exchange, STOP_S)
     assert_store_not_restarted(exchange, store)
