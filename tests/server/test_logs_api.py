@@ -121,6 +121,23 @@ async def test_follow_streams_chunks_and_states_until_the_job_ends(
         ("job", "SUCCEEDED"), ("end", "SUCCEEDED")]
 
 
+async def test_follow_ends_without_end_when_the_coordinator_stops(live: Live) -> None:
+    """Asked to stop, the coordinator ends open follows at once (uvicorn would otherwise
+    wait for them until their jobs end); no ``end``: the client reconnects from its cursor."""
+    exchange = live.exchange
+    job = await exchange.submit()  # pending, with no agent: its follow would stay open
+    headers = {"Authorization": f"Bearer {exchange.admin_token}"}
+    async with httpx.AsyncClient(base_url=live.http_url, headers=headers) as client, \
+            client.stream("GET", f"/api/v1/jobs/{job['id']}/logs/follow") as response:
+        events = _sse(response)
+        kind, view = await _next(events)
+        assert (kind, view["state"]) == ("job", "PENDING")
+        exchange.state.notifier.close()
+        async with asyncio.timeout(WAIT_S):
+            rest = [item async for item in events]
+    assert rest == [("stopping", {"reason": "the coordinator is stopping"})]
+
+
 async def test_follow_of_an_ended_job_replays_and_ends(exchange: Exchange) -> None:
     job = await exchange.submit()
     await exchange.client.post(f"/api/v1/jobs/{job['id']}/cancel")

@@ -88,6 +88,26 @@ def test_supervision_restarts_a_dead_server_and_stops_cleanly(tmp_path: Path) ->
         server.stop()
 
 
+def test_supervision_restarts_nothing_once_its_owner_is_stopping(tmp_path: Path) -> None:
+    """The store got the signal meant for its owner's whole group while the owner stops."""
+    server = SeaweedServer(tmp_path / "sw", restart=RestartPolicy(base=0.5))
+    server.start()
+    try:
+        pid = server.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+        now = time.monotonic()
+        for later in (0.0, 1.0, 5.0):
+            server.tick(now + later, stopping=lambda: True)
+        assert server.restarts == 0 and server.failures == 0
+        assert server.pid == pid  # left for `stop` to collect
+        server.stop()
+        assert server.state is State.STOPPED and not psutil.pid_exists(pid)
+    finally:
+        server.stop()
+
+
 def test_a_server_that_cannot_start_fails_with_its_log(tmp_path: Path) -> None:
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))

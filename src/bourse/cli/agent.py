@@ -15,6 +15,7 @@ import click
 
 from bourse.agent.daemon import AgentConfig, Spot, run_agent
 from bourse.agent.indexes import PackageSources
+from bourse.agent.lock import hold
 from bourse.agent.probe import ProbeOptions, run_probe
 from bourse.cli import loop
 from bourse.cli.errors import EXIT_NO_RESULT, EXIT_OK, handles_errors
@@ -133,7 +134,8 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
                          torch_index=torch_index, metrics_interval_s=metrics_interval,
                          job_users=job_users, tmpfs_size=tmpfs_size,
                          log_limit=LogLimit.parse(log_rate, log_burst))
-    loop.run(run_agent(config))
+    with hold(work_dir):  # one agent per work dir: it owns the credential and the spool
+        loop.run(run_agent(config))
 
 
 def package_sources(index_url: str | None, extra: tuple[str, ...], find_links: tuple[str, ...],

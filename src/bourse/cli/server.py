@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,26 @@ from bourse.server.app import create_app
 from bourse.server.config import MetricsConfig, ServerConfig, StoreConfig
 from bourse.server.db.database import sqlite_url
 from bourse.server.limits import MAX_FRAME_BYTES
+
+# How long a stopping coordinator waits for requests in flight before it cancels them. Log
+# follows end at once (`Notifier.close`); what is left is a request or two, and the UI's long
+# polls, which answer as soon as the notifier closes.
+GRACEFUL_SHUTDOWN_S = 5
+
+
+class Coordinator(uvicorn.Server):
+    """uvicorn's server, which tells the app it is stopping before it waits for open
+    connections: uvicorn waits for every response to end, and a log follow ends only with
+    its job, so a followed coordinator would not stop until then (and would keep
+    supervising its store meanwhile)."""
+
+    def __init__(self, config: uvicorn.Config, on_stop: Callable[[], None]) -> None:
+        super().__init__(config)
+        self.on_stop = on_stop
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.on_stop()
+        await super().shutdown(sockets)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -153,8 +174,10 @@ def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_
                                metrics_keep_days),
         log_limit=log_limit)
     app = create_app(config)
-    uv = uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False,
-                                       ws_max_size=MAX_FRAME_BYTES, lifespan="on"))
+    uv = Coordinator(uvicorn.Config(app, log_level=log_level, access_log=False,
+                                    ws_max_size=MAX_FRAME_BYTES, lifespan="on",
+                                    timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S),
+                     on_stop=app.state.bourse.notifier.close)
     write_state(data_dir, url)
     click.echo(f"bourse coordinator listening on {url}", err=True)
     loop.run(uv.serve(sockets=[sock]))

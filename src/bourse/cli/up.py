@@ -33,21 +33,32 @@ def up(data_dir: Path | None, agents: int, port: int | None, keep_alive: float,
        cpus: int | None, as_json: bool) -> None:
     """Start a local exchange in the background; later commands find it automatically."""
     exchange = LocalExchange(_data_dir(data_dir), keep_alive_s=keep_alive)
-    already = exchange.status()
-    if not as_json and already is None:
-        click.echo(f"starting a local exchange in {exchange.data_dir} ...", err=True)
+    if not as_json:
+        _starting(exchange)
     status = exchange.up(agents=agents, port=port, cpus=cpus)
     if as_json:
         echo_json(status.to_json() | {"data_dir": str(exchange.data_dir),
-                                      "already_running": already is not None})
+                                      "already_running": status.already_running})
         return
-    verb = "already running" if already else "running"
+    verb = "already running" if status.already_running else "running"
     click.echo(f"bourse exchange {verb} at {status.url} "
                f"({len(status.agent_pids)} agent{'s' if len(status.agent_pids) != 1 else ''})")
+    if status.kept and status.started:
+        click.echo(f"kept what was running ({', '.join(status.kept)}); started "
+                   f"{', '.join(status.started)}", err=True)
     stop = down_command(exchange.data_dir)
     click.echo(f"credentials: {credentials_path()}   stop it with: {stop}", err=True)
     click.echo(f"web UI: {status.url}/ui/ (`bourse ui` prints a link that signs you in)",
                err=True)
+
+
+def _starting(exchange: LocalExchange) -> None:
+    running = exchange.running()
+    if not running:
+        click.echo(f"starting a local exchange in {exchange.data_dir} ...", err=True)
+    elif "coordinator" not in running:
+        click.echo(f"the local exchange in {exchange.data_dir} is partly running "
+                   f"({', '.join(running)}): starting the rest ...", err=True)
 
 
 def down_command(data_dir: Path) -> str:
@@ -62,6 +73,9 @@ def down_command(data_dir: Path) -> str:
               help="The exchange's data dir (default: ~/.bourse/local).")
 @handles_errors
 def down(data_dir: Path | None) -> None:
-    """Stop the local exchange and everything it started (agents, their jobs)."""
-    stopped = LocalExchange(_data_dir(data_dir)).down()
-    click.echo("stopped: " + ", ".join(stopped) if stopped else "nothing was running")
+    """Stop the local exchange and everything it started (agents, their jobs, the
+    coordinator and its store); waits until they have ended."""
+    done = LocalExchange(_data_dir(data_dir)).down()
+    click.echo("stopped: " + ", ".join(done.stopped) if done.stopped else "nothing was running")
+    if done.gone:
+        click.echo("already gone: " + ", ".join(done.gone))

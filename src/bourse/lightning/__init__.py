@@ -1,4 +1,14 @@
-"""PyTorch Lightning integration: checkpoints in the job's object store, resumed on retry."""
+"""PyTorch Lightning integration: checkpoints in the job's object store, resumed on retry.
+
+Needs the ``train`` extra (``pip install 'bourse[train]'``): Lightning is not a dependency of
+the exchange itself.
+"""
+
+try:
+    import lightning  # noqa: F401  (the extra this package is for)
+except ImportError as exc:
+    raise ImportError("bourse.lightning needs PyTorch Lightning: pip install 'bourse[train]'",
+                      name=exc.name) from exc
 
 from bourse.lightning.checkpoint import BourseCheckpoint, resume_path
 

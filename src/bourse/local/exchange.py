@@ -1,11 +1,17 @@
 """``LocalExchange``: what ``bourse up`` and ``bourse down`` manage.
 
-Layout of the data dir: ``server/`` (the coordinator's database, bundles, log),
-``agent-N/`` (each agent's work dir), and ``up.json`` (pids and URL of what is running).
+Layout of the data dir: ``server/`` (the coordinator's database, bundles, log, store),
+``agent-N/`` (each agent's work dir), ``up.json`` (what ``up`` started: ``record``) and
+``up.lock`` (one ``up`` or ``down`` at a time).
+
+``up`` adopts what already runs for the data dir (``inventory``) and starts only what does
+not: a coordinator that crashed is restarted on the same port, its agents kept (they reconnect
+to it). ``down`` stops every process of the exchange, and the jobs its agents started.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -21,10 +27,12 @@ from typing import Any
 import httpx
 
 from bourse.agent.isolation import unreachable
-from bourse.agent.shim import signal_group
+from bourse.agent.shim import is_alive, signal_group
 from bourse.agent.spool import AttemptStatus, Spool
-from bourse.core.errors import BourseError
-from bourse.local.processes import alive, free_port, port_free, spawn, stop
+from bourse.local import inventory
+from bourse.local.inventory import STORE, Inventory, LocalExchangeError
+from bourse.local.processes import Process, free_port, port_free, same, spawn, stop_all
+from bourse.local.record import COORDINATOR, Record, agent_role, save
 from bourse.sdk.client import Client
 from bourse.sdk.config import credentials_path, save_credentials
 
@@ -73,18 +81,29 @@ def bourse_home_at(home: Path) -> Iterator[dict[str, str]]:
             os.environ["BOURSE_HOME"] = previous
 
 
-class LocalExchangeError(BourseError):
-    exit_code = 1
-
-
 @dataclass
 class Status:
     url: str
     server_pid: int
     agent_pids: list[int] = field(default_factory=list)
+    started: list[str] = field(default_factory=list)  # roles this `up` started
+    kept: list[str] = field(default_factory=list)  # roles that were running: adopted
+
+    @property
+    def already_running(self) -> bool:
+        return not self.started
 
     def to_json(self) -> dict[str, Any]:
-        return {"url": self.url, "server_pid": self.server_pid, "agent_pids": self.agent_pids}
+        return {"url": self.url, "server_pid": self.server_pid, "agent_pids": self.agent_pids,
+                "started": self.started, "kept": self.kept}
+
+
+@dataclass
+class Stopped:
+    """What ``down`` did: processes it stopped, and recorded ones that had already ended."""
+
+    stopped: list[str] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -92,39 +111,84 @@ class LocalExchange:
     data_dir: Path
     keep_alive_s: float = 20.0
     metrics_interval_s: float | None = None  # the agents' default (5 s) unless set
+    stop_grace_s: float = 15.0  # SIGTERM, then SIGKILL after this
+
+    def __post_init__(self) -> None:
+        # one spelling of every path: processes are recognised by the paths in their arguments
+        self.data_dir = self.data_dir.expanduser().absolute()
 
     @property
     def state_file(self) -> Path:
         return self.data_dir / "up.json"
 
-    def status(self) -> Status | None:
-        """What is running, or None; a stale state file (processes gone) counts as None."""
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """One ``up`` or ``down`` at a time on this data dir."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.data_dir / "up.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            data = json.loads(self.state_file.read_text())
-        except (OSError, ValueError):
-            return None
-        status = Status(data["url"], data["server_pid"], data.get("agent_pids", []))
-        return status if alive(status.server_pid) else None
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def running(self) -> list[str]:
+        """The roles of this exchange's processes that run now (``coordinator``,
+        ``agent-N``)."""
+        return sorted(inventory.take(self.data_dir, self.state_file).live.processes)
 
     def up(self, agents: int = 1, port: int | None = None, cpus: int | None = None) -> Status:
-        """Start the coordinator and ``agents`` agents unless already running."""
-        running = self.status()
-        if running is not None:
-            return running
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        url, server_pid = self._start_server(port)
-        status = Status(url, server_pid)
-        self._save(status)
-        token = self._token(url)
-        client = Client(url, token)
-        for n in range(agents):
-            status.agent_pids.append(self._start_agent(client, url, n, cpus))
-            self._save(status)
-        self._wait_nodes(client, agents)
-        return status
+        """Bring the exchange up with at least ``agents`` agents (or as many as it had):
+        what runs is kept, what does not is started."""
+        with self._exclusive():
+            live = inventory.take(self.data_dir, self.state_file).live
+            status = Status("", 0)
+            url = self._coordinator(live, port, status)
+            client = Client(url, self._token(url))
+            live.agents = max(agents, live.agents)
+            for n in range(live.agents):
+                self._agent(live, client, n, cpus, status)
+            self._save(live)
+            self._wait_nodes(client, len(live.agent_roles))
+            return _status(live, status)
 
-    def _start_server(self, port: int | None) -> tuple[str, int]:
-        port = port or (DEFAULT_PORT if port_free(DEFAULT_PORT) else free_port())
+    def _coordinator(self, live: Record, port: int | None, status: Status) -> str:
+        """The URL of the running coordinator, started if it is not."""
+        if port is not None and live.processes and live.port not in (None, port):
+            raise LocalExchangeError(
+                f"the local exchange in {self.data_dir} runs on port {live.port}, not {port}",
+                hint=f"leave --port out, or stop it first with `bourse down --data-dir "
+                     f"{self.data_dir}`")
+        process = live.processes.get(COORDINATOR)
+        if process is not None:
+            self._wait_healthy(live.url, process, adopted=True)
+            status.kept.append(COORDINATOR)
+            return live.url
+        chosen = self._port(live, port)
+        live.url = f"http://127.0.0.1:{chosen}"
+        live.processes[COORDINATOR] = self._start_server(chosen)
+        self._save(live)  # recorded before it is waited on
+        self._wait_healthy(live.url, live.processes[COORDINATOR])
+        status.started.append(COORDINATOR)
+        return live.url
+
+    def _port(self, live: Record, port: int | None) -> int:
+        """The recorded port while agents run (they dial it), else the one asked for, the
+        recorded one, the default, or a free one."""
+        if live.processes:  # agents, without their coordinator
+            if live.port is None or not port_free(live.port):
+                raise LocalExchangeError(
+                    f"the agents of the local exchange in {self.data_dir} are running but "
+                    f"their coordinator's port ({live.port or 'unknown'}) is not free",
+                    hint=f"stop the exchange with `bourse down --data-dir {self.data_dir}`, "
+                         f"then start it again")
+            return live.port
+        for candidate in (port, live.port, DEFAULT_PORT):
+            if candidate is not None and (candidate == port or port_free(candidate)):
+                return candidate
+        return free_port()
+
+    def _start_server(self, port: int) -> Process:
         server_dir = self.data_dir / "server"
         (server_dir / "server.json").unlink(missing_ok=True)
         fresh = not (server_dir / "bourse.db").exists()
@@ -132,15 +196,14 @@ class LocalExchange:
                 "--keep-alive", str(self.keep_alive_s)]
         if fresh:
             args += ["--credentials", str(credentials_path())]
-        pid = spawn(args, server_dir / "server.log")
-        url = f"http://127.0.0.1:{port}"
-        self._wait_healthy(url, pid, server_dir / "server.log")
-        return url, pid
+        return spawn(args, server_dir / "server.log")
 
-    def _wait_healthy(self, url: str, pid: int, log: Path, timeout: float = 60.0) -> None:
+    def _wait_healthy(self, url: str, process: Process, timeout: float = 60.0,
+                      adopted: bool = False) -> None:
+        log = self.data_dir / "server" / "server.log"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not alive(pid):
+            if not same(process):
                 tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
                 raise LocalExchangeError(f"the coordinator exited during start:\n{tail}")
             try:
@@ -149,8 +212,10 @@ class LocalExchange:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
-        raise LocalExchangeError(f"the coordinator did not answer on {url} within "
-                                 f"{timeout:.0f} s; see {log}")
+        raise LocalExchangeError(
+            f"the coordinator (pid {process.pid}) {'runs but ' if adopted else ''}did not "
+            f"answer on {url} within {timeout:.0f} s; see {log}",
+            hint=f"`bourse down --data-dir {self.data_dir}` stops it")
 
     def _token(self, url: str) -> str:
         """The admin token (written by the server's first start); point it at ``url``."""
@@ -164,8 +229,19 @@ class LocalExchange:
         save_credentials(url, token)
         return token
 
-    def _start_agent(self, client: Client, url: str, n: int, cpus: int | None) -> int:
-        work_dir = self.data_dir / f"agent-{n}"
+    def _agent(self, live: Record, client: Client, n: int, cpus: int | None,
+               status: Status) -> None:
+        """Agent ``n``: kept when it runs, else started (and recorded at once)."""
+        role = agent_role(n)
+        if role in live.processes:
+            status.kept.append(role)
+            return
+        live.processes[role] = self._start_agent(client, live.url, n, cpus)
+        self._save(live)
+        status.started.append(role)
+
+    def _start_agent(self, client: Client, url: str, n: int, cpus: int | None) -> Process:
+        work_dir = self.data_dir / agent_role(n)
         name = f"local-{n}"
         args = ["agent", "--server", url, "--name", name, "--work-dir", str(work_dir),
                 "--keep-alive", str(self.keep_alive_s), "--storage-mb", "16"]
@@ -188,39 +264,54 @@ class LocalExchange:
         raise LocalExchangeError(f"agents did not connect and verify within {timeout:.0f} s; "
                                  f"see {self.data_dir}/agent-*/agent.log")
 
-    def _save(self, status: Status) -> None:
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(status.to_json()))
-        os.replace(tmp, self.state_file)
+    def _save(self, live: Record) -> None:
+        save(self.state_file, live)
 
-    def down(self) -> list[str]:
-        """Stop agents, the jobs they run, and the coordinator. Returns what was stopped."""
-        try:
-            data = json.loads(self.state_file.read_text())
-        except (OSError, ValueError):
-            return []
-        stopped = []
-        for pid in data.get("agent_pids", []):
-            if alive(pid):
-                stop(pid)
-                stopped.append(f"agent {pid}")
-        stopped += [f"job {pid}" for pid in self._kill_jobs()]
-        if alive(data["server_pid"]):
-            stop(data["server_pid"])
-            stopped.append(f"coordinator {data['server_pid']}")
-        self.state_file.unlink(missing_ok=True)
-        return stopped
+    def down(self) -> Stopped:
+        """Stop the agents, the jobs they run, the coordinator and its store: every process
+        of this exchange, recorded or found, and none that is not."""
+        if not self.data_dir.is_dir():
+            return Stopped()
+        with self._exclusive():
+            found = inventory.take(self.data_dir, self.state_file)
+            done = Stopped(gone=[found.describe(role) for role in found.gone])
+            self._stop(found, found.live.agent_roles, done)
+            done.stopped += [f"job (pid {pid})" for pid in self._kill_jobs()]
+            self._stop(found, [COORDINATOR] if COORDINATOR in found.live.processes else [],
+                       done)
+            if found.store is not None:
+                stop_all([found.store], self.stop_grace_s)
+                done.stopped.append(f"{STORE} (pid {found.store.pid})")
+            self.state_file.unlink(missing_ok=True)
+            return done
+
+    def _stop(self, found: Inventory, roles: list[str], done: Stopped) -> None:
+        processes = [found.live.processes[role] for role in roles]
+        stop_all(processes, self.stop_grace_s)
+        left = [role for role, process in zip(roles, processes, strict=True) if same(process)]
+        if left:
+            raise LocalExchangeError(f"{', '.join(map(found.describe, left))} did not stop "
+                                     f"after SIGKILL", hint="check the processes and retry")
+        done.stopped += [found.describe(role) for role in roles]
 
     def _kill_jobs(self) -> list[int]:
-        """Jobs survive their agent by design (it re-adopts them); ``down`` ends them too."""
+        """Jobs survive their agent by design (it re-adopts them); ``down`` ends them too:
+        each one still the process its agent started (same pid and start time)."""
         killed = []
         for spool_file in self.data_dir.glob("agent-*/spool.db"):
             spool = Spool(spool_file)
             try:
                 for record in spool.attempts(AttemptStatus.STARTING, AttemptStatus.RUNNING):
-                    if record.pid:
+                    if record.pid and is_alive(record.pid, record.proc_start):
                         signal_group(record.pid, signal.SIGKILL)
                         killed.append(record.pid)
             finally:
                 spool.close()
         return killed
+
+
+def _status(live: Record, status: Status) -> Status:
+    status.url = live.url
+    status.server_pid = live.processes[COORDINATOR].pid
+    status.agent_pids = [live.processes[role].pid for role in live.agent_roles]
+    return status

@@ -93,7 +93,7 @@ def create_app(config: ServerConfig, clock: Callable[[], float] = time.time,
             log.warning("ALLOW-UNVERIFIED: work will be placed on nodes that have not passed "
                         "verification. Use this for development only.")
         store = config.store if dataplane is None else StoreConfig.none()
-        async with open_dataplane(store, config.store_dir) as opened:
+        async with open_dataplane(store, config.store_dir, state.notifier.closing) as opened:
             await start_dataplane(state, dataplane or opened)
             # last, just before the server accepts agents: each node's loss window runs
             # from when it can reconnect, not from before a store that takes seconds to start
@@ -135,6 +135,7 @@ async def _running(state: ServerState, run_scheduler: bool) -> AsyncIterator[Non
     try:
         yield
     finally:
+        state.notifier.close()  # `bourse server` did already, before draining connections
         await _stop(scheduler)
         await _stop(renewer)
         await _stop(archiver)

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from types import TracebackType
@@ -155,6 +156,10 @@ class RestartPolicy:
         return min(self.cap, self.base * 2.0 ** max(failures - 1, 0))
 
 
+def _never() -> bool:
+    return False
+
+
 def _random_key(length: int, alphabet: str) -> str:
     return "".join(secrets.choice(alphabet) for _ in range(length))
 
@@ -185,6 +190,12 @@ def _orphan_pid(pid_file: Path, weed_dir: Path) -> int | None:
     except (OSError, ValueError):
         return None
     return pid if f"-dir={weed_dir}" in _cmdline(pid) else None
+
+
+def running_weed(data_dir: Path) -> int | None:
+    """The pid of a ``weed`` still serving the store in ``data_dir`` (one whose owner was
+    killed before it could stop it), or None."""
+    return _orphan_pid(data_dir / "weed.pid", data_dir / "weed")
 
 
 def load_root_key(data_dir: Path) -> AccessKey:
@@ -313,14 +324,18 @@ class SeaweedServer:
                  tb: TracebackType | None) -> None:
         self.stop()
 
-    def tick(self, now: float | None = None) -> State:
-        """One supervision step: notice a dead server, restart it once its backoff is over."""
+    def tick(self, now: float | None = None, stopping: Callable[[], bool] = _never) -> State:
+        """One supervision step: notice a dead server, restart it once its backoff is over.
+        Nothing once ``stopping()`` says the owner is stopping (a server that got the signal
+        meant for its owner's whole group is not restarted; `stop` collects it)."""
+        if stopping():
+            return self.state
         now = time.monotonic() if now is None else now
         if self.state is State.RUNNING and self._process and self._process.poll() is not None:
             code = self._process.returncode
             self._close_process()
             self._back_off(now, f"SeaweedFS exited with status {code}")
-        if self.state is State.BACKOFF and now >= self.restart_at:
+        if self.state is State.BACKOFF and now >= self.restart_at and not stopping():
             try:
                 self._spawn()
                 self._wait_ready()

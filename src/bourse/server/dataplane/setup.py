@@ -27,14 +27,17 @@ SUPERVISE_S = 1.0
 
 
 @contextlib.asynccontextmanager
-async def open_dataplane(config: StoreConfig, store_dir: Path) -> AsyncIterator[DataPlane | None]:
+async def open_dataplane(config: StoreConfig, store_dir: Path,
+                         stopping: asyncio.Event | None = None,
+                         ) -> AsyncIterator[DataPlane | None]:
     """The data plane for ``config`` (None for ``none``), closed (and the embedded store
-    stopped) on exit."""
+    stopped) on exit. Once ``stopping`` is set (the coordinator was asked to stop), the
+    embedded store is no longer restarted if it dies."""
     if config.kind == "none":
         yield None
         return
     if config.kind == "embedded":
-        async with _embedded(config, store_dir) as plane:
+        async with _embedded(config, store_dir, stopping or asyncio.Event()) as plane:
             yield plane
         return
     plane = await asyncio.to_thread(external, config)
@@ -46,10 +49,10 @@ def _ttl(config: StoreConfig) -> timedelta:
 
 
 @contextlib.asynccontextmanager
-async def _embedded(config: StoreConfig, store_dir: Path) -> AsyncIterator[DataPlane]:
+async def _embedded(config: StoreConfig, store_dir: Path,
+                    stopping: asyncio.Event) -> AsyncIterator[DataPlane]:
     server = SeaweedServer(store_dir, host=config.host)
     await asyncio.to_thread(server.start)  # ~1 s; blocking, so off the event loop
-    stopping = asyncio.Event()
     supervisor = asyncio.create_task(_supervise(server, stopping))
     try:
         settings = server.settings()
@@ -67,8 +70,8 @@ async def _supervise(server: SeaweedServer, stopping: asyncio.Event) -> None:
     """Restart the store when it dies. A tick runs in a thread; stopping waits for it to end
     (cancelling would leave it running next to `stop`)."""
     while not stopping.is_set():
-        try:
-            await asyncio.to_thread(server.tick)
+        try:  # `stopping.is_set` is read again in the thread, right before a restart
+            await asyncio.to_thread(server.tick, None, stopping.is_set)
         except Exception:
             log.exception("SeaweedFS supervision step failed")
         with contextlib.suppress(TimeoutError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Annotated
 
@@ -105,9 +106,10 @@ def _sse(event: str, data: str) -> str:
 async def _follow(state: ServerState, job_id: str, scope: Scope,
                   cursor: int) -> AsyncIterator[str]:
     """Chunks as they arrive, the job whenever its state (or its progress line) changes,
-    then ``end``."""
+    then ``end``; or ``stopping`` and no ``end`` when the coordinator is asked to stop (the
+    client reconnects from its cursor: the job is not over)."""
     last_state: tuple[str, str | None] | None = None
-    while True:
+    while not state.notifier.closed:
         seen = state.notifier.version
         async with state.db.read() as session:
             page = await jobs.read_logs(session, job_id, scope, cursor, 500, archive=state.logs)
@@ -123,3 +125,4 @@ async def _follow(state: ServerState, job_id: str, scope: Scope,
             return
         if not page.chunks and not await state.notifier.wait(seen, KEEP_ALIVE_S):
             yield ": keep-alive\n\n"
+    yield _sse("stopping", json.dumps({"reason": "the coordinator is stopping"}))
