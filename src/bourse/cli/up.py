@@ -9,6 +9,7 @@ import click
 
 from bourse.cli.errors import handles_errors
 from bourse.cli.render import echo_json
+from bourse.core.liveness import DEFAULT_LOSS_WINDOW_S
 from bourse.local.exchange import LocalExchange
 from bourse.sdk.config import bourse_home, credentials_path
 
@@ -24,15 +25,20 @@ def _data_dir(value: Path | None) -> Path:
               help="Local agents to start.")
 @click.option("--port", type=click.IntRange(1, 65535),
               help="Coordinator port (default 8470, or a free one if taken).")
-@click.option("--keep-alive", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
-              help="Agent heartbeat interval in seconds.")
+@click.option("--keep-alive", type=click.FloatRange(min=0.1, max=86400), default=5.0,
+              show_default=True, help="Agent heartbeat interval in seconds.")
+@click.option("--loss-window", type=click.FloatRange(min=1, max=7 * 86400),
+              default=DEFAULT_LOSS_WINDOW_S, show_default=True, metavar="SECONDS",
+              help="A node silent this long is lost and its jobs placed again (they stop "
+                   "themselves just before); shorter blinks cost nothing.")
 @click.option("--cpus", type=click.IntRange(min=1), help="CPUs each agent offers.")
 @click.option("--json", "as_json", is_flag=True)
 @handles_errors
 def up(data_dir: Path | None, agents: int, port: int | None, keep_alive: float,
-       cpus: int | None, as_json: bool) -> None:
+       loss_window: float, cpus: int | None, as_json: bool) -> None:
     """Start a local exchange in the background; later commands find it automatically."""
-    exchange = LocalExchange(_data_dir(data_dir), keep_alive_s=keep_alive)
+    exchange = LocalExchange(_data_dir(data_dir), keep_alive_s=keep_alive,
+                             loss_window_s=loss_window)
     if not as_json:
         _starting(exchange)
     status = exchange.up(agents=agents, port=port, cpus=cpus)

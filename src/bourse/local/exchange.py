@@ -29,6 +29,7 @@ import httpx
 from bourse.agent.isolation import unreachable
 from bourse.agent.shim import is_alive, signal_group
 from bourse.agent.spool import AttemptStatus, Spool
+from bourse.core.liveness import DEFAULT_LOSS_WINDOW_S
 from bourse.local import inventory
 from bourse.local.inventory import STORE, Inventory, LocalExchangeError
 from bourse.local.processes import Process, free_port, port_free, same, spawn, stop_all
@@ -110,6 +111,7 @@ class Stopped:
 class LocalExchange:
     data_dir: Path
     keep_alive_s: float = 20.0
+    loss_window_s: float = DEFAULT_LOSS_WINDOW_S  # the coordinator's (docs/exchange.md)
     metrics_interval_s: float | None = None  # the agents' default (5 s) unless set
     stop_grace_s: float = 15.0  # SIGTERM, then SIGKILL after this
 
@@ -193,7 +195,7 @@ class LocalExchange:
         (server_dir / "server.json").unlink(missing_ok=True)
         fresh = not (server_dir / "bourse.db").exists()
         args = ["server", "--data-dir", str(server_dir), "--port", str(port),
-                "--keep-alive", str(self.keep_alive_s)]
+                "--keep-alive", str(self.keep_alive_s), "--loss-window", str(self.loss_window_s)]
         if fresh:
             args += ["--credentials", str(credentials_path())]
         return spawn(args, server_dir / "server.log")
