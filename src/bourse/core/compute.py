@@ -20,7 +20,6 @@ import fnmatch
 import re
 from typing import Any, Literal
 
-from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -30,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from bourse.core import names
 from bourse.core.cuda import parse_cuda_floor, torch_release
 from bourse.core.errors import InvalidInput
 from bourse.core.gpus import GpuSelection, catalogue
@@ -46,8 +46,6 @@ LIMITS: dict[str, tuple[float, str]] = {
     "gpu memory": (1024, "GB"),
 }
 MAX_NODES = 1024
-MAX_NAMES = 64  # entries of each list (regions, providers, tags, packages)
-MAX_NAME_LENGTH = 256
 ANY_GPU = ("gpu", "any")  # Lightning's CloudCompute("gpu"): one GPU, any model
 ANY_NVIDIA = "cuda"
 # Lightning's other machine names are machines of its own cloud; say what they were instead
@@ -58,9 +56,6 @@ LIGHTNING_MACHINES = {
     "gpu-fast": 'Compute("v100", cpus=8, memory="61GB")',
     "gpu-fast-multi": 'Compute("v100:4", cpus=32, memory="244GB")',
 }
-TAG_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,31}$")  # as nodes' and projects' tags
-# an image reference as docker and podman read one; never an option (``--privileged``)
-IMAGE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$")
 _COUNT = re.compile(r"^[0-9]{1,18}$")
 
 
@@ -227,70 +222,6 @@ def _is_memory(term: str) -> bool:
     return bool(probe) and not term.strip().isdigit()
 
 
-def _globs(value: Any, field: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, str | list | tuple | set | frozenset):
-        raise InvalidInput(f"expected a list of names or globs, got {value!r:.80}",
-                           field=field)
-    items = value.split(",") if isinstance(value, str) else list(value)
-    if not all(isinstance(i, str) for i in items):
-        raise InvalidInput(f"expected names or globs, got {value!r:.80}", field=field)
-    found = tuple(dict.fromkeys(i.strip() for i in items if i.strip()))
-    if len(found) > MAX_NAMES:
-        raise InvalidInput(f"{len(found)} entries; at most {MAX_NAMES}", field=field)
-    for item in found:
-        _check_item(item, field)
-    return found
-
-
-def _check_item(item: str, field: str) -> None:
-    """One entry of a list field, in its field's grammar: what could never match (a ``[``
-    that opens no class, a tag no node can carry) or reach a command line is refused."""
-    if len(item) > MAX_NAME_LENGTH or any(ord(c) < 32 for c in item):
-        raise InvalidInput(f"{item[:80]!r} is longer than {MAX_NAME_LENGTH} characters or "
-                           "holds a control character", field=field)
-    if field == "tags" and not TAG_PATTERN.match(item):
-        raise InvalidInput(f"tag {item!r} is not a tag", field=field,
-                           hint="tags are lower-case letters, digits, '.', '_' and '-', "
-                                "at most 32")
-    elif field == "packages":
-        _check_requirement(item)
-    elif field != "tags":
-        _check_glob(item, field)
-
-
-def _check_glob(pattern: str, field: str) -> None:
-    """A glob as ``fnmatch`` reads it; a ``[`` that opens no class is refused, as fnmatch
-    would take it for a literal ``[`` that no region or provider name holds."""
-    if _unclosed_class(pattern):
-        raise InvalidInput(f"{pattern!r}: '[' opens a class that is never closed",
-                           field=field, hint="write a class as [abc] or [a-c] and a literal "
-                                             "[ as [[]; e.g. us-east-*")
-
-
-def _unclosed_class(pattern: str) -> bool:
-    start = pattern.find("[")
-    while start >= 0:
-        body = start + 1 + (pattern[start + 1:start + 2] == "!")
-        body += pattern[body:body + 1] == "]"  # a ] first in a class is one of its members
-        end = pattern.find("]", body)
-        if end < 0:
-            return True
-        start = pattern.find("[", end + 1)
-    return False
-
-
-def _check_requirement(text: str) -> None:
-    try:
-        Requirement(text)
-    except InvalidRequirement as exc:
-        reason = str(exc).splitlines()[0]
-        raise InvalidInput(f"{text!r} is not a requirement specifier ({reason})",
-                           field="packages", hint="write e.g. six==1.17.0 or 'numpy>=2'"
-                           ) from None
-
-
 class Compute(BaseModel):
     """A job's requirements. Positional shorthand: ``Compute("a100:8", cpus="32+")``."""
 
@@ -378,16 +309,12 @@ class Compute(BaseModel):
                      "packages", mode="before")
     @classmethod
     def _lists(cls, value: Any, info: Any) -> tuple[str, ...]:
-        return _globs(value, info.field_name)
+        return names.entries(value, info.field_name)
 
     @field_validator("image")
     @classmethod
     def _image(cls, value: str | None) -> str | None:
-        if value is not None and not IMAGE_PATTERN.match(value):
-            raise InvalidInput(f"{value[:80]!r} is not an image reference", field="image",
-                               hint="write e.g. python:3.12-slim or "
-                                    "ghcr.io/org/trainer:1.4")
-        return value
+        return None if value is None else names.image(value)
 
     @field_validator("num_nodes")
     @classmethod
