@@ -127,6 +127,7 @@ CACHED = """
 
         def run(self, n: int) -> int:
             (self.outputs["result"] / "n.txt").write_text(str(n * n))
+            self.last = n  # comes back to the flow, from the job's log
             return n * n
 
 
@@ -137,7 +138,8 @@ CACHED = """
         def run(self):
             first, second = self.square.run(n=7), self.square.run(n=7)
             return [first.value, second.value, second.cached, first.job_id == second.job_id,
-                    first.outputs["result"].uri == second.outputs["result"].uri]
+                    first.outputs["result"].uri == second.outputs["result"].uri,
+                    self.square.last]
 
 
     app = App(Twice())
@@ -149,7 +151,7 @@ def test_an_identical_cached_call_is_not_submitted_again(
     done = exchange.cli("run", "app.py", cwd=project.write("app.py", CACHED).root)
 
     assert done.returncode == 0, done.stdout + done.stderr
-    assert final_value(done.stdout) == [49, 49, True, True, True]
+    assert final_value(done.stdout) == [49, 49, True, True, True, 7]
     assert len(submitted(done.stdout)) == 1
     assert "[Square] cached: reusing the result of job" in done.stdout
 

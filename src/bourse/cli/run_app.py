@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from bourse.app.context import using
+from bourse.app.driver import driving
 from bourse.app.exchange import ExchangeBackend, new_run_id
 from bourse.app.loader import load_app, preflight
 from bourse.app.local import LocalBackend
@@ -63,7 +64,8 @@ def run_app(path: Path, args: tuple[str, ...], local: bool, run_id: str | None =
     started = time.monotonic()
     with using(backend) as recorded:
         try:
-            value = app.root.run(*args)
+            with driving(backend):  # SIGHUP, SIGTERM, Ctrl-C: its stages are stopped
+                value = app.root.run(*args)
         finally:
             click.echo(summary(run_id, recorded, time.monotonic() - started), err=True)
     shown = value.value if isinstance(value, Result) else value  # a lone stage: its body's

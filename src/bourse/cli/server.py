@@ -75,6 +75,9 @@ def metrics_config(stall_after: float, disk_warn_percent: float, raw_hours: floa
               "(default: SQLite in the data dir).")
 @click.option("--keep-alive", type=click.FloatRange(min=0.1), default=20.0, show_default=True,
               help="Seconds between agent heartbeats; silent for 3x this = node lost.")
+@click.option("--driver-lease", type=click.FloatRange(min=1, max=86400), metavar="SECONDS",
+              help="Cancel an app run whose driver (bourse run app.py) has not renewed its "
+                   "lease for this long (default: 3x --keep-alive).")
 @click.option("--credentials", type=click.Path(path_type=Path),
               help="Where the first start writes the admin token (default: "
                    "<data dir>/admin-token).")
@@ -119,9 +122,10 @@ def metrics_config(stall_after: float, disk_warn_percent: float, raw_hours: floa
               type=click.Choice(["debug", "info", "warning", "error"]))
 @handles_errors
 def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_alive: float,
-           credentials: Path | None, allow_unverified: bool, archive_logs_after: float,
-           stall_after: float, disk_warn_percent: float, metrics_raw_hours: float,
-           metrics_keep_days: float, log_rate: str, log_burst: str, log_level: str,
+           driver_lease: float | None, credentials: Path | None, allow_unverified: bool,
+           archive_logs_after: float, stall_after: float, disk_warn_percent: float,
+           metrics_raw_hours: float, metrics_keep_days: float, log_rate: str, log_burst: str,
+           log_level: str,
            **store: Any) -> None:
     """Run a coordinator (the exchange's API, agent hub and scheduler)."""
     log_limit = LogLimit.parse(log_rate, log_burst)  # refused before anything starts
@@ -139,7 +143,7 @@ def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_
         archive_logs_after_s=archive_logs_after,
         metrics=metrics_config(stall_after, disk_warn_percent, metrics_raw_hours,
                                metrics_keep_days),
-        log_limit=log_limit)
+        log_limit=log_limit, driver_lease_s=driver_lease)
     app = create_app(config)
     uv = uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False,
                                        ws_max_size=MAX_FRAME_BYTES, lifespan="on"))

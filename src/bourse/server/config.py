@@ -75,6 +75,12 @@ class ServerConfig:
     archive_logs_after_s: float = 3600.0  # an ended job's logs move to the store after this
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     log_limit: LogLimit = field(default_factory=LogLimit)  # per job (docs/security.md)
+    # an app run whose driver is silent this long is cancelled (None: 3 keep-alives, as nodes)
+    driver_lease_s: float | None = None
+
+    @property
+    def driver_lease(self) -> float:
+        return self.driver_lease_s or 3 * self.keep_alive_s
 
     @property
     def db_url(self) -> str:
