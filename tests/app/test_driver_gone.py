@@ -6,6 +6,7 @@ here), or, for a detached run, its driver job stopped."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -165,3 +166,42 @@ def test_a_run_stopped_by_hand_ends_its_driver_too(
     assert f"error: stage 'Train' failed (job {stage.id}, CANCELLED)" in stderr
     run = exchange.client.run(run_id)
     assert (run.state, run.cancelled) == ("CANCELLED", "stopped with `bourse runs stop`")
+
+
+SLEEPER = """
+    import os
+    import time
+    from pathlib import Path
+
+    from bourse import App, Compute, Work
+
+
+    class Wait(Work):
+        def run(self) -> None:
+            Path("stage.pid").write_text(str(os.getpid()))
+            time.sleep(600)
+
+
+    app = App(Wait(compute=Compute("cpu")))
+"""
+
+
+def test_a_local_driver_stopped_stops_its_stage_processes(project: Project) -> None:
+    project.write("app.py", SLEEPER)
+    pid_file = project.root / "stage.pid"
+    proc = subprocess.Popen([str(BOURSE), "run", "--local", "app.py"], cwd=project.root,
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        pid = int(until(lambda: pid_file.exists() and pid_file.read_text(), "the stage's pid"))
+
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert "stopped: its driver got SIGTERM" in stderr
+    with pytest.raises(ProcessLookupError):  # stopped, and reaped by the driver
+        os.kill(pid, 0)

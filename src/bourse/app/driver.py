@@ -10,6 +10,7 @@ its run when the lease lapses.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from collections.abc import Iterator
@@ -46,7 +47,7 @@ def driving(backend: Backend) -> Iterator[None]:
     except DriverStopped as stopped:
         why = WHY[signal.Signals(stopped.signum)]
         backend.stop(why)
-        click.echo(f"bourse: run {backend.run_id} stopped: {why}", err=True)
+        say(f"bourse: run {backend.run_id} stopped: {why}")
         raise SystemExit(128 + stopped.signum) from None
     except BaseException:
         backend.end()
@@ -56,6 +57,13 @@ def driving(backend: Backend) -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def say(text: str) -> None:
+    """A line on stderr, if there is still one: the terminal of a driver stopped by SIGHUP
+    is gone, and writing to it fails (EIO), which must not stop the stopping."""
+    with contextlib.suppress(OSError):
+        click.echo(text, err=True)
 
 
 def _catch() -> dict[signal.Signals, Any]:

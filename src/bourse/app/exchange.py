@@ -19,6 +19,7 @@ from bourse.app.backend import Backend
 from bourse.app.cache import code_digest, path_digest
 from bourse.app.call import Call, StagePrinter, find_attributes, find_result
 from bourse.app.data import Data
+from bourse.app.driver import say
 from bourse.app.handle import Handle
 from bourse.app.lease import DriverLease
 from bourse.app.result import Outputs, Result
@@ -106,8 +107,8 @@ class ExchangeBackend(Backend):
             self._lease.stop()
         with contextlib.suppress(ApiNotFound):  # nothing submitted and no lease: nothing to stop
             cancelled = self.client.cancel_run(self.run_id, why)
-            click.echo(f"bourse: run {self.run_id} cancelled ({why}); "
-                       f"{len(cancelled.jobs)} job(s) stopped", err=True)
+            say(f"bourse: run {self.run_id} cancelled on the exchange; "
+                f"{len(cancelled.jobs)} job(s) stopped")
 
     @classmethod
     def default(cls) -> ExchangeBackend:

@@ -44,7 +44,8 @@ class DriverLease:
         self._stopped.set()
         if self._thread.is_alive():
             self._thread.join(STOP_WAIT_S)
-        self.client.close()
+        if not self._thread.is_alive():  # else it is inside a renewal: leave it its client
+            self.client.close()
 
     def _renew(self) -> None:
         assert self.every_s is not None

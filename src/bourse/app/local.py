@@ -19,6 +19,7 @@ from bourse.app.backend import Backend
 from bourse.app.cache import code_digest, path_digest
 from bourse.app.call import Call, StagePrinter, find_attributes, find_result
 from bourse.app.data import Data
+from bourse.app.driver import say
 from bourse.app.handle import Handle
 from bourse.app.requirements import check_local
 from bourse.app.result import Outputs, Result
@@ -88,8 +89,7 @@ class LocalBackend(Backend):
                 proc.wait(STOP_GRACE_S)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        click.echo(f"bourse: run {self.run_id} stopped ({why}); {len(running)} stage "
-                   "process(es) stopped", err=True)
+        say(f"bourse: {len(running)} stage process(es) of run {self.run_id} stopped")
 
     def code(self) -> str:
         if self._code is None:  # once per run, as the exchange packs the bundle once
