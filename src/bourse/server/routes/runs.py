@@ -46,7 +46,7 @@ async def end_lease(run_id: RunIdPath, state: State, user: User) -> Response:
     return Response(status_code=204)
 
 
-@router.post("/{run_id}/cancel", responses=responses(401, 404, 422))
+@router.post("/{run_id}/cancel", responses=responses(400, 401, 404, 422))
 async def cancel(run_id: RunIdPath, state: State, user: User,
                  body: RunCancel | None = None) -> RunCancelled:
     """Cancel the run: its jobs that have not ended, and any it would submit later."""
