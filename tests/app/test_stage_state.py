@@ -122,6 +122,15 @@ def test_a_cached_result_passes_its_attributes_back_too(project: Project) -> Non
     assert project.run() == [True, 8]
 
 
+def test_attributes_that_came_back_make_the_next_call_another_call(project: Project) -> None:
+    """They travel with the stage's next call, so they are part of its cache key."""
+    project.write("app.py", CACHED.replace("cached = self.again.run(dim=8)",
+                                           "cached = self.first.run(dim=8)")
+                  .replace("self.again.dim_seen", "self.first.dim_seen"))
+
+    assert project.run() == [False, 8]
+
+
 UNDECLARED = HEAD + """
     class Train(Work):
         outputs = ("models",)
