@@ -78,6 +78,19 @@ BEFORE_THE_FIRST_STAGE = [
      "outputs: output name 'my-model' of Stage is not an identifier"),
     ("output name that is not text", "self.stage = Stage(compute=Compute('cpu'), "
      "outputs=[3])", "outputs: output name 3 of Stage is not an identifier"),
+    ("more GPUs than any node has", "self.stage = Stage(compute='a100:1000000000000')",
+     "gpu: GPU count in 'a100:1000000000000' must be a whole number from 1 to 64"),
+    ("a machine name of Lightning's cloud", "self.stage = Stage(compute='gpu-fast')",
+     "gpu: 'gpu-fast' is a machine of Lightning's cloud, not a GPU — say what it was: "
+     "Compute(\"v100\", cpus=8, memory=\"61GB\")"),
+    ("a TensorBoard directory outside the stage's", "self.stage = Stage(compute='cpu', "
+     "tensorboard='../logs')", "tensorboard: '../logs' points outside the stage's directory"),
+    ("a script above the project", "self.stage = PythonScript('../train.py', compute='cpu')",
+     "script_path: '../train.py' points outside the project"),
+    ("a script by absolute path", "self.stage = PythonScript('/tmp/train.py', compute='cpu')",
+     "script_path: '/tmp/train.py' is absolute — write a path relative to the project"),
+    ("a script that is not there", "self.stage = PythonScript('nope.py', compute='cpu')",
+     "script_path: stage 'nope': nope.py is not a file of the project"),
 ]
 
 

@@ -88,7 +88,8 @@ SIDE_BY_SIDE = """
     class Nap(Work):
         def run(self) -> float:
             time.sleep(4)
-            return time.time()
+            self.woke = time.time()  # comes back to the flow, through the job's log
+            return self.woke
 
 
     class Both(Flow):
@@ -97,7 +98,8 @@ SIDE_BY_SIDE = """
             self.right = Nap(compute=Compute("cpu"), name="right")
 
         def run(self):
-            return [r.value for r in bourse.wait(self.left.submit(), self.right.submit())]
+            values = [r.value for r in bourse.wait(self.left.submit(), self.right.submit())]
+            return values == [self.left.woke, self.right.woke]
 
 
     app = App(Both())
@@ -109,6 +111,7 @@ def test_two_independent_stages_run_at_the_same_time(
     done = exchange.cli("run", "app.py", cwd=project.write("app.py", SIDE_BY_SIDE).root)
 
     assert done.returncode == 0, done.stdout + done.stderr
+    assert final_value(done.stdout) is True  # each stage's attributes came back to it
     spans = []
     for job_id in submitted(done.stdout).values():
         [attempt] = exchange.client.job(job_id).attempts

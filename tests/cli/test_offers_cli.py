@@ -154,8 +154,8 @@ def test_lower_bounds_rank_after_complete_prices() -> None:
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--max-price", "cheap"], "max_price"),
-        (["--max-price", "0"], "max_price"),
+        (["--max-price", "cheap"], "--max-price"),
+        (["--max-price", "0"], "--max-price"),
         (["--gpus", "0"], "gpus"),
         (["--gpus", "x"], "--gpus"),
         (["--spot", "maybe"], "--spot"),

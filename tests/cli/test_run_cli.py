@@ -100,6 +100,47 @@ def test_bad_compute_is_bad_input(exchange: FakeExchange) -> None:
     assert exchange.requests == []
 
 
+# (flags, the one line on stderr starts with): refused before anything is sent, named as the
+# flag; each was accepted before and then waited for ever
+BAD_COMPUTE_FLAGS = [
+    (("--gpu", "a100:1000000000000"), "error: --gpu: GPU count in 'a100:1000000000000' must "
+     "be a whole number from 1 to 64"),
+    (("--gpus", "100000"), "error: --gpus: gpus must be a whole number from 1 to 64"),
+    (("--region", "["), "error: --region: '[': '[' opens a class that is never closed — "),
+    (("--exclude-provider", "aw[s"), "error: --exclude-provider: 'aw[s': '[' opens a class"),
+    (("--cpus", "1e300"), "error: --cpus: 1e+300 is more than any node has — ask for at "
+     "most 4,096"),
+    (("--memory", "99999TB"), "error: --memory: 102,398,976GB is more than any node has"),
+    (("--gpu-memory", "5TB"), "error: --gpu-memory: 5,120GB is more than any node has"),
+    (("--max-price", "99999"), "error: --max-price: $99999/h is more than any machine costs"),
+    (("--tag", "PCI DSS"), "error: --tag: tag 'PCI DSS' is not a tag"),
+    (("--package", "--index-url=http://x"), "error: --package: '--index-url=http://x' is not "
+     "a requirement specifier"),
+    (("--image", "--privileged"), "error: --image: '--privileged' is not an image reference"),
+    (("--gpu", "gpu-fast"), "error: --gpu: 'gpu-fast' is a machine of Lightning's cloud"),
+]
+
+
+@pytest.mark.parametrize(("flags", "says"), BAD_COMPUTE_FLAGS,
+                         ids=[" ".join(f) for f, _ in BAD_COMPUTE_FLAGS])
+def test_bad_compute_flags_are_one_line_of_bad_input(exchange: FakeExchange,
+                                                     flags: tuple[str, ...], says: str) -> None:
+    result = run(*flags, "--no-code", "python", "train.py")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(says)
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.output
+    assert exchange.requests == []
+
+
+@pytest.mark.parametrize("gpu", ["gpu", "any", "GPU:2", "cuda"])
+def test_any_gpu_flag(exchange: FakeExchange, gpu: str) -> None:
+    result = run("--gpu", gpu, "--no-code", "-d", "python", "train.py")
+    assert result.exit_code == 0, result.output
+    [spec] = exchange.submitted()
+    assert spec["compute"]["gpu"]["requested"] == gpu
+    assert spec["compute"]["gpu"]["count"] == (2 if gpu.endswith(":2") else 1)
+
+
 def script(exchange: FakeExchange, final: str, code: int | None, reason: str | None) -> None:
     exchange.attempts["j1"] = [{"number": 1, "node_id": "n1", "node_name": "gpu-box",
                                 "state": "RUNNING", "placed_at": NOW,

@@ -8,6 +8,9 @@ import pytest
 
 from bourse.core.compute import Bounds, Compute
 from bourse.core.errors import InvalidInput, UnknownGpu
+from bourse.core.gpus import catalogue
+from bourse.core.match import explain, match
+from bourse.market.catalogs import catalog_offers
 
 A100_FAMILY = {"a100-40gb", "a100-80gb"}
 H100_FAMILY = {"h100-80gb", "h100-nvl"}
@@ -189,3 +192,46 @@ def test_packages_cannot_go_into_an_image() -> None:
     assert info.value.field == "packages"
     assert Compute(image="python:3.12", torch="2.1").describe() == \
         "no GPU, torch=2.1, image=python:3.12"
+
+
+NVIDIA = {m.id for m in catalogue().models.values() if m.vendor == "nvidia"}
+
+
+@pytest.mark.parametrize(("gpu", "models", "count", "memory"), [
+    ("gpu", set(), 1, Bounds()),  # Lightning's CloudCompute("gpu"): one GPU, any model
+    ("GPU", set(), 1, Bounds()),
+    ("any", set(), 1, Bounds()),
+    ("gpu:4", set(), 4, Bounds()),
+    ("gpu|40GB+", set(), 1, Bounds(min=40)),
+    ("cuda", NVIDIA, 1, Bounds()),
+    ("cuda:8", NVIDIA, 8, Bounds()),
+])
+def test_words_for_any_gpu(gpu: str, models: set[str], count: int, memory: Bounds) -> None:
+    spec = Compute(gpu).gpu
+    assert spec is not None
+    assert (set(spec.models), spec.count, spec.memory) == (models, count, memory)
+
+
+def test_any_gpu_matches_every_gpu_offer_and_no_cpu_one() -> None:
+    offers = catalog_offers()
+    found = {m.offer.gpu for m in match(Compute("gpu"), offers, limit=None)}
+    assert None not in found
+    assert found == {o.gpu for o in offers if o.gpu_count == 1}
+    cuda = {m.offer.gpu for m in match(Compute("cuda"), offers, limit=None)}
+    assert cuda and cuda <= NVIDIA and "mi300x" not in cuda
+    assert explain(Compute("gpu"), offers).lines()[0].endswith("offers considered for gpu:1")
+
+
+@pytest.mark.parametrize(("gpu", "says"), [
+    ("gpu-fast", 'Compute("v100", cpus=8, memory="61GB")'),
+    ("gpu-fast-multi", 'Compute("v100:4", cpus=32, memory="244GB")'),
+    ("cpu-small", 'Compute("cpu", cpus=2, memory="8GB")'),
+    ("cpu-medium", 'Compute("cpu", cpus=8, memory="32GB")'),
+    ("default", 'Compute("cpu", cpus=1, memory="4GB")'),
+    ("gpu|h100", "write gpu alone"),
+])
+def test_lightning_machine_names_say_what_they_stood_for(gpu: str, says: str) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        Compute(gpu)
+    assert refused.value.field == "gpu"
+    assert says in str(refused.value)

@@ -123,7 +123,8 @@ def test_unknown_label_suggests_the_closest(label: str, first_suggestion: str) -
     assert isinstance(error, InvalidInput)
 
 
-@pytest.mark.parametrize("label", ["a100:0", "a100:x", "a100:-1", "a100:", "a100:1.5", "", "  "])
+@pytest.mark.parametrize("label", ["a100:0", "a100:x", "a100:-1", "a100:", "a100:1.5", "", "  ",
+                                   "a100:²", "a100:٣"])
 def test_bad_counts_and_empty_labels_are_invalid(label: str) -> None:
     with pytest.raises(InvalidInput) as info:
         catalogue().resolve(label)

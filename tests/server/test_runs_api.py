@@ -3,15 +3,18 @@ on it, ``/api/v1/runs`` sums runs up; secret env values never leave the coordina
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from server_harness import Exchange, open_exchange
+from server_harness import Exchange, Live, job_spec, open_exchange, place_job
 
 from bourse.protocol.api import JobView
 from bourse.protocol.common import REDACTED, JobSpec
 from bourse.server.dataplane import DataPlane
+from bourse.server.drivers import DriverWatch
 from bourse.server.services.runs import summarise
 from bourse.storage import MemoryIssuer, MemoryStore, StoreSettings
 
@@ -117,3 +120,103 @@ def test_a_run_sums_up_its_jobs(jobs: list[JobView], state: str, ended: float | 
     run = summarise("r", jobs)
 
     assert (run.state, run.ended_at, run.cost, run.started_at) == (state, ended, cost, 0)
+
+
+async def expire(exchange: Exchange, now: float) -> list[str]:
+    return await DriverWatch(exchange.state).run_once(now)
+
+
+async def test_a_run_whose_driver_went_silent_is_cancelled_with_its_jobs(
+        live: Live, agent_factory: Callable[..., Any]) -> None:
+    exchange, agent = live.exchange, await agent_factory()
+    taken = await exchange.client.post("/api/v1/runs/r-1/lease")
+    assert taken.status_code == 200, taken.text
+    window = exchange.config.driver_lease  # the loss window, as for nodes
+    assert taken.json() == {"run": "r-1", "lease_until": exchange.clock() + window,
+                            "renew_every_s": window / 3}
+    running, attempt = await place_job(exchange, agent, run="r-1", stage="Prepare")
+    await agent.event(running, attempt, "started", pid=5)
+    waiting = (await exchange.submit(run="r-1", stage="Train", compute={"gpu": "h100"}))["id"]
+    other = (await exchange.submit(run="r-2", stage="Train", compute={"gpu": "h100"}))["id"]
+    renewed_at = exchange.clock.advance(window - 1)
+    assert (await exchange.client.post("/api/v1/runs/r-1/lease")).status_code == 200
+
+    assert await expire(exchange, renewed_at + window - 0.001) == []  # renewed in time
+    assert await expire(exchange, renewed_at + window + 0.001) == ["r-1"]
+
+    cancel = await agent.expect("cancel_job", job_id=running)
+    assert "its app run was cancelled: its driver (bourse run) stopped renewing" in (
+        cancel["reason"])
+    parked = await exchange.job(waiting)
+    assert (parked["state"], parked["reason"]) == ("CANCELLED", (
+        "its app run was cancelled: its driver (bourse run) stopped renewing the run's lease, "
+        "which lapsed at " + time.strftime("%Y-%m-%d %H:%M:%S UTC",
+                                           time.gmtime(renewed_at + window))))
+    assert (await exchange.job(other))["state"] == "PENDING"  # another run is left alone
+    run = (await exchange.client.get("/api/v1/runs/r-1")).json()
+    assert run["state"] == "CANCELLED" and "stopped renewing" in run["cancelled"]
+    assert await expire(exchange, renewed_at + 10 * window) == []  # once
+    late = await exchange.client.post("/api/v1/runs/r-1/lease")
+    assert late.status_code == 409 and "run r-1 was cancelled" in late.json()["error"]
+    refused = await exchange.client.post("/api/v1/jobs", json=job_spec(run="r-1", stage="Eval"))
+    assert refused.status_code == 409 and "run r-1 was cancelled" in refused.json()["error"]
+
+
+async def test_a_driver_that_stops_cancels_its_run_at_once(exchange: Exchange) -> None:
+    await exchange.client.post("/api/v1/runs/r-1/lease")
+    stage = (await exchange.submit(run="r-1", stage="Train", compute={"gpu": "h100"}))["id"]
+
+    stopped = await exchange.client.post(
+        "/api/v1/runs/r-1/cancel", json={"reason": "its driver got SIGHUP"})
+
+    assert stopped.status_code == 200, stopped.text
+    assert stopped.json() == {"run": "r-1", "reason": "its driver got SIGHUP", "jobs": [stage]}
+    job = await exchange.job(stage)
+    assert (job["state"], job["reason"]) == (
+        "CANCELLED", "its app run was cancelled: its driver got SIGHUP")
+    runs = (await exchange.client.get("/api/v1/runs")).json()["runs"]
+    assert [(r["id"], r["state"], r["cancelled"]) for r in runs] == [
+        ("r-1", "CANCELLED", "its driver got SIGHUP")]
+    assert await expire(exchange, exchange.clock() + 3600) == []  # its lease ended with it
+
+
+async def test_a_driver_that_ends_releases_its_lease_and_cancels_nothing(
+        exchange: Exchange) -> None:
+    await exchange.client.post("/api/v1/runs/r-1/lease")
+    left = (await exchange.submit(run="r-1", stage="Train"))["id"]  # submitted, never waited
+
+    ended = await exchange.client.delete("/api/v1/runs/r-1/lease")
+
+    assert ended.status_code == 204, ended.text
+    assert await expire(exchange, exchange.clock() + 3600) == []
+    assert (await exchange.job(left))["state"] == "PENDING"
+    assert (await exchange.client.post("/api/v1/runs/r-1/lease")).status_code == 409
+
+
+async def test_a_run_without_a_lease_never_expires_but_can_be_stopped(
+        exchange: Exchange) -> None:
+    """An older client never renews: nothing expires its run; `bourse runs stop` still
+    cancels it."""
+    stage = (await exchange.submit(run="r-old", stage="Train"))["id"]
+    assert await expire(exchange, exchange.clock() + 10**6) == []
+    assert (await exchange.job(stage))["state"] == "PENDING"
+    stopped = await exchange.client.post("/api/v1/runs/r-old/cancel")
+    assert stopped.json()["reason"] == "cancelled by its owner"
+    assert (await exchange.job(stage))["state"] == "CANCELLED"
+    missing = await exchange.client.post("/api/v1/runs/r-none/cancel")
+    assert missing.status_code == 404
+
+
+async def test_another_projects_run_is_not_theirs_to_stop(exchange: Exchange) -> None:
+    await exchange.client.post("/api/v1/runs/r-1/lease")
+    stage = (await exchange.submit(run="r-1", stage="Train"))["id"]
+    token = await exchange.project_token("other")
+    theirs = {"Authorization": f"Bearer {token}"}
+
+    stopped = await exchange.client.post("/api/v1/runs/r-1/cancel", headers=theirs)
+    taken = await exchange.client.post("/api/v1/runs/r-1/lease", headers=theirs)
+    ended = await exchange.client.delete("/api/v1/runs/r-1/lease", headers=theirs)
+
+    assert (stopped.status_code, taken.status_code, ended.status_code) == (404, 404, 404)
+    assert (await exchange.job(stage))["state"] == "PENDING"
+    assert await expire(exchange, exchange.clock() + 3600) == ["r-1"]  # the owner's lease

@@ -50,9 +50,10 @@ class Backend(ABC):
         if hit is not None:
             where = f"job {hit.job_id}" if hit.job_id else "an earlier run"
             click.echo(f"[{work.name}] cached: reusing the result of {where}")
+            pass_back(work, hit)
             return Done(hit)
         slot = self.slot(work.name)
-        handle: Handle = Retrying(lambda: self.start(work, call, slot), work)
+        handle: Handle = PassingBack(Retrying(lambda: self.start(work, call, slot), work), work)
         return Caching(handle, self, key) if key is not None else handle
 
     def lookup(self, work: Work, call: Call) -> tuple[str | None, Result | None]:
@@ -97,6 +98,18 @@ class Backend(ABC):
         return stage if count == 1 else f"{stage}-{count}"
 
     @abstractmethod
+    def begin(self) -> None:
+        """The run starts (on an exchange: its driver takes the run's lease)."""
+
+    @abstractmethod
+    def end(self) -> None:
+        """The flow returned or raised: the run is over; nothing is cancelled."""
+
+    @abstractmethod
+    def stop(self, why: str) -> None:
+        """The driver was stopped: stop every stage of the run that is still going."""
+
+    @abstractmethod
     def digest(self, uri: str) -> str:
         """A hash of the data behind ``uri`` as it is now; raises one of ``UNREADABLE`` when
         it cannot be read."""
@@ -127,6 +140,27 @@ class Retrying(Handle):
                        f"({attempt + 1}/{self.retries})")
             self.inner = self._start()
         return result, tail
+
+
+class PassingBack(Handle):
+    """Once the stage succeeded, sets what its body set on ``self`` on the Work in the flow,
+    as Lightning passes a LightningWork's state back to its flow."""
+
+    def __init__(self, inner: Handle, work: Work) -> None:
+        super().__init__(inner.work_name)
+        self.inner, self.work = inner, work
+
+    def _wait(self) -> tuple[Result, str]:
+        result, tail = self.inner._wait()
+        pass_back(self.work, result)
+        return result, tail
+
+
+def pass_back(work: Work, result: Result) -> None:
+    """The attributes a successful stage's body set (JSON values), onto ``work``."""
+    if result.ok:
+        for name, value in result.attributes.items():
+            setattr(work, name, value)
 
 
 class Caching(Handle):

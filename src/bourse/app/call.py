@@ -22,10 +22,12 @@ from bourse.app.data import Data
 from bourse.core.errors import InvalidInput
 
 RESULT_MARKER = "::bourse-result::"
+ATTRIBUTES_MARKER = "::bourse-attributes::"
 INPUT_MARKER = "__bourse_input__"
 CALL_VAR = "BOURSE_CALL"
 APP_MODULE = "__bourse_app__"  # the name the loader and the runner import the app under
 _RUNTIME_ATTRS = ("inputs", "checkpoint")
+_JOB_ATTRS = (*_RUNTIME_ATTRS, "outputs")  # what the runner sets in the job: never passed back
 MAX_STATE = 100_000  # characters of the pickled stage carried in the job's environment
 
 
@@ -150,6 +152,57 @@ def decode_state(text: str) -> dict[str, Any]:
     return state
 
 
+Snapshot = dict[str, str | int]  # attribute -> its JSON text, or id() when it is not JSON
+
+
+def snapshot(work: Any) -> Snapshot:
+    """The stage's public attributes before its body runs, to see what the body sets."""
+    return {name: _json_or_id(value) for name, value in _public(work).items()}
+
+
+def changed_attributes(before: Snapshot, work: Any) -> tuple[dict[str, Any], list[str]]:
+    """What the body set on ``self``: the public attributes it added or changed, as JSON, and
+    the ones it set to what JSON cannot carry (``name (type)``), which stay in the job."""
+    changed: dict[str, Any] = {}
+    refused: list[str] = []
+    for name, value in _public(work).items():
+        now = _json_or_id(value)
+        if before.get(name) == now:
+            continue
+        if isinstance(now, str):
+            changed[name] = json.loads(now)
+        else:
+            refused.append(f"{name} ({type(value).__name__})")
+    if len(json.dumps(changed)) > MAX_STATE:
+        return {}, [f"all of them ({len(json.dumps(changed)):,} characters of JSON; at most "
+                    f"{MAX_STATE:,} come back)"]
+    return changed, refused
+
+
+def _public(work: Any) -> dict[str, Any]:
+    return {k: v for k, v in vars(work).items() if not k.startswith("_") and k not in _JOB_ATTRS}
+
+
+def _json_or_id(value: Any) -> str | int:
+    try:
+        return json.dumps(value, allow_nan=False, sort_keys=True)
+    except (TypeError, ValueError):
+        return id(value)
+
+
+def attributes_line(changed: dict[str, Any]) -> str:
+    return ATTRIBUTES_MARKER + json.dumps(changed)
+
+
+def find_attributes(text: str) -> dict[str, Any]:
+    """The attributes a runner printed (the last such line), if any."""
+    for line in reversed(text.splitlines()):
+        if line.startswith(ATTRIBUTES_MARKER):
+            found: dict[str, Any] = json.loads(line[len(ATTRIBUTES_MARKER):])
+            return found
+    return {}
+
+
 def result_line(value: Any) -> str:
     try:
         return RESULT_MARKER + json.dumps(value, allow_nan=False)
@@ -165,6 +218,8 @@ class StagePrinter:
         self.stage, self.echo, self.blank = stage, echo, False
 
     def line(self, text: str) -> None:
+        if text.startswith(ATTRIBUTES_MARKER):
+            return
         if text.startswith(RESULT_MARKER):
             self.blank = False
             return

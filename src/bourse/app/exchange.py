@@ -8,6 +8,7 @@ carries its run id, app and stage (``JobSpec.run``, ``app``, ``stage``).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from pathlib import Path
@@ -16,15 +17,18 @@ import click
 
 from bourse.app.backend import Backend
 from bourse.app.cache import code_digest, path_digest
-from bourse.app.call import Call, StagePrinter, find_result
+from bourse.app.call import Call, StagePrinter, find_attributes, find_result
 from bourse.app.data import Data
+from bourse.app.driver import say
 from bourse.app.handle import Handle
-from bourse.app.result import Result
+from bourse.app.lease import DriverLease
+from bourse.app.result import Outputs, Result
 from bourse.app.work import Work
 from bourse.protocol.api import JobDetail, JobView, LogChunkView
 from bourse.protocol.common import JobSpec
 from bourse.sdk.bundle import pack
 from bourse.sdk.client import Client
+from bourse.sdk.errors import ApiError, ApiNotFound, Unreachable
 from bourse.sdk.logs import LogDecoder
 from bourse.storage.uri import parse_uri
 
@@ -61,13 +65,17 @@ class ExchangeHandle(Handle):
         last = detail.attempts[-1] if detail.attempts else None
         duration = (last.ended_at - last.started_at
                     if last and last.ended_at and last.started_at else None)
-        _, value = find_result("\n".join(lines))
+        text = "\n".join(lines)
+        _, value = find_result(text)
         ok = detail.state == "SUCCEEDED"
+        outputs = Outputs({n: Data(u) for n, u in self.spec.outputs.items()} if ok else {},
+                          stage=self.work_name, declared=self.spec.outputs,
+                          status=detail.state)
         return Result(
-            self.work_name, detail.state, detail.exit_code, detail.id,
-            {n: Data(u) for n, u in self.spec.outputs.items()} if ok else {},
+            self.work_name, detail.state, detail.exit_code, detail.id, outputs,
             self.spec.checkpoint, value, node=last.node_name if last else None,
-            placement=last.placement if last else None, duration_s=duration, cost=detail.cost)
+            placement=last.placement if last else None, duration_s=duration, cost=detail.cost,
+            attributes=find_attributes(text))
 
 
 class ExchangeBackend(Backend):
@@ -79,6 +87,28 @@ class ExchangeBackend(Backend):
         self.lock = threading.Lock()
         self._bundle: str | None = None
         self._code: str | None = None
+        self._lease: DriverLease | None = None
+
+    def begin(self) -> None:
+        self._lease = DriverLease(self.client, self.run_id)
+        self._lease.start()
+
+    def end(self) -> None:
+        if self._lease is None:
+            return
+        self._lease.stop()
+        if self._lease.every_s is not None and self._lease.lost is None:
+            with contextlib.suppress(ApiError, Unreachable):  # it lapses if this is lost
+                self.client.end_lease(self.run_id)
+
+    def stop(self, why: str) -> None:
+        """Cancel the run on the exchange: its jobs that have not ended, and any later."""
+        if self._lease is not None:
+            self._lease.stop()
+        with contextlib.suppress(ApiNotFound):  # nothing submitted and no lease: nothing to stop
+            cancelled = self.client.cancel_run(self.run_id, why)
+            say(f"bourse: run {self.run_id} cancelled on the exchange; "
+                f"{len(cancelled.jobs)} job(s) stopped")
 
     @classmethod
     def default(cls) -> ExchangeBackend:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bourse.app.context import using
+from bourse.app.driver import driving
 from bourse.app.work import Work
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ class App:
             run_id = new_run_id()
             backend = LocalBackend(root, run_id) if local else ExchangeBackend(
                 _client(), root, run_id)
-        with using(backend):
+        with using(backend), driving(backend):
             return self.root.run(*args)
 
 

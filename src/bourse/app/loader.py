@@ -44,15 +44,26 @@ def find_app(namespace: dict[str, object], path: Path) -> App:
 
 def preflight(app: App, project: Path | None = None) -> list[Work]:
     """Every stage the app holds, checked before anything runs: each needs a Compute, output
-    names that are identifiers and (a Work's body) a class defined in the project."""
+    names that are identifiers and a class defined in the project (a Work) or a script in it
+    (a PythonScript)."""
     root = (project or Path.cwd()).resolve()
     stages = list(_stages(app.root, set()))
     for stage in stages:
         stage.check()
         stage.output_names()
-        if not isinstance(stage, PythonScript):
+        if isinstance(stage, PythonScript):
+            _script_exists(stage, root)
+        else:
             class_file(type(stage), root)
     return stages
+
+
+def _script_exists(script: PythonScript, root: Path) -> None:
+    if not (root / script.script_path).is_file():
+        raise InvalidInput(f"stage {script.name!r}: {script.script_path} is not a file of the "
+                           f"project {root}", field="script_path",
+                           hint="give the script's path from the project's root, e.g. "
+                                "scripts/train.py")
 
 
 def _stages(value: object, seen: set[int]) -> Iterator[Work]:

@@ -17,11 +17,12 @@ import click
 
 from bourse.app.backend import Backend
 from bourse.app.cache import code_digest, path_digest
-from bourse.app.call import Call, StagePrinter, find_result
+from bourse.app.call import Call, StagePrinter, find_attributes, find_result
 from bourse.app.data import Data
+from bourse.app.driver import say
 from bourse.app.handle import Handle
 from bourse.app.requirements import check_local
-from bourse.app.result import Result
+from bourse.app.result import Outputs, Result
 from bourse.app.work import Work
 from bourse.core.compute import Compute
 from bourse.core.errors import InvalidInput
@@ -29,6 +30,7 @@ from bourse.storage.jobenv import CHECKPOINT_VAR, input_var, output_var
 from bourse.storage.uri import parse_uri
 
 TAIL_LINES = 20
+STOP_GRACE_S = 10.0
 
 
 class LocalHandle(Handle):
@@ -54,9 +56,12 @@ class LocalHandle(Handle):
         text = "\n".join(self.lines)
         _, value = find_result(text)
         status = "SUCCEEDED" if code == 0 else "FAILED"
-        result = Result(self.work_name, status, code, None, self.outputs if code == 0 else {},
-                        self.checkpoint, value, node="local", placement="local subprocess",
-                        duration_s=time.monotonic() - self.started)
+        outputs = Outputs(self.outputs if code == 0 else {}, stage=self.work_name,
+                          declared=self.call.outputs, status=status)
+        result = Result(self.work_name, status, code, None, outputs, self.checkpoint, value,
+                        node="local", placement="local subprocess",
+                        duration_s=time.monotonic() - self.started,
+                        attributes=find_attributes(text))
         return result, "\n".join(self.lines[-TAIL_LINES:])
 
 
@@ -66,6 +71,25 @@ class LocalBackend(Backend):
         self.run_dir = self.root / ".bourse" / "runs" / run_id
         self.python = sys.executable
         self._code: str | None = None
+        self._procs: list[subprocess.Popen[str]] = []
+
+    def begin(self) -> None:
+        return None  # no exchange: the stages are this process's children
+
+    def end(self) -> None:
+        return None
+
+    def stop(self, why: str) -> None:
+        """Stop the stages' processes still running: SIGTERM, then SIGKILL after a grace."""
+        running = [p for p in self._procs if p.poll() is None]
+        for proc in running:
+            proc.terminate()
+        for proc in running:
+            try:
+                proc.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        say(f"bourse: {len(running)} stage process(es) of run {self.run_id} stopped")
 
     def code(self) -> str:
         if self._code is None:  # once per run, as the exchange packs the bundle once
@@ -91,6 +115,7 @@ class LocalBackend(Backend):
         env.update({input_var(n) + "_URI": u for n, u in call.inputs.items()})
         proc = subprocess.Popen(call.command, cwd=self.root, env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=1)
+        self._procs.append(proc)
         click.echo(f"[{work.name}] started locally (pid {proc.pid})")
         return LocalHandle(work, call, proc,
                            outputs={n: Data(u) for n, u in output_uris.items()},

@@ -21,10 +21,14 @@ from bourse.app.call import (
     APP_MODULE,
     CALL_VAR,
     INPUT_MARKER,
+    attributes_line,
+    changed_attributes,
     decode_state,
     result_line,
+    snapshot,
 )
 from bourse.app.context import enter_job
+from bourse.app.result import Outputs
 from bourse.app.work import Work
 from bourse.storage.jobenv import CHECKPOINT_VAR, input_var, output_var
 
@@ -60,17 +64,31 @@ def main() -> int:
     vars(work).update(decode_state(call["state"]))
     names = [k for k in os.environ if k.startswith("BOURSE_INPUT_") and not k.endswith("_URI")]
     work.inputs = {n.removeprefix("BOURSE_INPUT_").lower(): Path(os.environ[n]) for n in names}
-    work.outputs = {name: Path(os.environ[output_var(name)]) for name in call["outputs"]}
+    work.outputs = Outputs({name: Path(os.environ[output_var(name)])
+                            for name in call["outputs"]}, stage=work.name)
     for path in work.outputs.values():
         path.mkdir(parents=True, exist_ok=True)
     work.checkpoint = os.environ.get(CHECKPOINT_VAR)
     enter_job()
     assert cls._body is not None
+    before = snapshot(work)
     value = cls._body(work, *map(_arg, call["args"]),
                       **{k: _arg(v) for k, v in call["kwargs"].items()})
     sys.stdout.flush()
-    print("\n" + result_line(value), flush=True)
+    print("\n" + attributes_line(_passed_back(before, work)), flush=True)
+    print(result_line(value), flush=True)
     return 0
+
+
+def _passed_back(before: dict[str, str | int], work: Work) -> dict[str, Any]:
+    """What the body set on ``self`` that goes back to the flow; a line on stderr for what
+    cannot."""
+    changed, refused = changed_attributes(before, work)
+    if refused:
+        print(f"bourse: stage {work.name!r} set attributes that are not JSON, which stay in "
+              f"the job: {', '.join(refused)}; return them, or write them to an output",
+              file=sys.stderr, flush=True)
+    return changed
 
 
 if __name__ == "__main__":

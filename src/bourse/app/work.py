@@ -19,6 +19,7 @@ from bourse.app.tensorboard import launcher
 from bourse.app.tensorboard import port as tensorboard_port
 from bourse.core.compute import Compute
 from bourse.core.errors import InvalidInput
+from bourse.core.paths import inside
 from bourse.protocol.common import Port, parse_port
 
 if TYPE_CHECKING:
@@ -119,6 +120,8 @@ class Work:
         if not isinstance(self.compute, Compute):
             raise InvalidInput(f"stage {self.name!r}: compute must be a Compute, got "
                                f"{type(self.compute).__name__}", field="compute")
+        if self.tensorboard is not None:
+            inside(str(self.tensorboard), field="tensorboard", root="the stage's directory")
         return self.compute
 
 
@@ -159,7 +162,9 @@ class PythonScript(Work):
         self.requirements = tuple(requirements)
 
     def check(self) -> Compute:
-        """The stage's Compute, its requirements among the packages to install."""
+        """The stage's Compute, its requirements among the packages to install; the script
+        is a path in the project (the job runs it from the project's root)."""
+        inside(self.script_path, field="script_path", root="the project")
         compute = super().check()
         if not self.requirements:
             return compute

@@ -12,7 +12,7 @@ from bourse.cli.errors import handles_errors
 from bourse.cli.jobs import clock
 from bourse.cli.render import echo_json, table
 from bourse.core.units import parse_duration
-from bourse.protocol.access import Role, TokenView
+from bourse.protocol.access import MAX_TOKEN_LIFETIME_S, Role, TokenView
 from bourse.sdk.client import Client
 from bourse.sdk.config import save_credentials
 
@@ -72,13 +72,15 @@ def tokens() -> None:
 @click.option("--role", type=click.Choice(["member", "provider", "admin"]), default="member",
               show_default=True)
 @click.option("--name", help="A label shown by `tokens list`.")
-@click.option("--expires", help="Lifetime: 45s, 90m, 12h, 30d, 2w (default: never).")
+@click.option("--expires", help="Lifetime: 45s, 90m, 12h, 30d, 2w, at most 5 years "
+              "(default: never).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
 def create_token(project: str, role: str, name: str | None, expires: str | None,
                  as_json: bool) -> None:
     """Create a token; it is printed once and only its hash is kept."""
-    lifetime = parse_duration(expires, field="--expires") if expires else None
+    lifetime = (parse_duration(expires, field="--expires", at_most=MAX_TOKEN_LIFETIME_S)
+                if expires else None)
     with seam.open_client() as client:
         made = client.create_token(project, cast(Role, role), name=name,
                                    expires_in_s=lifetime)

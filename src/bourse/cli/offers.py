@@ -11,6 +11,7 @@ import click
 from bourse.cli.errors import EXIT_NO_RESULT, handles_errors
 from bourse.cli.render import echo_json, money, table
 from bourse.core.compute import SPOT_POLICIES, Compute
+from bourse.core.errors import InvalidInput
 from bourse.core.match import Explanation, Match
 from bourse.core.offer import Offer
 from bourse.market.catalogs import catalog_offers
@@ -31,24 +32,42 @@ def compute_from_flags(flags: dict[str, Any]) -> Compute:
         "torch": flags.get("torch"), "cuda": flags.get("cuda"), "tags": flags.get("tag") or None,
         "packages": list(flags.get("package") or ()) or None, "image": flags.get("image"),
     }
-    return Compute(**{k: v for k, v in fields.items() if v is not None})
+    try:
+        return Compute(**{k: v for k, v in fields.items() if v is not None})
+    except InvalidInput as exc:  # named as the flag the user wrote
+        field = (exc.field or "").partition(".")[0]
+        exc.field = FLAGS.get(field, exc.field)
+        raise
+
+
+# the flag each Compute field comes from, where the two names differ
+FLAGS = {"regions": "--region", "exclude_regions": "--exclude-region",
+         "providers": "--provider", "exclude_providers": "--exclude-provider",
+         "tags": "--tag", "packages": "--package", "gpu_memory": "--gpu-memory",
+         "max_price": "--max-price", "gpu": "--gpu", "gpus": "--gpus", "cpus": "--cpus",
+         "memory": "--memory", "disk": "--disk", "spot": "--spot", "torch": "--torch",
+         "cuda": "--cuda", "image": "--image"}
 
 
 def compute_options(command: Any) -> Any:
     """The Compute flags shared by ``offers`` and (later) ``run``."""
     options = [
         click.option("--gpu", help="GPU label or alternatives: a100, a100-40gb, "
-                     "h100|a100-80gb, a100:8, 40GB+"),
-        click.option("--gpus", type=int, help="Number of GPUs (default 1 when --gpu is given)."),
+                     "h100|a100-80gb, a100:8, 40GB+; gpu (or any) for any GPU, cuda for any "
+                     "NVIDIA GPU, cpu for none."),
+        click.option("--gpus", type=int, help="Number of GPUs, 1 to 64 (default 1 when --gpu "
+                     "is given)."),
         click.option("--gpu-memory", help="Per-GPU memory: 24GB, 40GB+, 24GB..80GB."),
-        click.option("--cpus", help="vCPUs: 8 (at least 8), 8+, 8..32."),
-        click.option("--memory", help="Host memory: 32GB, 64GB+, 32GB..256GB."),
-        click.option("--disk", help="Disk: 100GB+."),
+        click.option("--cpus", help="vCPUs: 8 (at least 8), 8+, 8..32; at most 4096."),
+        click.option("--memory", help="Host memory: 32GB, 64GB+, 32GB..256GB; at most 64TB."),
+        click.option("--disk", help="Disk: 100GB+; at most 1024TB."),
         click.option("--spot", type=click.Choice(SPOT_POLICIES),
                      help="Spot policy (default never)."),
-        click.option("--max-price", help="Ceiling in US dollars per hour, e.g. 2 or 0.50."),
+        click.option("--max-price", help="Ceiling in US dollars per hour, e.g. 2 or 0.50 (at "
+                     "most 10000)."),
         click.option("--region", multiple=True,
-                     help="Allowed regions or zones (glob, repeatable)."),
+                     help="Allowed regions or zones (glob: us-east-*, eu-west-[12]; "
+                          "repeatable)."),
         click.option("--exclude-region", multiple=True,
                      help="Excluded regions (glob, repeatable)."),
         click.option("--provider", multiple=True, help="Allowed providers (glob, repeatable)."),

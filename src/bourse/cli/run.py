@@ -146,6 +146,10 @@ def run(command: tuple[str, ...], *, name: str | None, env_pairs: tuple[str, ...
 
     Exits with the job's exit code (130 if it was cancelled). Ctrl-C detaches; the job keeps
     running. An app with --detach runs its flow driver as a job too: `bourse runs` follows it.
+
+    An app's run lasts as long as this process: closing the terminal, `kill` or Ctrl-C cancel
+    its stages, and the exchange cancels them when this process dies outright (its lease
+    lapses). Use --detach for a run that outlives the terminal.
     """
     from bourse.cli.run_app import is_app
 

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from bourse.app.context import using
+from bourse.app.driver import driving, say
 from bourse.app.exchange import ExchangeBackend, new_run_id
 from bourse.app.loader import load_app, preflight
 from bourse.app.local import LocalBackend
@@ -63,9 +64,10 @@ def run_app(path: Path, args: tuple[str, ...], local: bool, run_id: str | None =
     started = time.monotonic()
     with using(backend) as recorded:
         try:
-            value = app.root.run(*args)
+            with driving(backend):  # SIGHUP, SIGTERM, Ctrl-C: its stages are stopped
+                value = app.root.run(*args)
         finally:
-            click.echo(summary(run_id, recorded, time.monotonic() - started), err=True)
+            say(summary(run_id, recorded, time.monotonic() - started))
     shown = value.value if isinstance(value, Result) else value  # a lone stage: its body's
     if shown is not None:
         click.echo(json.dumps(shown, indent=2, default=str))

@@ -1,4 +1,5 @@
-"""``bourse runs`` and ``bourse runs show RUN``: app runs on the exchange and their jobs."""
+"""``bourse runs``, ``bourse runs show RUN`` and ``bourse runs stop RUN``: app runs on the
+exchange, their jobs, and cancelling one."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def job_row(job: JobView, now: float, after: Sequence[str] = ()) -> list[str]:
 @click.pass_context
 @handles_errors
 def runs(ctx: click.Context, limit: int, app: str | None, as_json: bool) -> None:
-    """List app runs (`bourse run app.py`), newest first; `bourse runs show RUN` for one."""
+    """List app runs (`bourse run app.py`), newest first; `bourse runs show RUN` for one,
+    `bourse runs stop RUN` to cancel one."""
     if ctx.invoked_subcommand is not None:
         return
     with open_client() as client:
@@ -65,11 +67,25 @@ def show(run_id: str, as_json: bool) -> None:
         click.echo("\n".join(describe_run(detail, time.time())))
 
 
+@runs.command("stop")
+@click.argument("run_id")
+@handles_errors
+def stop(run_id: str) -> None:
+    """Cancel a run: its jobs that have not ended (a detached run's driver included), and
+    any stage it would submit later."""
+    with open_client() as client:
+        cancelled = client.cancel_run(run_id, "stopped with `bourse runs stop`")
+    jobs = ", ".join(cancelled.jobs) or "none was running"
+    click.echo(f"run {cancelled.run} cancelled ({cancelled.reason}); jobs stopped: {jobs}",
+               err=True)
+
+
 def describe_run(run: RunDetail, now: float) -> list[str]:
     facts = {"run": run.id, "app": run.app, "state": run.state, "started": clock(run.started_at),
              "ended": clock(run.ended_at) if run.ended_at else None,
-             "cost": dollars(run.cost) if run.cost is not None else None, "driver": run.driver}
-    lines = [f"{k:<8} {v}" for k, v in facts.items() if v is not None]
+             "cost": dollars(run.cost) if run.cost is not None else None, "driver": run.driver,
+             "cancelled": run.cancelled}
+    lines = [f"{k:<9} {v}" for k, v in facts.items() if v is not None]
     after: dict[str, list[str]] = {}
     for edge in run.edges:
         after.setdefault(edge.target, []).append(edge.source)

@@ -104,6 +104,9 @@ def metrics_config(stall_after: float, disk_warn_percent: float, raw_hours: floa
               help="A node silent this long (never less than 3 of its keep-alives) is lost "
               "and its jobs are placed again; its jobs stop themselves just before, so two "
               "copies never run at once. Short blinks never cost a running job.")
+@click.option("--driver-lease", type=click.FloatRange(min=1, max=86400), metavar="SECONDS",
+              help="Cancel an app run whose driver (bourse run app.py) has not renewed its "
+                   "lease for this long (default: the loss window).")
 @click.option("--credentials", type=click.Path(path_type=Path),
               help="Where the first start writes the admin token (default: "
                    "<data dir>/admin-token).")
@@ -148,10 +151,10 @@ def metrics_config(stall_after: float, disk_warn_percent: float, raw_hours: floa
               type=click.Choice(["debug", "info", "warning", "error"]))
 @handles_errors
 def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_alive: float,
-           loss_window: float, credentials: Path | None, allow_unverified: bool,
-           archive_logs_after: float,
-           stall_after: float, disk_warn_percent: float, metrics_raw_hours: float,
-           metrics_keep_days: float, log_rate: str, log_burst: str, log_level: str,
+           loss_window: float, driver_lease: float | None, credentials: Path | None,
+           allow_unverified: bool, archive_logs_after: float, stall_after: float,
+           disk_warn_percent: float, metrics_raw_hours: float, metrics_keep_days: float,
+           log_rate: str, log_burst: str, log_level: str,
            **store: Any) -> None:
     """Run a coordinator (the exchange's API, agent hub and scheduler)."""
     log_limit = LogLimit.parse(log_rate, log_burst)  # refused before anything starts
@@ -172,7 +175,7 @@ def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_
         archive_logs_after_s=archive_logs_after,
         metrics=metrics_config(stall_after, disk_warn_percent, metrics_raw_hours,
                                metrics_keep_days),
-        log_limit=log_limit)
+        log_limit=log_limit, driver_lease_s=driver_lease)
     app = create_app(config)
     uv = Coordinator(uvicorn.Config(app, log_level=log_level, access_log=False,
                                     ws_max_size=MAX_FRAME_BYTES, lifespan="on",

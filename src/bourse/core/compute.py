@@ -5,13 +5,19 @@
 
 Shorthand accepted by ``gpu``: a label (``a100``, ``A100-40GB``, ``NVIDIA A100-SXM4-40GB``),
 alternatives (``h100|a100-80gb``), a count (``a100:8``), a per-GPU memory range instead of or as
-well as labels (``24GB..80GB:2``, ``40GB+``), or ``cpu`` for no GPU. Sizes (cpus, memory, disk,
-GPU memory) are minimums unless written as a range ``low..high``; GB means GiB.
+well as labels (``24GB..80GB:2``, ``40GB+``), ``gpu`` (or ``any``) for any GPU, as Lightning's
+``CloudCompute("gpu")``, ``cuda`` for any NVIDIA GPU, or ``cpu`` for no GPU. Sizes (cpus,
+memory, disk, GPU memory) are minimums unless written as a range ``low..high``; GB means GiB.
+
+Every number is bounded by what one node can have (``LIMITS``, ``MAX_GPUS``): a job runs on
+one node, so ``gpu="a100:1000000000000"`` could only ever wait; it is refused where it is
+written instead, naming the field and the bound.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 from typing import Any, Literal
 
 from pydantic import (
@@ -23,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from bourse.core import names
 from bourse.core.cuda import parse_cuda_floor, torch_release
 from bourse.core.errors import InvalidInput
 from bourse.core.gpus import GpuSelection, catalogue
@@ -30,6 +37,26 @@ from bourse.core.units import Range, parse_price, parse_range, parse_size_gib
 
 SpotPolicy = Literal["never", "prefer", "only"]
 SPOT_POLICIES: tuple[str, ...] = ("never", "prefer", "only")
+
+# More than any one node has (the largest machines of the shipped catalogues have 16 GPUs,
+# 1,024 vCPUs and 6 TiB of memory), with room to grow: field -> (bound, unit).
+MAX_GPUS = 64
+LIMITS: dict[str, tuple[float, str]] = {
+    "cpus": (4096, ""), "memory": (64 * 1024, "GB"), "disk": (1024 * 1024, "GB"),
+    "gpu memory": (1024, "GB"),
+}
+MAX_NODES = 1024
+ANY_GPU = ("gpu", "any")  # Lightning's CloudCompute("gpu"): one GPU, any model
+ANY_NVIDIA = "cuda"
+# Lightning's other machine names are machines of its own cloud; say what they were instead
+LIGHTNING_MACHINES = {
+    "default": 'Compute("cpu", cpus=1, memory="4GB")',
+    "cpu-small": 'Compute("cpu", cpus=2, memory="8GB")',
+    "cpu-medium": 'Compute("cpu", cpus=8, memory="32GB")',
+    "gpu-fast": 'Compute("v100", cpus=8, memory="61GB")',
+    "gpu-fast-multi": 'Compute("v100:4", cpus=32, memory="244GB")',
+}
+_COUNT = re.compile(r"^[0-9]{1,18}$")
 
 
 class Bounds(BaseModel):
@@ -58,6 +85,17 @@ class Bounds(BaseModel):
     def describe(self, unit: str = "") -> str:
         return Range(self.min, self.max).describe(unit)
 
+    def at_most(self, field: str) -> Bounds:
+        """Itself, when neither end is above what a node can have (``LIMITS[field]``)."""
+        limit, unit = LIMITS[field]
+        high = self.min if self.max is None else max(self.min, self.max)
+        if high > limit:
+            ceiling = "; write low+ for no upper bound" if self.max is not None else ""
+            raise InvalidInput(f"{_amount(high)}{unit} is more than any node has",
+                               field=field.replace(" ", "_"),
+                               hint=f"ask for at most {_amount(limit)}{unit}{ceiling}")
+        return self
+
     @classmethod
     def parse(cls, value: Any, field: str, sizes: bool = True) -> Bounds:
         if isinstance(value, Bounds):
@@ -66,6 +104,10 @@ class Bounds(BaseModel):
             return cls.model_validate(value)
         parsed = parse_range(value, field=field, sizes=sizes)
         return cls(min=parsed.low, max=parsed.high)
+
+
+def _amount(value: float) -> str:
+    return f"{value:,.0f}" if value < 1e15 and value == int(value) else f"{value:g}"
 
 
 class GpuSpec(BaseModel):
@@ -83,7 +125,15 @@ class GpuSpec(BaseModel):
     def _count(cls, value: int) -> int:
         if value < 1:
             raise ValueError("GPU count must be >= 1 (use gpu='cpu' for no GPU)")
+        if value > MAX_GPUS:
+            raise ValueError(f"GPU count {value} is more than any node has; ask for at most "
+                             f"{MAX_GPUS}")
         return value
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value: Bounds) -> Bounds:
+        return value.at_most("gpu memory")
 
     @field_validator("models")
     @classmethod
@@ -111,21 +161,41 @@ def parse_gpu(text: str) -> GpuSpec | None:
     models: list[str] = []
     notes: list[str] = []
     memory = Bounds()
-    for term in (t.strip() for t in body.split("|")):
+    terms = [t.strip() for t in body.split("|")]
+    for term in terms:
         if not term:
             raise InvalidInput(f"empty alternative in {text!r}", field="gpu",
                                hint="write alternatives as h100|a100-80gb")
         if _is_memory(term):
-            memory = Bounds.parse(term, "gpu")
-            continue
-        selection = catalogue().resolve(term)
-        models.extend(m for m in selection.ids if m not in models)
-        notes.extend(_family_note(selection))
+            memory = Bounds.parse(term, "gpu").at_most("gpu memory")
+        elif term.lower() not in ANY_GPU:
+            selection = _resolve(term)
+            models.extend(m for m in selection.ids if m not in models)
+            notes.extend(_family_note(selection))
+    if models and any(t.lower() in ANY_GPU for t in terms):
+        raise InvalidInput(f"{text!r}: 'gpu' means any GPU, so naming others says nothing",
+                           field="gpu", hint="write gpu alone, or only the GPUs you accept")
     return GpuSpec(models=tuple(models), count=count, memory=memory, requested=raw,
                    notes=tuple(notes))
 
 
+def _resolve(term: str) -> GpuSelection:
+    """A label as the catalogue reads it; ``cuda`` is every NVIDIA model, and a machine name
+    of Lightning's cloud is refused with what it stood for."""
+    word = term.lower()
+    if word in LIGHTNING_MACHINES:
+        raise InvalidInput(f"{term!r} is a machine of Lightning's cloud, not a GPU",
+                           field="gpu", hint=f"say what it was: {LIGHTNING_MACHINES[word]}, "
+                                             'or Compute("gpu") for any one GPU')
+    if word != ANY_NVIDIA:
+        return catalogue().resolve(term)
+    nvidia = tuple(m for m in catalogue().models.values() if m.vendor == "nvidia")
+    return GpuSelection(term, nvidia, family="NVIDIA GPU")
+
+
 def _family_note(selection: GpuSelection) -> list[str]:
+    if selection.label.lower() == ANY_NVIDIA:
+        return [f"{selection.label!r} means any NVIDIA GPU ({len(selection.models)} models)"]
     if len(selection.models) > 1:
         return [f"{selection.label!r} means any {selection.family}: {', '.join(selection.ids)}"]
     return []
@@ -135,8 +205,9 @@ def _split_count(text: str) -> tuple[str, int]:
     body, sep, count = text.rpartition(":")
     if not sep:
         return text, 1
-    if not count.strip().isdigit() or int(count) < 1:
-        raise InvalidInput(f"GPU count in {text!r} must be a whole number >= 1", field="gpu",
+    if not _COUNT.match(count.strip()) or not 1 <= int(count) <= MAX_GPUS:
+        raise InvalidInput(f"GPU count in {text!r} must be a whole number from 1 to "
+                           f"{MAX_GPUS}", field="gpu",
                            hint="write e.g. a100:8; use gpu='cpu' for no GPU")
     return body, int(count)
 
@@ -149,18 +220,6 @@ def _is_memory(term: str) -> bool:
     except InvalidInput:
         return False
     return bool(probe) and not term.strip().isdigit()
-
-
-def _globs(value: Any, field: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, str | list | tuple | set | frozenset):
-        raise InvalidInput(f"expected a list of names or globs, got {value!r:.80}",
-                           field=field)
-    items = value.split(",") if isinstance(value, str) else list(value)
-    if not all(isinstance(i, str) for i in items):
-        raise InvalidInput(f"expected names or globs, got {value!r}", field=field)
-    return tuple(i.strip() for i in items if i.strip())
 
 
 class Compute(BaseModel):
@@ -210,12 +269,12 @@ class Compute(BaseModel):
     @field_validator("cpus", mode="before")
     @classmethod
     def _cpus(cls, value: Any) -> Bounds:
-        return Bounds.parse(value, "cpus", sizes=False)
+        return Bounds.parse(value, "cpus", sizes=False).at_most("cpus")
 
     @field_validator("memory", "disk", mode="before")
     @classmethod
     def _sizes(cls, value: Any, info: Any) -> Bounds:
-        return Bounds.parse(value, info.field_name)
+        return Bounds.parse(value, info.field_name).at_most(info.field_name)
 
     @field_validator("cuda", mode="before")
     @classmethod
@@ -250,13 +309,19 @@ class Compute(BaseModel):
                      "packages", mode="before")
     @classmethod
     def _lists(cls, value: Any, info: Any) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(_globs(value, info.field_name)))
+        return names.entries(value, info.field_name)
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str | None) -> str | None:
+        return None if value is None else names.image(value)
 
     @field_validator("num_nodes")
     @classmethod
     def _nodes(cls, value: int) -> int:
-        if value < 1:
-            raise InvalidInput(f"num_nodes must be >= 1, got {value}", field="num_nodes")
+        if not 1 <= value <= MAX_NODES:
+            raise InvalidInput(f"num_nodes must be from 1 to {MAX_NODES}, got {value}",
+                               field="num_nodes")
         return value
 
     @model_validator(mode="after")
@@ -301,11 +366,12 @@ def _merge_gpu_kwargs(data: dict[str, Any]) -> None:
     spec = gpu if isinstance(gpu, GpuSpec) else GpuSpec.model_validate(gpu or {})
     update: dict[str, Any] = {}
     if count is not None:
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise InvalidInput(f"gpus must be a whole number >= 1, got {count!r}", field="gpus")
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_GPUS:
+            raise InvalidInput(f"gpus must be a whole number from 1 to {MAX_GPUS}, got "
+                               f"{count!r:.40}", field="gpus")
         update["count"] = count
     if memory is not None:
-        update["memory"] = Bounds.parse(memory, "gpu_memory")
+        update["memory"] = Bounds.parse(memory, "gpu_memory").at_most("gpu memory")
     data["gpu"] = spec.model_copy(update=update)
 
 

@@ -28,6 +28,7 @@ _NOISE = _VENDOR | frozenset({
     "hbm2", "hbm2e", "hbm3", "hbm3e", "gddr6", "gddr6x", "generation", "gen",
 })
 _TOKEN = re.compile(r"[a-z0-9.]+")
+_COUNT = re.compile(r"^[0-9]{1,18}$")  # ASCII digits: "²".isdigit() holds, int("²") fails
 _MEMORY_TOKEN = re.compile(r"^(\d+(?:\.\d+)?)(?:gb|g|gib)$")
 MEMORY_TOLERANCE = 0.075  # readings vary a few percent with driver and ECC (P4: 7611 of 8192)
 
@@ -206,7 +207,7 @@ def _split_count(label: str) -> tuple[str, int | None]:
     text, sep, count_text = label.strip().rpartition(":")
     if not sep:
         return label.strip(), None
-    if not count_text.strip().isdigit() or int(count_text) < 1:
+    if not _COUNT.match(count_text.strip()) or int(count_text) < 1:
         raise InvalidInput(f"GPU count in {label!r} must be a whole number >= 1", field="gpu",
                            hint="write e.g. a100:8")
     return text.strip(), int(count_text)

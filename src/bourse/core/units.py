@@ -111,6 +111,8 @@ def _parse_number(text: str | float | int, *, field: str) -> float:
     return value
 
 
+MAX_PRICE = 10_000.0  # US dollars per hour: more than any machine costs
+
 _PRICE = re.compile(r"^\s*\$?\s*(\d+(?:\.\d+)?|\.\d+)\s*(?:/\s*h(?:r|our)?)?\s*$", re.IGNORECASE)
 
 
@@ -134,6 +136,9 @@ def parse_price(text: str | float | int, *, field: str = "max_price") -> float:
             f"price must be above zero, got {text!r}", field=field,
             hint="a ceiling of $0/h matches nothing; leave it out for no ceiling",
         )
+    if value > MAX_PRICE:
+        raise InvalidInput(f"${value:g}/h is more than any machine costs", field=field,
+                           hint=f"write at most {MAX_PRICE:g}, or leave it out for no ceiling")
     return value
 
 
@@ -149,10 +154,12 @@ def format_bytes(size: int) -> str:
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$", re.IGNORECASE)
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
+MAX_DURATION_S = 100 * 365 * 86400.0  # a century: longer is a typo, not a plan
 
 
-def parse_duration(text: str | float | int, *, field: str = "duration") -> float:
-    """Seconds from ``30``, ``30s``, ``2m``, ``1.5h``, ``7d`` or ``2w``."""
+def parse_duration(text: str | float | int, *, field: str = "duration",
+                   at_most: float = MAX_DURATION_S) -> float:
+    """Seconds from ``30``, ``30s``, ``2m``, ``1.5h``, ``7d`` or ``2w``, at most ``at_most``."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         seconds = float(text)
     else:
@@ -163,4 +170,17 @@ def parse_duration(text: str | float | int, *, field: str = "duration") -> float
         seconds = float(found.group(1)) * _SECONDS[(found.group(2) or "s").lower()]
     if not 0 <= seconds < float("inf"):
         raise InvalidInput(f"{text!r} is not a positive duration", field=field)
+    if seconds > at_most:
+        raise InvalidInput(f"{text!r} is longer than the most allowed, "
+                           f"{describe_duration(at_most)}", field=field,
+                           hint=f"write at most {describe_duration(at_most)}")
     return seconds
+
+
+def describe_duration(seconds: float) -> str:
+    """``86400`` -> ``1d``, ``5400`` -> ``90m``: the largest unit that counts it whole."""
+    for unit in ("w", "d", "h", "m"):
+        count = seconds / _SECONDS[unit]
+        if count >= 1 and count == int(count):
+            return f"{int(count)}{unit}"
+    return f"{seconds:g}s"

@@ -9,6 +9,7 @@ from pydantic import Field
 from bourse.protocol.common import Wire
 
 PROJECT_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
+MAX_TOKEN_LIFETIME_S = 5 * 365 * 24 * 3600.0  # five years
 TAG_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,31}$"
 SECRET_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 Role = Literal["admin", "member", "provider"]
@@ -34,7 +35,7 @@ class TokenCreate(Wire):
     project: str = Field(default="default", pattern=PROJECT_PATTERN)
     role: Role = "member"
     name: str | None = Field(default=None, max_length=128, pattern=r"^[^\x00]*$")
-    expires_in_s: float | None = Field(default=None, gt=0, le=5 * 365 * 24 * 3600,
+    expires_in_s: float | None = Field(default=None, gt=0, le=MAX_TOKEN_LIFETIME_S,
                                        strict=True)  # `true` is not one second
 
 

@@ -117,17 +117,41 @@ class RunView(Wire):
 
     id: str
     app: str | None = None  # the app's file, as its jobs name it (JobSpec.app)
-    state: JobState  # the driver's, when there is one; else RUNNING while a job is not
-    # ended, then the state of the last job (a flow stops at its first failed stage)
+    state: JobState  # CANCELLED once cancelled; else the driver's, when there is one; else
+    # RUNNING while a job is not ended, then the state of the last job (a flow stops at its
+    # first failed stage)
     stages: int  # stage jobs submitted (retries included)
     started_at: float
     ended_at: float | None = None
     cost: float | None = None  # dollars, summed over its jobs
     driver: str | None = None  # the driver's job id, for a detached run
+    cancelled: str | None = None  # why the run was cancelled: stopped, or its driver gone
 
 
 class RunList(Wire):
     runs: list[RunView]
+
+
+class RunCancel(Wire):
+    """Why a run is cancelled, as its jobs' timelines will say."""
+
+    reason: str = Field(default="cancelled by its owner", min_length=1, max_length=500,
+                        pattern=r"^[^\x00]*$")
+
+
+class RunCancelled(Wire):
+    run: str
+    reason: str  # why it was cancelled (the first reason, if it was cancelled before)
+    jobs: list[str]  # the jobs it cancelled, or asked their nodes to stop
+
+
+class RunLease(Wire):
+    """A run's driver lease, renewed: renew it again within ``renew_every_s``; a run whose
+    lease lapses (``lease_until``) is cancelled with its jobs."""
+
+    run: str
+    lease_until: float
+    renew_every_s: float
 
 
 class RunEdge(Wire):

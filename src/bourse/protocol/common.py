@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bourse.core.compute import Compute
+from bourse.core.paths import inside
 from bourse.core.retry import RetryPolicy
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
@@ -83,7 +84,7 @@ class JobSpec(Wire):
         default_factory=dict, max_length=1024)
     compute: Compute = Field(default_factory=Compute)
     bundle: Sha256 | None = None
-    workdir: Annotated[str, Field(max_length=1024, pattern=r"^[^/].*$|^$")] = ""
+    workdir: Annotated[str, Field(max_length=1024)] = ""  # inside the bundle: core.paths
     max_retries: int = Field(default=3, ge=0, le=100, strict=True)  # `true` is no count
     inputs: dict[DataName, DataUri] = Field(default_factory=dict, max_length=64)
     outputs: dict[DataName, DataUri] = Field(default_factory=dict, max_length=64)
@@ -114,6 +115,11 @@ class JobSpec(Wire):
 
     def port(self, number: int) -> Port | None:
         return next((p for p in self.ports if p.number == number), None)
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, value: str) -> str:
+        return inside(value, field="workdir", root="the job's code bundle")
 
     @field_validator("inputs", "outputs")
     @classmethod

@@ -39,7 +39,9 @@ from bourse.protocol.api import (
     NodeView,
     OfferList,
     ReclaimResult,
+    RunCancelled,
     RunDetail,
+    RunLease,
     RunView,
 )
 from bourse.protocol.common import JobSpec
@@ -81,6 +83,7 @@ class _Base:
     def __init__(self, url: str | None, token: str | None) -> None:
         credentials = resolve_credentials(url, token)
         self.url = credentials.url
+        self._token = credentials.token
         self._base_url = core.base_url(credentials.url)
         self._headers = core.headers(credentials.token)
 
@@ -91,8 +94,14 @@ class Client(_Base):
     def __init__(self, url: str | None = None, token: str | None = None, *,
                  timeout: float = 30.0, transport: httpx.BaseTransport | None = None) -> None:
         super().__init__(url, token)
+        self._timeout, self._transport = timeout, transport
         self._http = httpx.Client(base_url=self._base_url, headers=self._headers,
                                   timeout=timeout, transport=transport)
+
+    def fork(self) -> Client:
+        """A client of its own (its own connections) to the same exchange with the same
+        token: for another thread."""
+        return Client(self.url, self._token, timeout=self._timeout, transport=self._transport)
 
     def __enter__(self) -> Self:
         return self
@@ -128,6 +137,18 @@ class Client(_Base):
     def run(self, run_id: str) -> RunDetail:
         """One app run and its jobs."""
         return self._send(core.run(run_id))
+
+    def renew_lease(self, run_id: str) -> RunLease:
+        """Say the run's driver is alive; a run whose driver stops saying so is cancelled."""
+        return self._send(core.renew_lease(run_id))
+
+    def end_lease(self, run_id: str) -> None:
+        """The run's driver is done; nothing is cancelled."""
+        self._send(core.end_lease(run_id))
+
+    def cancel_run(self, run_id: str, reason: str = "cancelled by its owner") -> RunCancelled:
+        """Cancel the run's jobs that have not ended, and any it would submit later."""
+        return self._send(core.cancel_run(run_id, reason))
 
     def job(self, job_id: str) -> JobDetail:
         return self._send(core.job(job_id))
@@ -329,6 +350,16 @@ class AsyncClient(_Base):
 
     async def run(self, run_id: str) -> RunDetail:
         return await self._send(core.run(run_id))
+
+    async def renew_lease(self, run_id: str) -> RunLease:
+        return await self._send(core.renew_lease(run_id))
+
+    async def end_lease(self, run_id: str) -> None:
+        await self._send(core.end_lease(run_id))
+
+    async def cancel_run(self, run_id: str,
+                         reason: str = "cancelled by its owner") -> RunCancelled:
+        return await self._send(core.cancel_run(run_id, reason))
 
     async def job(self, job_id: str) -> JobDetail:
         return await self._send(core.job(job_id))

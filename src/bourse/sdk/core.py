@@ -36,7 +36,10 @@ from bourse.protocol.api import (
     OfferQuery,
     ReclaimRequest,
     ReclaimResult,
+    RunCancel,
+    RunCancelled,
     RunDetail,
+    RunLease,
     RunList,
     RunView,
 )
@@ -106,6 +109,10 @@ def model(kind: type[M]) -> Callable[[httpx.Response], M]:
     return read
 
 
+def _nothing(response: httpx.Response) -> None:
+    check(response)
+
+
 def _exists(response: httpx.Response) -> bool:
     return response.status_code != 404 and check(response).is_success
 
@@ -142,6 +149,20 @@ def runs(limit: int = 50, app: str | None = None) -> Call[list[RunView]]:
 
 def run(run_id: str) -> Call[RunDetail]:
     return Call("GET", f"/runs/{_path_id(run_id)}", model(RunDetail))
+
+
+def renew_lease(run_id: str) -> Call[RunLease]:
+    """The run's driver is alive (``services.runs``)."""
+    return Call("POST", f"/runs/{_path_id(run_id)}/lease", model(RunLease))
+
+
+def end_lease(run_id: str) -> Call[None]:
+    return Call("DELETE", f"/runs/{_path_id(run_id)}/lease", _nothing)
+
+
+def cancel_run(run_id: str, reason: str) -> Call[RunCancelled]:
+    return Call("POST", f"/runs/{_path_id(run_id)}/cancel", model(RunCancelled),
+                json=RunCancel(reason=reason).model_dump())
 
 
 def job(job_id: str) -> Call[JobDetail]:

@@ -16,6 +16,7 @@ from bourse.server import datadir, errors, keys, routes, ui
 from bourse.server.auditing import AuditMiddleware
 from bourse.server.config import ServerConfig, StoreConfig
 from bourse.server.dataplane import DataPlane, open_dataplane
+from bourse.server.drivers import DriverWatch
 from bourse.server.keeper import MetricsKeeper
 from bourse.server.limits import BodyLimit
 from bourse.server.services import audit, projects, tokens
@@ -132,6 +133,7 @@ async def _running(state: ServerState, run_scheduler: bool) -> AsyncIterator[Non
                 if state.logs is not None and run_scheduler else None)
     keeper = asyncio.create_task(MetricsKeeper(state.db, state.config.metrics,
                                                state.clock).run()) if run_scheduler else None
+    drivers = asyncio.create_task(DriverWatch(state).run()) if run_scheduler else None
     try:
         yield
     finally:
@@ -140,6 +142,7 @@ async def _running(state: ServerState, run_scheduler: bool) -> AsyncIterator[Non
         await _stop(renewer)
         await _stop(archiver)
         await _stop(keeper)
+        await _stop(drivers)
         for node_id in list(state.hub.connections):
             await state.hub.close_node(node_id, "coordinator shutting down")
         await state.hub.close()

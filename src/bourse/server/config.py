@@ -79,6 +79,13 @@ class ServerConfig:
     archive_logs_after_s: float = 3600.0  # an ended job's logs move to the store after this
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     log_limit: LogLimit = field(default_factory=LogLimit)  # per job (docs/security.md)
+    # an app run whose driver is silent this long is cancelled (None: the loss window, as
+    # nodes: a driver's link that blinks costs no run)
+    driver_lease_s: float | None = None
+
+    @property
+    def driver_lease(self) -> float:
+        return self.driver_lease_s or self.loss_window_s
 
     def __post_init__(self) -> None:
         if not 0 < self.keep_alive_s <= 86400:

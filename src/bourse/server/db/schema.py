@@ -290,3 +290,20 @@ class StoreClaim(Base):
     project_id: Mapped[str] = mapped_column(String(64))
     job_id: Mapped[str] = mapped_column(String(40))  # the job that claimed it
     created_at: Mapped[float] = mapped_column(Float)
+
+
+class Run(Base):
+    """An app run's driver lease. The driver (``bourse run app.py``, in a terminal or as a
+    detached run's job) renews it; one that stops renewing, or that is stopped, ends the run:
+    its jobs are cancelled (``bourse.server.services.runs``). A run is its jobs
+    (``Job.run``); this row only says whether its driver is still there. ``lease_until`` is
+    None once the run ended; ``cancelled`` says why it was cancelled, None if it was not."""
+
+    __tablename__ = "runs"
+    project_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    lease_until: Mapped[float | None] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+    cancelled: Mapped[str | None] = mapped_column(Text)
+    __table_args__ = (Index("ix_runs_lease_until", "lease_until"),)

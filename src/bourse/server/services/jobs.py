@@ -15,7 +15,7 @@ from bourse.core.cost import (
     on_demand_rate,
     total_cost,
 )
-from bourse.core.errors import InvalidInput, NotFound
+from bourse.core.errors import Conflict, InvalidInput, NotFound
 from bourse.core.placement import shape_of
 from bourse.core.states import AttemptState, JobState
 from bourse.protocol.agent import CancelJob
@@ -24,7 +24,16 @@ from bourse.protocol.common import JobSpec
 from bourse.server.access import Scope
 from bourse.server.commands import Command
 from bourse.server.dataplane.plan import resolve_spec
-from bourse.server.db.schema import Attempt, BundleOwner, Event, Job, LogChunk, Node, Project
+from bourse.server.db.schema import (
+    Attempt,
+    BundleOwner,
+    Event,
+    Job,
+    LogChunk,
+    Node,
+    Project,
+    Run,
+)
 from bourse.server.ids import new_id
 from bourse.server.logarchive import LogArchive, merge, view
 from bourse.server.services import claims, secrets
@@ -56,6 +65,8 @@ async def submit_job(session: AsyncSession, spec: JobSpec, project_id: str, now:
         raise InvalidInput(f"code bundle {spec.bundle[:12]}… has not been uploaded",
                            field="bundle", hint="upload it first with PUT /api/v1/bundles/{sha}")
     await secrets.check_names(session, project_id, spec.project_secrets)
+    if spec.run is not None:
+        await _run_open(session, spec.run, project_id)
     if required is None:
         required = await required_tags(session, project_id)
     spec = with_tags(spec, required)
@@ -81,6 +92,15 @@ def pending_until(spec: JobSpec, since: float) -> float | None:
     """When a job that starts waiting at ``since`` stops waiting (its pending timeout)."""
     timeout = spec.pending_timeout_s
     return None if timeout is None else since + timeout
+
+
+async def _run_open(session: AsyncSession, run_id: str, project_id: str) -> None:
+    """Refuse a job for an app run that was cancelled (``services.runs``)."""
+    cancelled = await session.scalar(select(Run.cancelled).where(
+        Run.project_id == project_id, Run.id == run_id))
+    if cancelled is not None:
+        raise Conflict(f"run {run_id} was cancelled: {cancelled}",
+                       hint="run the app again for a new run")
 
 
 async def required_tags(session: AsyncSession, project_id: str) -> list[str]:
@@ -119,22 +139,28 @@ async def list_jobs(session: AsyncSession, scope: Scope, state: str | None, limi
 
 
 async def cancel_job(session: AsyncSession, job_id: str, scope: Scope,
-                     now: float) -> tuple[Job, list[Command]]:
-    """Cancel a job: at once when it is not placed, else by asking its node to stop it."""
+                     now: float, why: str | None = None) -> tuple[Job, list[Command]]:
+    """Cancel a job: at once when it is not placed, else by asking its node to stop it.
+    ``why``: what cancelled it, when not its owner (its app run ending)."""
     job = await get_job(session, job_id, scope)
+    return job, cancel_row(session, job, now, why)
+
+
+def cancel_row(session: AsyncSession, job: Job, now: float,
+               why: str | None = None) -> list[Command]:
     state = JobState(job.state)
     if state.terminal or job.cancel_requested:
-        return job, []
+        return []
     if state is JobState.PENDING:
-        job.reason = "cancelled before it was placed"
+        job.reason = why or "cancelled before it was placed"
         set_job_state(session, job, JobState.CANCELLED, now, job.reason)
-        return job, []
+        return []
     job.cancel_requested = True
     job.updated_at = now
-    add_event(session, job.id, job.attempt, "cancel", now, message="cancel requested")
+    add_event(session, job.id, job.attempt, "cancel", now, message=why or "cancel requested")
     assert job.node_id is not None
-    return job, [Command(job.node_id, CancelJob(job_id=job.id, attempt=job.attempt,
-                                                 grace_s=CANCEL_GRACE_S, reason="cancelled"))]
+    return [Command(job.node_id, CancelJob(job_id=job.id, attempt=job.attempt,
+                                           grace_s=CANCEL_GRACE_S, reason=why or "cancelled"))]
 
 
 def stalled_in(job: Job) -> dict[str, Any] | None:
