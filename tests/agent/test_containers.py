@@ -152,6 +152,18 @@ async def test_an_image_job_on_a_node_without_engine_fails_to_start(
                       "(install docker or podman on the node)")
 
 
+async def test_an_image_that_is_an_engine_flag_is_refused_on_the_node(
+        recorder: Path, agent_factory: Callable[..., Agent]) -> None:
+    """The node trusts no coordinator: an ``image`` that would be a flag of ``docker run``
+    (``--privileged``) never reaches the engine, even past the spec's own validation."""
+    agent = agent_factory(hooks=ContainerJobs(Engine("docker", str(recorder)), lambda: CAPS))
+    await agent.start("x", ["true"], compute=Compute.model_construct(image="--privileged"))
+    c = agent.coordinator
+    await c.until(lambda: c.event("x", "start_failed") is not None)
+    assert "is not an image reference" in c.event("x", "start_failed")["data"]["reason"]
+    assert calls(recorder) == []
+
+
 async def test_an_image_job_gets_exactly_the_devices_it_was_given(
         recorder: Path, agent_factory: Callable[..., Agent]) -> None:
     """The exchange gave the attempt the node's second GPU: the container gets that one (the

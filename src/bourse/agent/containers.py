@@ -27,6 +27,7 @@ from pathlib import Path
 from bourse.agent.attempt import StartError
 from bourse.agent.hooks import AttemptHooks
 from bourse.agent.shim import AttemptDir
+from bourse.core.names import IMAGE_PATTERN
 from bourse.protocol.agent import StartJob
 from bourse.protocol.common import Capabilities
 
@@ -124,6 +125,10 @@ class ContainerJobs(AttemptHooks):
         if self.engine is None:
             raise StartError(f"the job names image {compute.image} but this node has no "
                              "container engine", hint="install docker or podman on the node")
+        if not IMAGE_PATTERN.match(compute.image):  # trusting no coordinator: "--privileged"
+            # would be a flag of the engine's, not an image
+            raise StartError(f"image {compute.image[:80]!r} is not an image reference",
+                             hint="name an image such as pytorch/pytorch:2.3.0-cuda12.1")
         env_file = adir.root / ENV_FILE
         try:
             write_env_file(env_file, {k: v for k, v in env.items() if k not in HOST_ONLY})
