@@ -25,7 +25,7 @@ from bourse.server.app import create_app
 from bourse.server.config import ServerConfig, StoreConfig
 from bourse.server.dataplane import DataPlane
 from bourse.server.db.schema import Attempt, Job, Node
-from bourse.server.limits import MAX_FRAME_BYTES
+from bourse.server.http.limits import MAX_FRAME_BYTES
 from bourse.server.scheduler import PlacementReport
 from bourse.server.services import tokens
 from bourse.server.state import ServerState

@@ -19,8 +19,8 @@ from bourse.server.agents.connections import (
 )
 from bourse.server.agents.frames import Malformed
 from bourse.server.agents.socket import SocketChannel
-from bourse.server.limits import MAX_FRAME_BYTES
-from bourse.server.logmeter import LogMeter
+from bourse.server.http.limits import MAX_FRAME_BYTES
+from bourse.server.logs.meter import LogMeter
 
 pytestmark = pytest.mark.anyio
 Factory = Callable[..., Any]

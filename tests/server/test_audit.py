@@ -17,9 +17,9 @@ from route_requests import request_for, routes
 from server_harness import Exchange, Live, open_exchange, until
 from sqlalchemy import delete, select, update
 
-from bourse.server.audit_seal import SEAL_FILE
+from bourse.server.audit.seal import SEAL_FILE
 from bourse.server.db.schema import AuditHead, AuditRecord
-from bourse.server.keys import KEY_FILE
+from bourse.server.files.keys import KEY_FILE
 from bourse.server.services.audit import masked
 
 pytestmark = pytest.mark.anyio

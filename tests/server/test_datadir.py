@@ -18,7 +18,7 @@ from server_harness import open_exchange
 from sqlalchemy import text
 
 from bourse.server.db.database import Database, sqlite_url
-from bourse.server.keys import KEY_FILE, ServerKeyError
+from bourse.server.files.keys import KEY_FILE, ServerKeyError
 
 pytestmark = pytest.mark.anyio
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bourse.server.keys import KEY_FILE, ServerKeyError, load_or_create, subkey
+from bourse.server.files.keys import KEY_FILE, ServerKeyError, load_or_create, subkey
 
 
 def test_made_once_private_and_stable(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from server_harness import Exchange
 
-from bourse.server.limits import MAX_BODY_BYTES
+from bourse.server.http.limits import MAX_BODY_BYTES
 
 pytestmark = pytest.mark.anyio
 TOO_BIG = b'{"command": ["' + b"x" * MAX_BODY_BYTES + b'"]}'

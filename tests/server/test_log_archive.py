@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 from bourse.protocol.api import LogChunkView
 from bourse.server.dataplane import DataPlane
 from bourse.server.db.schema import LogChunk
-from bourse.server.logarchive import archive_key, decode, encode, merge
+from bourse.server.logs.archive import archive_key, decode, encode, merge
 from bourse.storage import MemoryIssuer, MemoryStore, StoreSettings
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,7 @@ from bourse.core.health import StallRules
 from bourse.protocol.agent import Metrics
 from bourse.protocol.metrics import DiskSample, GpuSample, JobSample, Sample
 from bourse.server.config import MetricsConfig
-from bourse.server.keeper import MetricsKeeper
+from bourse.server.metrics.keeper import MetricsKeeper
 
 pytestmark = pytest.mark.anyio
 CONFIG = MetricsConfig(stall=StallRules(after_s=30.0), raw_retention_s=3600.0,

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 from bourse.protocol.common import REDACTED
 from bourse.server.db.database import Database, alembic_config
 from bourse.server.db.schema import Job
-from bourse.server.keys import load_or_create
+from bourse.server.files.keys import load_or_create
 from bourse.server.services.secrets import SecretBox
 
 pytestmark = pytest.mark.anyio

@@ -23,8 +23,8 @@ from bourse.protocol.stream import (
     StreamOpened,
     StreamWindow,
 )
-from bourse.server.proxy import request_headers, response_headers
-from bourse.server.tunnels import Tunnels, Unreachable
+from bourse.server.streams.proxy import request_headers, response_headers
+from bourse.server.streams.tunnels import Tunnels, Unreachable
 from bourse.tunnel.stream import Stream, StreamClosed
 
 

@@ -11,8 +11,8 @@ import httpx
 import pytest
 from ui_site import BASE_URL, Site, open_site
 
-from bourse.server.cookie import COOKIE
 from bourse.server.dataplane import DataPlane
+from bourse.server.http.cookie import COOKIE
 from bourse.server.ui import routes
 from bourse.server.ui.render import STATIC_DIR, VENDOR
 from bourse.server.ui.session import csrf_token, safe_next

@@ -21,7 +21,7 @@ from bourse.core.ratelimit import LogLimit
 from bourse.server.app import create_app
 from bourse.server.config import MetricsConfig, ServerConfig, StoreConfig
 from bourse.server.db.database import sqlite_url
-from bourse.server.limits import MAX_FRAME_BYTES
+from bourse.server.http.limits import MAX_FRAME_BYTES
 
 # How long a stopping coordinator waits for requests in flight before it cancels them. Log
 # follows end at once (`Notifier.close`); what is left is a request or two, and the UI's long

@@ -12,13 +12,14 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from bourse import __version__
-from bourse.server import datadir, errors, keys, routes, ui
-from bourse.server.auditing import AuditMiddleware
+from bourse.server import errors, routes, ui
+from bourse.server.audit.middleware import AuditMiddleware
 from bourse.server.config import ServerConfig, StoreConfig
 from bourse.server.dataplane import DataPlane, open_dataplane
 from bourse.server.drivers import DriverWatch
-from bourse.server.keeper import MetricsKeeper
-from bourse.server.limits import BodyLimit
+from bourse.server.files import datadir, keys
+from bourse.server.http.limits import BodyLimit
+from bourse.server.metrics.keeper import MetricsKeeper
 from bourse.server.services import audit, projects, tokens
 from bourse.server.services.jobs import active_attempts
 from bourse.server.services.liveness import grace_after_start

@@ -7,20 +7,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bourse.protocol.common import JobSpec
-from bourse.server import keys
 from bourse.server.agents.connections import Connections
 from bourse.server.agents.dispatch import Dispatch
 from bourse.server.agents.hub import Hub
 from bourse.server.agents.intake import Intake
-from bourse.server.audit_seal import SEAL_FILE, SealFile
-from bourse.server.audit_writer import AuditWriter
-from bourse.server.bundles import BundleStore
+from bourse.server.audit.seal import SEAL_FILE, SealFile
+from bourse.server.audit.writer import AuditWriter
 from bourse.server.config import ServerConfig
 from bourse.server.dataplane import DataPlane
 from bourse.server.db.database import Database
 from bourse.server.db.schema import Job
-from bourse.server.logarchive import LogArchive
-from bourse.server.logmeter import LogMeter
+from bourse.server.files import keys
+from bourse.server.files.bundles import BundleStore
+from bourse.server.logs.archive import LogArchive
+from bourse.server.logs.meter import LogMeter
 from bourse.server.notifier import Notifier
 from bourse.server.scheduler import Scheduler
 from bourse.server.services import audit

@@ -34,7 +34,7 @@ from bourse.server.db.database import Database
 from bourse.server.ids import new_id
 from bourse.server.notifier import Notifier
 from bourse.server.services.agents import node_disconnected, node_hello
-from bourse.server.tunnels import Tunnels
+from bourse.server.streams.tunnels import Tunnels
 
 log = logging.getLogger(__name__)
 HELLO_TIMEOUT_S = 15.0

@@ -28,7 +28,7 @@ from bourse.server.agents.frames import Batch, Connection, add_frame
 from bourse.server.commands import Command
 from bourse.server.config import MetricsConfig
 from bourse.server.db.database import Database
-from bourse.server.logmeter import LogMeter
+from bourse.server.logs.meter import LogMeter
 from bourse.server.notifier import Notifier
 from bourse.server.services.agents import (
     node_heartbeat,

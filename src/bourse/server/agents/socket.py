@@ -11,7 +11,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from bourse.channel import CLOSE_NORMAL, ChannelClosed
 from bourse.server.agents.frames import Malformed
-from bourse.server.limits import MAX_FRAME_BYTES
+from bourse.server.http.limits import MAX_FRAME_BYTES
 
 
 class SocketChannel:

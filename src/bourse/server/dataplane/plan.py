@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from bourse.core.errors import InvalidInput
 from bourse.protocol.agent import DataPlan, StoreAccess
 from bourse.protocol.common import JobSpec
-from bourse.server.bundles import bundle_key
+from bourse.server.files.bundles import bundle_key
 from bourse.storage.credentials import Scope, ScopedCredentials
 from bourse.storage.jobenv import default_checkpoint
 from bourse.storage.settings import StoreSettings

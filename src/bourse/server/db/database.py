@@ -22,8 +22,8 @@ from sqlalchemy import Table, event, insert, make_url
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 
-from bourse.server import datadir
 from bourse.server.db import inline_sqlite
+from bourse.server.files import datadir
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """``/api/v1/bundles/{sha256}``: content-addressed code bundles (in the exchange's store when it
-has one; see ``bourse.server.bundles``)."""
+has one; see ``bourse.server.files.bundles``)."""
 
 from __future__ import annotations
 

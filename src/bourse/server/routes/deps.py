@@ -8,7 +8,7 @@ from fastapi import Depends, Request
 from starlette.requests import HTTPConnection
 
 from bourse.core.errors import Forbidden
-from bourse.server.auditing import remember
+from bourse.server.audit.middleware import remember
 from bourse.server.services.tokens import Principal, TokenKind, authenticate
 from bourse.server.state import ServerState
 

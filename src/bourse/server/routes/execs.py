@@ -28,7 +28,7 @@ from bourse.server.routes.deps import get_state, principal_of
 from bourse.server.routes.jobs import JobIdPath
 from bourse.server.routes.sockets import record_socket, refusal_code
 from bourse.server.services.streams import running_job
-from bourse.server.tunnels import Unreachable
+from bourse.server.streams.tunnels import Unreachable
 from bourse.tunnel.stream import Stream, StreamClosed
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])

@@ -1,5 +1,5 @@
 """``/jobs/{id}/ports/{port}/...``: HTTP and WebSocket to a port a running job declared, through
-its node's agent channel (``bourse.server.proxy``).
+its node's agent channel (``bourse.server.streams.proxy``).
 
 Authenticated like the API (a bearer user token) or like the UI (its session cookie, so that a
 page of the proxied server opens in the browser). A WebSocket authenticated by the cookie must
@@ -18,14 +18,14 @@ from starlette.websockets import WebSocket
 from bourse.core.errors import BourseError, Forbidden, NotFound, Unauthorized
 from bourse.protocol.common import ID_PATTERN, Port
 from bourse.protocol.stream import PortTarget
-from bourse.server.auditing import remember
-from bourse.server.cookie import COOKIE
-from bourse.server.proxy import BadGateway, Upstream, proxy_http, proxy_websocket
+from bourse.server.audit.middleware import remember
+from bourse.server.http.cookie import COOKIE
 from bourse.server.routes.deps import bearer, get_state, principal_of
 from bourse.server.routes.sockets import refuse
 from bourse.server.services.streams import Running, declared_port, running_job
 from bourse.server.services.tokens import Principal
-from bourse.server.tunnels import Unreachable
+from bourse.server.streams.proxy import BadGateway, Upstream, proxy_http, proxy_websocket
+from bourse.server.streams.tunnels import Unreachable
 from bourse.server.ui.session import authenticate_secret, same_origin
 from bourse.tunnel.stream import Stream
 

@@ -15,10 +15,10 @@ from sqlalchemy import ColumnElement, case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.states import JobState, NodeState
-from bourse.server import exposition
 from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.errors import responses
-from bourse.server.exposition import Family
+from bourse.server.metrics import exposition
+from bourse.server.metrics.exposition import Family
 from bourse.server.routes.deps import Admin, State
 from bourse.server.services.jobs import stalled_in
 

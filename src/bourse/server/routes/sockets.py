@@ -10,7 +10,7 @@ from typing import Any
 from starlette.websockets import WebSocket
 
 from bourse.core.errors import BourseError, TooMany
-from bourse.server.auditing import actor_of, source_of
+from bourse.server.audit.middleware import actor_of, source_of
 from bourse.server.errors import error_response
 from bourse.server.routes.deps import get_state
 from bourse.server.services import audit

@@ -23,7 +23,7 @@ from bourse.protocol.agent import CancelJob, Heartbeat, Hello, JobEvent, LogChun
 from bourse.protocol.common import AttemptRef
 from bourse.server.commands import Command
 from bourse.server.db.schema import Attempt, Event, Job, Node
-from bourse.server.logmeter import LogMeter
+from bourse.server.logs.meter import LogMeter
 from bourse.server.services import logs, verification
 from bourse.server.services.jobs import CANCEL_GRACE_S, active_attempt_states
 from bourse.server.services.lifecycle import (

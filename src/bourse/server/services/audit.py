@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.protocol.access import AuditVerdict, AuditView
 from bourse.server.access import Scope
-from bourse.server.audit_seal import Seal, SealError, SealFile, seal_problems
+from bourse.server.audit.seal import Seal, SealError, SealFile, seal_problems
 from bourse.server.db.schema import AuditHead, AuditRecord
 
 GENESIS = "0" * 64

@@ -35,7 +35,7 @@ from bourse.server.db.schema import (
     Run,
 )
 from bourse.server.ids import new_id
-from bourse.server.logarchive import LogArchive, merge, view
+from bourse.server.logs.archive import LogArchive, merge, view
 from bourse.server.services import claims, secrets
 from bourse.server.services.lifecycle import add_event, set_job_state
 from bourse.server.services.specs import remember, spec_of

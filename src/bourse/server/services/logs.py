@@ -23,7 +23,7 @@ from bourse.core.units import format_bytes
 from bourse.server.db.schema import Attempt
 from bourse.server.db.schema import LogChunk as LogRow
 from bourse.server.db.upsert import insert_ignore
-from bourse.server.logmeter import LogMeter
+from bourse.server.logs.meter import LogMeter
 from bourse.server.services.lifecycle import add_event
 
 LOG_TABLE = cast(Table, LogRow.__table__)

@@ -23,9 +23,9 @@ from bourse.core.health import (
 from bourse.core.states import AttemptState, JobState
 from bourse.protocol.agent import Metrics
 from bourse.protocol.metrics import JobSample, Sample, SampleView
-from bourse.server import rollup
 from bourse.server.config import MetricsConfig
 from bourse.server.db.schema import Attempt, Job, LogChunk, MetricSample
+from bourse.server.metrics import rollup
 from bourse.server.services.agents import load_attempts, load_jobs
 from bourse.server.services.jobs import stalled_in
 from bourse.server.services.lifecycle import add_event

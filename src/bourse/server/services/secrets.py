@@ -31,7 +31,7 @@ from bourse.protocol.agent import JobEvent, StartJob
 from bourse.protocol.common import JobSpec
 from bourse.server.commands import Command
 from bourse.server.db.schema import Job, Secret
-from bourse.server.keys import subkey
+from bourse.server.files.keys import subkey
 
 NONCE_BYTES = 12
 MAX_CACHED = 10_000

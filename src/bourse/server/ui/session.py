@@ -26,8 +26,8 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 
 from bourse.core.errors import Forbidden
-from bourse.server.auditing import remember
-from bourse.server.cookie import COOKIE
+from bourse.server.audit.middleware import remember
+from bourse.server.http.cookie import COOKIE
 from bourse.server.services.tokens import Principal, authenticate
 from bourse.server.state import ServerState
 

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bourse.server.audit_seal import Seal, SealError, SealFile
+from bourse.server.audit.seal import Seal, SealError, SealFile
 from bourse.server.db.database import Database
 from bourse.server.db.group import GroupCommit
 from bourse.server.db.schema import AuditRecord

@@ -27,7 +27,7 @@ from websockets.http11 import Response as WsResponse
 from websockets.typing import Subprotocol
 from websockets.uri import parse_uri
 
-from bourse.server.cookie import COOKIE
+from bourse.server.http.cookie import COOKIE
 from bourse.tunnel.stream import Stream, StreamClosed
 
 HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate",

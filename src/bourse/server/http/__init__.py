@@ -1,0 +1,1 @@
+"""HTTP details: request and frame sizes (``limits``), the UI session cookie's name (``cookie``)."""

@@ -1,0 +1,2 @@
+"""Resource samples: minute means (``rollup``, pure) made by the ``keeper`` loop, Prometheus text
+(``exposition``)."""
