@@ -38,7 +38,7 @@ def test_a_python_job_s_lines_are_stored_as_printed_and_kept_after_a_stop(
                       "the first line to be stored while the job waits")
     work = agent.attempt_dir(job.id, 1) / "work"
     (work / "go").touch()
-    exchange.wait_for(lambda: (work / "printed").exists(), 30, "the second line")
+    exchange.wait_for((work / "printed").exists, 30, "the second line")
     exchange.client.cancel(job.id)
     final = exchange.wait_ended(job.id, 60)
     assert final.state == "CANCELLED", final
