@@ -14,7 +14,7 @@ from bourse.agent import shim
 from bourse.agent.runtime import Runtime
 from bourse.agent.shim import AttemptDir
 from bourse.agent.spool import Spool
-from bourse.protocol.agent import JobEvent, LogChunk, StartJob
+from bourse.protocol.agent import DataPlan, JobEvent, LogChunk, StartJob
 from bourse.protocol.common import JobSpec
 
 
@@ -101,10 +101,11 @@ class Agent:
     async def start(self, job_id: str, command: list[str], *, attempt: int = 1,
                     bundle: Path | None = None, bundle_sha: str | None = None,
                     env: dict[str, str] | None = None, spec_env: dict[str, str] | None = None,
-                    gpus: list[str] | None = None, **spec: Any) -> None:
+                    gpus: list[str] | None = None, data: DataPlan | None = None,
+                    **spec: Any) -> None:
         """``env`` is what the exchange sets (``StartJob.env``), ``spec_env`` the user's,
-        ``gpus`` the devices the exchange gave the attempt."""
-        msg = StartJob(job_id=job_id, attempt=attempt, env=env or {}, gpus=gpus,
+        ``gpus`` the devices the exchange gave the attempt, ``data`` its data plan."""
+        msg = StartJob(job_id=job_id, attempt=attempt, env=env or {}, gpus=gpus, data=data,
                        spec=JobSpec(command=command, env=spec_env or {}, bundle=bundle_sha,
                                     **spec))
         await self.runtime.start(msg, bundle)

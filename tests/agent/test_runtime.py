@@ -81,7 +81,8 @@ async def test_job_env_layers() -> None:
     msg = StartJob(job_id="j", attempt=1, env={"BOURSE_JOB_ID": "j", "X": "exchange"},
                    spec=JobSpec(command=["true"], env={"X": "spec", "Y": "spec"}))
     assert job_env({"PATH": "/bin", "Y": "base"}, Path("/t"), msg) == {
-        "PATH": "/bin", "TMPDIR": "/t", "X": "exchange", "Y": "spec", "BOURSE_JOB_ID": "j"}
+        "PATH": "/bin", "TMPDIR": "/t", "PYTHONUNBUFFERED": "1", "X": "exchange", "Y": "spec",
+        "BOURSE_JOB_ID": "j"}
 
 
 def test_gpu_env_shows_the_given_devices_and_hides_the_rest() -> None:
@@ -191,7 +192,8 @@ async def test_the_job_sees_only_its_own_environment(agent: Agent,
     assert env["BOURSE_JOB_ID"] == "j"
     assert env["FOO"] == "bar"
     assert env["TMPDIR"] == str(agent.dir("j").tmp)
-    assert set(env) <= {"PATH", "HOME", "LANG", "TMPDIR", "BOURSE_JOB_ID", "FOO", "PWD"}
+    assert set(env) <= {"PATH", "HOME", "LANG", "TMPDIR", "BOURSE_JOB_ID", "FOO", "PWD",
+                        "PYTHONUNBUFFERED"}
 
 
 async def test_a_process_job_sees_the_devices_it_was_given(agent: Agent) -> None:

@@ -102,6 +102,24 @@ def test_a_script_s_exit_code_is_its_result(project: Project) -> None:
     assert str(failed.value).startswith("stage 'fail' failed (local run, exit code 3)")
 
 
+def test_what_a_killed_script_printed_is_in_its_log(project: Project) -> None:
+    """Local mode reads a script's output through a pipe, which Python buffers in blocks
+    unless told otherwise: a script killed after a plain print() lost the line."""
+    project.write("crash.py", "import os, signal\nprint('got this far')\n"
+                              "os.kill(os.getpid(), signal.SIGKILL)\n")
+    project.write("app.py", """
+        from bourse import App, Compute, PythonScript
+
+        app = App(PythonScript("crash.py", compute=Compute("cpu")))
+    """)
+
+    with pytest.raises(StageFailed) as failed:
+        project.run()
+
+    assert failed.value.result.exit_code == -9
+    assert failed.value.log_tail == "got this far"
+
+
 def test_a_lone_script_takes_the_command_line_s_arguments(project: Project) -> None:
     project.write("echo.py", """
         import sys

@@ -186,3 +186,12 @@ def test_show_data(exchange: FakeExchange) -> None:
     assert "outputs    model=s3://res/m/ (uploaded), logs=s3://res/l/" in out
     assert "checkpoint s3://bourse/jobs/j1/checkpoints/" in out
     assert "#1  preparing  inputs: 1.2 GB / 2.0 GB, 310 MB/s" in out
+
+
+def test_show_lists_what_the_node_kept(exchange: FakeExchange) -> None:
+    seed(exchange)
+    exchange.jobs["j1"]["spec"] = {"command": ["python", "train.py"]}
+    exchange.jobs["j1"]["outputs"] = {"lightning_logs": "s3://bourse/jobs/j1/lightning_logs/"}
+    out = run("jobs", "show", "j1").stdout
+    assert "outputs    lightning_logs=s3://bourse/jobs/j1/lightning_logs/ (kept by the node)" \
+        in out

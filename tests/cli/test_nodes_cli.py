@@ -71,6 +71,16 @@ def test_show(exchange: FakeExchange) -> None:
     assert json.loads(run("nodes", "show", "n1", "--json").stdout)["name"] == "gpu-box"
 
 
+def test_show_says_which_python_jobs_run_with(exchange: FakeExchange) -> None:
+    python = {"name": "python", "version": "3.12.3", "path": "/opt/venv/bin/python"}
+    exchange.nodes = [node("n1", "gpu-box", capabilities={**CAPS, "job_python": python})]
+    assert "job python   /opt/venv/bin/python (3.12.3)" in run("nodes", "show", "n1").stdout
+    shown = json.loads(run("nodes", "show", "n1", "--json").stdout)
+    assert shown["capabilities"]["job_python"] == python
+    seed(exchange)  # an agent from before: nothing said
+    assert "job python" not in run("nodes", "show", "n1").stdout
+
+
 def test_show_unknown(exchange: FakeExchange) -> None:
     result = run("nodes", "show", "n9")
     assert result.exit_code == 1

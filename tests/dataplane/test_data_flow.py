@@ -146,3 +146,34 @@ def test_projects_do_not_share_their_data(dx: DataExchange) -> None:
     reader = run(dx, JobSpec(command=python(READ_MODEL), inputs={"model": model}))
     assert admin.job(reader).state == "SUCCEEDED", admin.job(reader).reason
     assert stdout(dx, reader).strip() == "w"
+
+
+LIGHTNING_LOGS = ("mkdir -p lightning_logs/version_0/checkpoints && echo loss > "
+                  "lightning_logs/version_0/metrics.csv && echo w > "
+                  "lightning_logs/version_0/checkpoints/epoch=0-step=4.ckpt && exit 3")
+
+
+def test_lightning_logs_are_an_output_of_the_job_however_it_ended(dx: DataExchange) -> None:
+    """A job that may run on spot has a place in the store: the lightning_logs/ it left is
+    kept there (attempt 1's below 1/) though it failed, and listed in its outputs."""
+    client = dx.exchange.client
+    failed = run(dx, JobSpec(command=["sh", "-c", LIGHTNING_LOGS],
+                             compute={"cpus": 1, "spot": "prefer"}))
+    job = client.job(failed)
+    kept = f"s3://bourse/jobs/{failed}/lightning_logs/"
+    assert (job.state, job.outputs) == ("FAILED", {"lightning_logs": kept}), job.reason
+    listed = dx.s3.list_objects_v2(Bucket="bourse", Prefix=f"jobs/{failed}/lightning_logs/")
+    assert sorted(o["Key"].split("/lightning_logs/")[1] for o in listed["Contents"]) == [
+        "1/version_0/checkpoints/epoch=0-step=4.ckpt", "1/version_0/metrics.csv"]
+    summary = client.data_summary(kept)  # what the job's project may read of it
+    assert (summary.objects, summary.bytes) == (2, len("loss\n") + len("w\n"))
+    assert any("lightning_logs/ kept: 2 file(s)" in e.message for e in client.events(failed))
+
+
+def test_a_job_without_a_place_in_the_store_says_it_did_not_keep_them(
+        dx: DataExchange) -> None:
+    client = dx.exchange.client
+    plain = run(dx, JobSpec(command=["sh", "-c", LIGHTNING_LOGS]))  # no data, never spot
+    assert client.job(plain).outputs is None
+    messages = [e.message for e in client.events(plain)]
+    assert any(m.startswith("lightning_logs/ was not kept") for m in messages), messages

@@ -111,7 +111,14 @@ def test_attempt_scope() -> None:
     assert [str(u) for u in scope.read] == ["s3://datasets/digits/",
                                             f"s3://bourse/bundles/{'a' * 64}.tar.gz"]
     assert [str(u) for u in scope.write] == ["s3://results/run-1/model/",
-                                             "s3://bourse/jobs/j-1/checkpoints/"]
+                                             "s3://bourse/jobs/j-1/checkpoints/",
+                                             "s3://bourse/jobs/j-1/lightning_logs/"]
+
+
+def test_a_job_naming_an_output_lightning_logs_gets_no_other_place_for_them() -> None:
+    spec = JobSpec(command=["x"], outputs={"lightning_logs": "s3://results/ll/"})
+    assert [str(u) for u in attempt_scope(spec, "j-1", ROOT).write] == [
+        "s3://results/ll/", "s3://bourse/jobs/j-1/checkpoints/"]
 
 
 @pytest.mark.parametrize(("left_s", "due"), [(7200, False), (3601, False), (3600, True), (0, True)])
@@ -155,7 +162,8 @@ async def test_a_start_carries_scoped_credentials_reused_when_sent_again(
     [key] = keys(issuer, job_id)
     granted = issuer.active[key]
     assert [str(u) for u in granted.scope.write] == [
-        "s3://results/run-1/model/", f"s3://bourse/jobs/{job_id}/checkpoints/"]
+        "s3://results/run-1/model/", f"s3://bourse/jobs/{job_id}/checkpoints/",
+        f"s3://bourse/jobs/{job_id}/lightning_logs/"]
     await node.close()  # the node comes back before it acknowledged: the start is sent again
     await node.connect()
     again = StartJob.model_validate(await node.expect("start_job", job_id=job_id))
@@ -164,6 +172,7 @@ async def test_a_start_carries_scoped_credentials_reused_when_sent_again(
     assert again.data.store.secret_access_key == granted.access_key.secret_access_key
     assert (again.data.store.endpoint, again.data.inputs, again.data.checkpoint) == (
         SETTINGS.endpoint, DATA["inputs"], f"s3://bourse/jobs/{job_id}/checkpoints/")
+    assert again.data.lightning_logs == f"s3://bourse/jobs/{job_id}/lightning_logs/"
     assert keys(issuer, job_id) == [key] and attempt == 1
 
 
@@ -201,6 +210,37 @@ async def test_outputs_decide_success(live: Live, node: FakeAgent, data: dict[st
     await node.event(job_id, attempt, "exited", **data)
     job = await live.exchange.job(job_id)
     assert (job["state"], job["outputs"], job["reason"]) == expected
+
+
+@pytest.mark.parametrize(("data", "expected"), [
+    ({"exit_code": 0, "outputs": DATA["outputs"]}, ("SUCCEEDED", DATA["outputs"])),
+    ({"exit_code": 2}, ("FAILED", {})),
+    ({"exit_code": 143, "reason": "cancelled"}, ("FAILED", {})),
+])
+async def test_the_kept_lightning_logs_are_an_output_however_the_job_ended(
+        live: Live, node: FakeAgent, data: dict[str, Any],
+        expected: tuple[str, dict[str, str]]) -> None:
+    job_id, attempt = await place_job(live.exchange, node, **DATA)
+    kept = f"s3://bourse/jobs/{job_id}/lightning_logs/"
+    await node.event(job_id, attempt, "started", pid=1)
+    await node.event(job_id, attempt, "exited", kept={"lightning_logs": kept}, **data)
+    job = await live.exchange.job(job_id)
+    assert (job["state"], job["outputs"]) == (expected[0], {**expected[1],
+                                                            "lightning_logs": kept})
+
+
+@pytest.mark.parametrize("kept", [
+    {"lightning_logs": "s3://bourse/jobs/another-job/lightning_logs/"},
+    {"model": "s3://results/run-1/model/"},  # only lightning_logs is ever kept
+    {"lightning_logs": "not a uri"}, ["lightning_logs"],
+])
+async def test_a_node_keeps_nothing_but_the_job_s_own_lightning_logs(
+        live: Live, node: FakeAgent, kept: Any) -> None:
+    job_id, attempt = await place_job(live.exchange, node, **DATA)
+    await node.event(job_id, attempt, "started", pid=1)
+    await node.event(job_id, attempt, "exited", exit_code=3, kept=kept)
+    job = await live.exchange.job(job_id)
+    assert (job["state"], job["outputs"]) == ("FAILED", None)
 
 
 async def test_progress_is_shown_while_starting(live: Live, node: FakeAgent) -> None:

@@ -14,6 +14,7 @@ from bourse.storage import (
     MemoryStore,
     ObjectNotFound,
     RetryPolicy,
+    StorageError,
     StoreUnavailable,
     TransferFailed,
     UploadOptions,
@@ -46,6 +47,21 @@ async def test_a_file_goes_to_the_key_or_below_a_prefix(make_tree: Any) -> None:
     assert str(first.uri) == "s3://out/ckpt/latest.pt"
     assert sorted(store.objects) == ["ckpt/ckpt.pt", "ckpt/latest.pt"]
     assert str(second.uri) == "s3://out/ckpt/"
+
+
+async def test_links_are_followed_unless_told_not_to(make_tree: Any, tmp_path: Path) -> None:
+    (tmp_path / "secret").write_bytes(b"key")
+    tree = make_tree({"a.txt": b"a"})
+    (tree / "link").symlink_to(tmp_path / "secret")
+    store = MemoryStore("out")
+    await upload(lambda uri: store, tree, "s3://out/followed/")
+    await upload(lambda uri: store, tree, "s3://out/not/",
+                 options=UploadOptions(follow_links=False))
+    assert sorted(store.objects) == ["followed/a.txt", "followed/link", "not/a.txt"]
+    (tmp_path / "linked").symlink_to(tree)
+    with pytest.raises(StorageError, match="is a link"):
+        await upload(lambda uri: store, tmp_path / "linked", "s3://out/x/",
+                     options=UploadOptions(follow_links=False))
 
 
 async def test_transient_failures_are_retried(make_tree: Any) -> None:

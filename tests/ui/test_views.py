@@ -104,6 +104,13 @@ def test_data_items_list_inputs_outputs_and_the_checkpoint() -> None:
     assert views.data_items(job()) == []
 
 
+def test_data_items_list_what_the_node_kept() -> None:
+    kept = "s3://bourse/jobs/j/lightning_logs/"
+    view = job(outputs={"lightning_logs": kept})
+    assert [(i.role, i.name, i.uri, i.stored) for i in views.data_items(view)] == [
+        ("output", "lightning_logs", kept, True)]
+
+
 @pytest.mark.parametrize(("states", "expected"), [
     ([], "PENDING"), (["SUCCEEDED", "SUCCEEDED"], "SUCCEEDED"),
     (["SUCCEEDED", "RUNNING"], "RUNNING"), (["SUCCEEDED", "PENDING"], "PENDING"),

@@ -21,6 +21,13 @@ LOST_REASON = "exit status lost (agent restarted and the job's shim was killed)"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
+# Python writes stdout to a file (the shim's logs/stdout) in 8 KiB blocks: a job's prints
+# would reach its log minutes late, and be lost whole when it is stopped, preempted or
+# crashes. Unbuffered, each write reaches the file at once. A spec's env that sets
+# PYTHONUNBUFFERED itself wins ("" buffers again: Python reads only a non-empty value).
+JOB_DEFAULTS = {"PYTHONUNBUFFERED": "1"}
+
+
 class StartError(BourseError):
     """Why an attempt could not be started; becomes the ``reason`` of ``start_failed``."""
 
@@ -33,11 +40,11 @@ def base_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 def job_env(base: Mapping[str, str], tmpdir: Path, msg: StartJob,
             data: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The job's environment: the base, its TMPDIR, the spec's variables, its secrets, the
-    data plane's (``BOURSE_INPUT_<NAME>``..., the attempt's scoped store key), then the
-    exchange's and the devices it was given."""
-    return {**base, "TMPDIR": str(tmpdir), **msg.spec.env, **msg.secret_env, **(data or {}),
-            **msg.env, **gpu_env(msg.gpus)}
+    """The job's environment: the base, its TMPDIR, the defaults (`JOB_DEFAULTS`), the spec's
+    variables, its secrets, the data plane's (``BOURSE_INPUT_<NAME>``..., the attempt's
+    scoped store key), then the exchange's and the devices it was given."""
+    return {**base, "TMPDIR": str(tmpdir), **JOB_DEFAULTS, **msg.spec.env, **msg.secret_env,
+            **(data or {}), **msg.env, **gpu_env(msg.gpus)}
 
 
 def gpu_env(gpus: Sequence[str] | None) -> dict[str, str]:

@@ -20,14 +20,14 @@ import random
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import websockets
 from pydantic import ValidationError
 from websockets.exceptions import InvalidStatus
 
-from bourse.agent import credentials, socket
+from bourse.agent import credentials, interpreter, socket
 from bourse.agent.attempt import base_env
 from bourse.agent.bundles import BundleCache, BundleError
 from bourse.agent.containers import ContainerJobs, find_engine
@@ -96,6 +96,7 @@ class AgentConfig:
     job_users: str = "auto"  # auto | on | off: see bourse.agent.isolation
     tmpfs_size: str | None = None  # a tmpfs of this size on each attempt's work/ and tmp/
     log_limit: LogLimit = field(default_factory=LogLimit)  # per job; rate 0: none
+    python: interpreter.JobPython | None = None  # what jobs run with; None: the agent's own
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,8 @@ def advertised(caps: Capabilities, config: AgentConfig) -> Capabilities:
     return caps.model_copy(update={
         "interruptible": config.spot is not None,
         "spot_price": config.spot.price if config.spot else None,
-        "provider": config.provider, "region": config.region})
+        "provider": config.provider, "region": config.region,
+        "job_python": config.python.tool() if config.python else None})
 
 
 class Session:
@@ -254,9 +256,12 @@ class Agent:
                  dial: Dial | None = None) -> None:
         """``dial``: how to reach the coordinator (default: its WebSocket, ``agent.socket``;
         tests give an in-memory channel, ``bourse.channel.memory_pair``)."""
-        self.config, self.rng, self._dial = config, rng, dial
+        self.python = config.python or interpreter.find()
+        self.config, self.rng, self._dial = replace(config, python=self.python), rng, dial
         self.work_dir = private_dir(config.work_dir)  # the spool holds attempts' store keys
         self.isolation = for_agent(config.job_users, config.tmpfs_size, self.work_dir)
+        interpreter.check_job_users(self.python, self.isolation)
+        self.environ = interpreter.job_environ(os.environ, self.python)  # jobs' PATH, HOME
         self.spool = Spool(self.work_dir / "spool.db")
         self.lease = Lease(self.work_dir / "lease")
         self.isolation.secure(self.work_dir)
@@ -265,7 +270,7 @@ class Agent:
         self.caps: Capabilities | None = None  # what the last hello said (GPUs, driver)
         self.runtime = Runtime(self.work_dir, self.spool, hooks=self._hooks(),
                                isolation=self.isolation, log_limit=config.log_limit,
-                               lease=self.lease)
+                               lease=self.lease, environ=self.environ)
         self.sampler = Sampler(self.work_dir, self.work_dir / "cache", open_gpu_meter(),
                                cache_used=self.data.cache.used)
         self.cred: credentials.NodeCredential | None = None
@@ -280,9 +285,10 @@ class Agent:
         """Environment first (its PATH), then data (its variables), then the container
         runtime (which wraps the command)."""
         config = self.config
-        envs = EnvManager(self.work_dir / "envs", sources=config.sources or pip_sources())
+        envs = EnvManager(self.work_dir / "envs", self.python.path, site=self.python.purelib,
+                          sources=config.sources or pip_sources())
         return HookChain(
-            JobEnvironments(envs, self.node_facts, path=base_env(os.environ)["PATH"],
+            JobEnvironments(envs, self.node_facts, path=base_env(self.environ)["PATH"],
                             torch_base=config.torch_index),
             self.data, ContainerJobs(find_engine(), self.node_facts))
 
@@ -368,7 +374,8 @@ class Agent:
         stale = self.report is None or self.report_due_in() <= 0 or (
             self.fingerprint is not None and self.report.fingerprint != self.fingerprint)
         if stale:
-            options = ProbeOptions(self.work_dir, storage_mb=self.config.storage_mb)
+            options = ProbeOptions(self.work_dir, storage_mb=self.config.storage_mb,
+                                   python=self.python.path)
             self.report = await asyncio.to_thread(run_probe, options)
             log.info("probe: %s GPU(s), checks in %.1f s", len(self.report.gpus),
                      self.report.checks_s)

@@ -7,8 +7,10 @@ are made under ``<attempt>/outputs/<name>``; the job's environment gets ``BOURSE
 ``BOURSE_OUTPUT_<NAME>``, ``BOURSE_CHECKPOINT_URI``, the endpoint and the scoped key. After it
 exited with status 0: each output directory is uploaded (parallel, multipart, retried) and the
 ``exited`` event says where (``outputs``) or why not (``outputs_error``). Outputs of a job that
-failed or was cancelled are not uploaded. When the attempt is over its cache pins are released
-and its input links and output directories removed.
+failed or was cancelled are not uploaded. However it exited, a ``lightning_logs/`` it left in
+its working directory is kept in the store (`bourse.agent.kept`; ``BOURSE_LIGHTNING_LOGS_URI``
+says where). When the attempt is over its cache pins are released and its input links and
+output directories removed.
 
 Event data carries sizes, rates and URIs; never a key.
 """
@@ -22,6 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from bourse.agent import kept
 from bourse.agent.attempt import StartError
 from bourse.agent.hooks import AttemptHooks, Emit
 from bourse.agent.shim import AttemptDir
@@ -29,7 +32,7 @@ from bourse.protocol.agent import DataPlan, StartJob, StoreAccess
 from bourse.storage.cache import ContentCache
 from bourse.storage.checkpoint import latest_complete
 from bourse.storage.errors import StorageError
-from bourse.storage.jobenv import job_env
+from bourse.storage.jobenv import LIGHTNING_LOGS, job_env
 from bourse.storage.prefetch import Prefetcher, PrefetchOptions, PrefetchResult
 from bourse.storage.progress import Progress, format_bytes
 from bourse.storage.remote import Stores
@@ -119,7 +122,9 @@ class NodeData(AttemptHooks):
         env = job_env(inputs=inputs, outputs=outputs, input_uris=_uris(plan.inputs),
                       output_uris=_uris(plan.outputs),
                       checkpoint=parse_uri(plan.checkpoint) if plan.checkpoint else None,
-                      settings=settings.with_access_key(None))
+                      settings=settings.with_access_key(None),
+                      lightning_logs=parse_uri(plan.lightning_logs) if plan.lightning_logs
+                      else None)
         assert settings.access_key is not None
         return env | settings.access_key.env()
 
@@ -139,17 +144,30 @@ class NodeData(AttemptHooks):
 
     async def finish(self, msg: StartJob, adir: AttemptDir, exit_info: dict[str, Any],
                      emit: Emit) -> dict[str, Any]:
-        plan = msg.data
+        plan, logs = msg.data, kept.lightning_logs(msg, adir)
+        if logs is not None and (plan is None or plan.store is None or not plan.lightning_logs):
+            kept.not_kept(emit, stored=plan is not None and plan.store is not None)
         if plan is None or plan.store is None:
             return {}
         stores = Stores(settings_of(plan.store))
         try:
-            found = await self._outputs(plan, stores, adir, exit_info, emit)
+            found, more = await asyncio.gather(
+                self._outputs(plan, stores, adir, exit_info, emit),
+                self._keep(plan, stores, logs, msg.attempt, emit))
+            found |= more
             if plan.checkpoint:
                 found |= await last_checkpoint(stores, plan.checkpoint)
         finally:
             stores.close()
         return found
+
+    async def _keep(self, plan: DataPlan, stores: Stores, logs: Path | None, attempt: int,
+                    emit: Emit) -> dict[str, Any]:
+        if logs is None or not plan.lightning_logs:
+            return {}
+        return await kept.keep(stores, logs, plan.lightning_logs, attempt,
+                               options=self.uploads, emit=emit,
+                               report=throttled(emit, "info", LIGHTNING_LOGS, final=False))
 
     async def _outputs(self, plan: DataPlan, stores: Stores, adir: AttemptDir,
                        exit_info: dict[str, Any], emit: Emit) -> dict[str, Any]:

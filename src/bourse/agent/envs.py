@@ -78,8 +78,11 @@ def find_uv() -> str | None:
 
 class EnvManager:
     def __init__(self, root: Path, python: str = sys.executable, uv: str | None = None,
-                 sources: PackageSources | None = None) -> None:
+                 sources: PackageSources | None = None, site: str | None = None) -> None:
+        """``python``: what environments are built on; ``site``: its site-packages, which
+        they see behind their own (default: the agent's)."""
         self.root, self.python = root, python
+        self.site = site or sysconfig.get_paths()["purelib"]
         self.uv = uv or find_uv()
         self.sources = sources or PackageSources()
         self._locks: dict[str, asyncio.Lock] = {}
@@ -154,7 +157,7 @@ class EnvManager:
         locked.write_text(lock)
         try:
             await self._uv("venv", "--quiet", "--python", self.python, str(staging))
-            _see_agent_packages(staging)
+            _see_agent_packages(staging, self.site)
             await self._uv("pip", "install", "--quiet", "--python",
                            str(staging / "bin" / "python"), *self.sources.uv_args(),
                            *_index_args(index), "-r", str(locked))
@@ -200,11 +203,10 @@ def shared(top: Path) -> None:
                 os.chmod(path, 0o755 if mode & stat.S_IXUSR else 0o644)
 
 
-def _see_agent_packages(venv: Path) -> None:
-    """Let the job import what the agent's environment has (bourse itself for app stages,
-    torch...) behind its own packages: the agent's site dir is added after the venv's own,
-    with its .pth files (editable installs) processed."""
-    purelib = sysconfig.get_paths()["purelib"]
+def _see_agent_packages(venv: Path, purelib: str) -> None:
+    """Let the job import what the node's Python has (bourse itself for app stages,
+    torch...) behind its own packages: its site dir (``purelib``) is added after the venv's
+    own, with its .pth files (editable installs) processed."""
     line = f"import site; site.addsitedir({purelib!r})\n"
     for site in (venv / "lib").glob("python*/site-packages"):
         (site / "_bourse_agent_packages.pth").write_text(line)

@@ -31,6 +31,9 @@ from bourse.storage.uri import parse_uri
 
 TAIL_LINES = 20
 STOP_GRACE_S = 10.0
+# a stage's prints reach the pipe as they happen, and survive its crash, as on an exchange
+# (bourse.agent.attempt.JOB_DEFAULTS); the stage's env or this one's may say otherwise
+UNBUFFERED = {"PYTHONUNBUFFERED": "1"}
 
 
 class LocalHandle(Handle):
@@ -108,7 +111,8 @@ class LocalBackend(Backend):
         for path in (*outputs.values(), checkpoint):
             path.mkdir(parents=True, exist_ok=True)
         output_uris = {n: p.as_uri() + "/" for n, p in outputs.items()}
-        env = {**os.environ, **work.env, **call.env, CHECKPOINT_VAR: checkpoint.as_uri() + "/"}
+        env = {**UNBUFFERED, **os.environ, **work.env, **call.env,
+               CHECKPOINT_VAR: checkpoint.as_uri() + "/"}
         env.update({output_var(n): str(p) for n, p in outputs.items()})
         env.update({output_var(n) + "_URI": u for n, u in output_uris.items()})
         env.update({input_var(n): str(p) for n, p in inputs.items()})

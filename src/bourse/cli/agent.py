@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from bourse.agent import interpreter
 from bourse.agent.daemon import AgentConfig, Spot, run_agent
 from bourse.agent.indexes import PackageSources
 from bourse.agent.lock import hold
@@ -66,6 +67,11 @@ LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # as protocol.common.L
 @click.option("--region", metavar="REGION", help="Where this node is (a cloud region such as "
               "us-east-1, or a site name): jobs whose data lives there prefer it, and "
               "placement avoids a region whose node just failed a job.")
+@click.option("--python", "python", metavar="PATH", envvar="BOURSE_AGENT_PYTHON",
+              help="The Python jobs run with: its bin directory goes first on their PATH, "
+                   "so python, pip and its console scripts resolve there; job environments "
+                   "(packages, torch) are built on it [env: BOURSE_AGENT_PYTHON; default: "
+                   "the Python this agent runs on].")
 @click.option("--index-url", metavar="URL", help="Package index for job environments "
               "(default: what pip's configuration on this machine says).")
 @click.option("--extra-index-url", metavar="URL", multiple=True,
@@ -101,8 +107,9 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
           declare_cpus: int | None, declare_memory: float | None, verify_every: float,
           storage_mb: int, cache_gb: float | None, interruptible: bool,
           spot_price: float | None, provider_label: str | None, region: str | None,
-          index_url: str | None, extra_index_url: tuple[str, ...], find_links: tuple[str, ...],
-          no_index: bool, torch_index: str, metrics_interval: float, job_users: str,
+          python: str | None, index_url: str | None, extra_index_url: tuple[str, ...],
+          find_links: tuple[str, ...], no_index: bool, torch_index: str,
+          metrics_interval: float, job_users: str,
           tmpfs_size: str | None, log_rate: str, log_burst: str, log_level: str) -> None:
     """Run a node agent: it dials out to the coordinator and runs the jobs placed here."""
     if ctx.invoked_subcommand is not None:
@@ -122,6 +129,9 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
             Compute(gpu=declare_gpus)  # a wrong label fails here, not at verification
         declared = Declared(gpus=declare_gpus, cpus=declare_cpus, memory_gib=declare_memory)
     work_dir = (work_dir or default_work_dir(os.geteuid(), Path.home())).expanduser()
+    job_python = interpreter.find(python)
+    logging.getLogger("bourse.agent").info("jobs run with %s (Python %s)", job_python.path,
+                                           job_python.version)
     config = AgentConfig(server=server.rstrip("/"), work_dir=work_dir, name=name,
                          token=token, keep_alive_s=keep_alive, cpus=cpus, declared=declared,
                          verify_every_s=verify_every * 3600, storage_mb=storage_mb,
@@ -133,7 +143,7 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
                                                  no_index),
                          torch_index=torch_index, metrics_interval_s=metrics_interval,
                          job_users=job_users, tmpfs_size=tmpfs_size,
-                         log_limit=LogLimit.parse(log_rate, log_burst))
+                         log_limit=LogLimit.parse(log_rate, log_burst), python=job_python)
     with hold(work_dir):  # one agent per work dir: it owns the credential and the spool
         loop.run(run_agent(config))
 

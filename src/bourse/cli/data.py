@@ -54,6 +54,8 @@ def data_facts(job: JobView) -> dict[str, str | None]:
     spec, uploaded = job.spec, job.outputs or {}
     outputs = [f"{name}={uri}" + (" (uploaded)" if name in uploaded else "")
                for name, uri in spec.outputs.items()]
+    outputs += [f"{name}={uri} (kept by the node)" for name, uri in uploaded.items()
+                if name not in spec.outputs]  # lightning_logs/, however the job ended
     return {"inputs": ", ".join(f"{n}={u}" for n, u in spec.inputs.items()) or None,
             "outputs": ", ".join(outputs) or None, "checkpoint": spec.checkpoint,
             "progress": job.progress}

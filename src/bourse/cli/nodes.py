@@ -125,11 +125,19 @@ def _capabilities(caps: Capabilities) -> dict[str, str | None]:
         "cpus": f"{caps.cpus}" + (f" ({caps.cpu_model})" if caps.cpu_model else ""),
         "memory": f"{caps.memory_gib:.1f} GiB", "disk free": f"{caps.disk_free_gib:.1f} GiB",
         "gpus": gpu_summary(caps), "driver": caps.driver, "python": caps.python or None,
-        "agent": caps.agent_version or None,
+        "job python": _job_python(caps), "agent": caps.agent_version or None,
         "spot": (f"interruptible at {money(caps.spot_price)}/h" if caps.spot_price
                  else "interruptible") if caps.interruptible else None,
         "provider": caps.provider, "region": caps.region,
     }
+
+
+def _job_python(caps: Capabilities) -> str | None:
+    """The Python the node's jobs run with, as its agent checked it at start."""
+    found = caps.job_python
+    if found is None:
+        return None  # an older agent: jobs get whatever python is first on its PATH
+    return f"{found.path} ({found.version})" if found.version else found.path
 
 
 @nodes.command("reclaim")

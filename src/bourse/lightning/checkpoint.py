@@ -15,7 +15,10 @@ restore it (model, optimizers, loops, callbacks) exactly as ``ckpt_path`` would 
 attempt finds none and starts from scratch. A ``ckpt_path`` given to ``fit`` still wins.
 ``resume_path()`` downloads that checkpoint for scripts that pass ``ckpt_path`` themselves
 (then the callback leaves it to them), or on Lightning versions whose internals the
-automatic resume does not know (it warns then).
+automatic resume does not know (it warns then); without one, it finds the newest checkpoint
+Lightning's own ``ModelCheckpoint`` saved in an earlier attempt's ``lightning_logs/``, which
+the node keeps in the store: a script without the callback resumes with
+``ckpt_path=resume_path()`` alone.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from bourse.lightning.logs import download_newest
 from bourse.storage.checkpoint import latest_complete, save_checkpoint
+from bourse.storage.jobenv import CHECKPOINT_VAR, LIGHTNING_LOGS_VAR
 from bourse.storage.remote import Stores
 from bourse.storage.settings import StoreSettings
 
@@ -125,12 +130,21 @@ class BourseCheckpoint(L.Callback):
 
 def resume_path(uri: str | None = None, into: Path | None = None) -> str | None:
     """The newest complete checkpoint under ``uri`` (default ``BOURSE_CHECKPOINT_URI``),
-    downloaded to a local file; None when there is none yet (a first attempt)."""
-    uri = uri or os.environ.get("BOURSE_CHECKPOINT_URI")
-    if not uri:
-        return None
-    _EXPLICIT.add(uri)
-    return asyncio.run(_download_latest(uri, into or Path(tempfile.mkdtemp())))
+    downloaded to a local file. Without ``uri`` and without such a checkpoint, the newest one
+    Lightning saved by itself in an earlier attempt's ``lightning_logs/`` (which the node
+    kept: ``BOURSE_LIGHTNING_LOGS_URI``, `bourse.lightning.logs`), so that a script that
+    knows nothing of bourse resumes with ``ckpt_path=resume_path()``. None when there is none
+    yet (a first attempt)."""
+    given = uri
+    uri = uri or os.environ.get(CHECKPOINT_VAR)
+    into = into or Path(tempfile.mkdtemp(prefix="bourse-resume-"))
+    if uri:
+        _EXPLICIT.add(uri)
+        found = asyncio.run(_download_latest(uri, into))
+        if found is not None:
+            return found
+    kept = None if given else os.environ.get(LIGHTNING_LOGS_VAR)
+    return asyncio.run(download_newest(_opener(), kept, into)) if kept else None
 
 
 async def _download_latest(uri: str, into: Path) -> str | None:

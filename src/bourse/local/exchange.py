@@ -15,7 +15,6 @@ import fcntl
 import json
 import os
 import signal
-import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from bourse.agent.isolation import unreachable
+from bourse.agent.interpreter import python_unreachable
 from bourse.agent.shim import is_alive, signal_group
 from bourse.agent.spool import AttemptStatus, Spool
 from bourse.core.liveness import DEFAULT_LOSS_WINDOW_S
@@ -38,16 +37,6 @@ from bourse.sdk.client import Client
 from bourse.sdk.config import credentials_path, save_credentials
 
 DEFAULT_PORT = 8470
-
-
-def python_unreachable(python: Path, prefix: Path) -> str | None:
-    """Why job users (``--job-users``) could not run this installation's python, or None.
-    A python under a private home (pyenv's default for root: /root is 0700) is one they
-    cannot: every job of theirs would fail with "python: Permission denied"."""
-    why = unreachable(python, "the python") or unreachable(prefix / "bin", "the python's env")
-    if why is None and not os.stat(python.resolve()).st_mode & stat.S_IXOTH:
-        why = f"job users may not execute {python.resolve()}"
-    return why
 
 
 def job_users_args(euid: int, python: Path, prefix: Path) -> list[str]:

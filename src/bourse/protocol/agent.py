@@ -151,6 +151,9 @@ class DataPlan(Wire):
     checkpoint: str | None = None
     store: StoreAccess | None = None
     bundle: str | None = None  # the code bundle's URI in the store (readable with ``store``)
+    # where the job's lightning_logs/ is kept (each attempt's below <attempt>/), writable with
+    # ``store``; None: nowhere (an older coordinator, or the job names it as an output)
+    lightning_logs: str | None = None
 
 
 DeviceAddress = Annotated[str, Field(pattern=DEVICE_ADDRESS)]

@@ -215,6 +215,7 @@ class Capabilities(Wire):
     provider: Label | None = None  # who sells it, for placement's blocklist
     region: Label | None = None  # where the node is (a cloud region or a site name)
     engines: list[str] = Field(default_factory=list)  # docker, podman, nvidia-container-cli
+    job_python: Tool | None = None  # the Python jobs run with (`bourse agent --python`)
 
 
 class Tool(Wire):

@@ -30,6 +30,9 @@ class UploadOptions:
     part_concurrency: int = 16  # parts in flight per multipart file
     progress_interval: float = 0.5
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # False: links below the source are skipped, and a source that is a link is refused (a
+    # directory a job left, uploaded by a root agent: a link must not reach the agent's files)
+    follow_links: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +43,13 @@ class UploadResult:
     seconds: float
 
 
-def local_files(source: Path) -> list[tuple[Path, str]]:
+def local_files(source: Path, follow_links: bool = True) -> list[tuple[Path, str]]:
     """``(path, relative key)`` for every regular file below ``source`` (or ``source``
-    itself); directory symlinks are not followed."""
+    itself); directory symlinks are not followed, nor file symlinks unless
+    ``follow_links``."""
+    if not follow_links and source.is_symlink():
+        raise StorageError(f"{source} is a link; it is not followed",
+                           hint="make it a directory")
     if source.is_file():
         return [(source, source.name)]
     if not source.is_dir():
@@ -51,15 +58,15 @@ def local_files(source: Path) -> list[tuple[Path, str]]:
     for folder, _, names in os.walk(source):
         for name in names:
             path = Path(folder, name)
-            if path.is_file():
+            if path.is_file() and (follow_links or not path.is_symlink()):
                 found.append((path, path.relative_to(source).as_posix()))
     return sorted(found, key=lambda pair: pair[1])
 
 
-def targets(source: Path, dest: StoreURI) -> list[tuple[Path, str]]:
+def targets(source: Path, dest: StoreURI, follow_links: bool = True) -> list[tuple[Path, str]]:
     """``(local path, key)`` pairs: a file goes to ``dest`` itself unless ``dest`` is a
     prefix (then ``dest/<file name>``); a directory's files go below ``dest``."""
-    files = local_files(source)
+    files = local_files(source, follow_links)
     if source.is_file() and not dest.is_prefix:
         return [(source, dest.key)]
     base = dest.as_prefix().key
@@ -73,7 +80,8 @@ async def upload(opener: Opener, source: Path, dest: str | StoreURI, *,
     options = options or UploadOptions()
     uri = parse_uri(dest, field="dest")
     store = opener(uri)
-    pairs = sorted(targets(source, uri), key=lambda pair: -pair[0].stat().st_size)
+    pairs = sorted(targets(source, uri, options.follow_links),
+                   key=lambda pair: -pair[0].stat().st_size)
     sizes = {key: path.stat().st_size for path, key in pairs}
     start = clock()
     meter = ProgressMeter("outputs", sum(sizes.values()), len(pairs), start=start,

@@ -1,7 +1,10 @@
 """What a job may touch in the exchange's store, worked out from its spec (pure).
 
 A job reads its inputs and its code bundle, and writes its outputs and its checkpoint prefix
-(default ``s3://<bucket>/jobs/<job id>/checkpoints/``, the same for every attempt). Writes may
+(default ``s3://<bucket>/jobs/<job id>/checkpoints/``, the same for every attempt), and the
+agent writes what Lightning left in its working directory (``lightning_logs/``) below
+``s3://<bucket>/jobs/<job id>/lightning_logs/<attempt>/`` when the attempt ends, however it
+ended (unless the job names an output ``lightning_logs`` itself: then that is it). Writes may
 not reach the prefixes the exchange keeps for itself: ``bundles/`` (code, content-addressed),
 ``jobs/`` (default checkpoints, which the exchange assigns) and ``logs/`` (ended jobs' logs),
 nor claim ``runs/`` as a whole (every project's app runs write below it). Reads may not reach
@@ -21,7 +24,7 @@ from bourse.protocol.agent import DataPlan, StoreAccess
 from bourse.protocol.common import JobSpec
 from bourse.server.files.bundles import bundle_key
 from bourse.storage.credentials import Scope, ScopedCredentials
-from bourse.storage.jobenv import default_checkpoint
+from bourse.storage.jobenv import LIGHTNING_LOGS, default_checkpoint, default_lightning_logs
 from bourse.storage.settings import StoreSettings
 from bourse.storage.uri import StoreURI, parse_uri
 
@@ -169,13 +172,21 @@ def resolve_spec(spec: JobSpec, job_id: str, root: StoreURI | None) -> JobSpec:
     return spec.model_copy(update={"checkpoint": checkpoint_of(spec, job_id, root)})
 
 
+def lightning_logs_of(spec: JobSpec, job_id: str, root: StoreURI) -> StoreURI | None:
+    """Where the agent keeps the job's ``lightning_logs/``; None when the job names an
+    output of that name (its own place for them)."""
+    return None if LIGHTNING_LOGS in spec.outputs else default_lightning_logs(root, job_id)
+
+
 def attempt_scope(spec: JobSpec, job_id: str, root: StoreURI) -> Scope:
-    """Read the inputs and the code bundle; write the outputs and the checkpoint prefix."""
+    """Read the inputs and the code bundle; write the outputs, the checkpoint prefix and the
+    job's ``lightning_logs/`` prefix."""
     read: list[str | StoreURI] = list(spec.inputs.values())
     if spec.bundle:
         read.append(bundle_uri(root, spec.bundle))
     checkpoint = parse_uri(checkpoint_of(spec, job_id, root)).as_prefix()
-    return Scope.of(read, [*spec.outputs.values(), checkpoint])
+    kept = lightning_logs_of(spec, job_id, root)
+    return Scope.of(read, [*spec.outputs.values(), checkpoint, *([kept] if kept else [])])
 
 
 def store_access(settings: StoreSettings, credentials: ScopedCredentials) -> StoreAccess:
@@ -188,10 +199,12 @@ def store_access(settings: StoreSettings, credentials: ScopedCredentials) -> Sto
 
 def data_plan(spec: JobSpec, job_id: str, root: StoreURI, settings: StoreSettings,
               credentials: ScopedCredentials) -> DataPlan:
+    kept = lightning_logs_of(spec, job_id, root)
     return DataPlan(inputs=dict(spec.inputs), outputs=dict(spec.outputs),
                     checkpoint=checkpoint_of(spec, job_id, root),
                     store=store_access(settings, credentials),
-                    bundle=str(bundle_uri(root, spec.bundle)) if spec.bundle else None)
+                    bundle=str(bundle_uri(root, spec.bundle)) if spec.bundle else None,
+                    lightning_logs=str(kept) if kept else None)
 
 
 def renewal_due(credentials: ScopedCredentials, now: datetime, ttl: timedelta) -> bool:

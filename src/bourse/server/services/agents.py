@@ -34,6 +34,9 @@ from bourse.server.services.lifecycle import (
     succeed_late,
 )
 from bourse.server.services.specs import spec_of
+from bourse.storage.errors import InvalidURI
+from bourse.storage.jobenv import LIGHTNING_LOGS
+from bourse.storage.uri import parse_uri
 
 log = logging.getLogger(__name__)
 
@@ -297,10 +300,27 @@ def _exited(session: AsyncSession, job: Job, attempt: Attempt, data: dict[str, A
     elif error and outcome is AttemptState.SUCCEEDED:
         outcome, reason = AttemptState.FAILED, f"outputs could not be uploaded: {error}"
     outputs = data.get("outputs")
+    found = kept_outputs(job.id, data.get("kept"))
     if outcome is AttemptState.SUCCEEDED and isinstance(outputs, dict) and outputs:
-        job.outputs = {str(k): str(v) for k, v in outputs.items()}
+        found |= {str(k): str(v) for k, v in outputs.items()}
+    if found:
+        job.outputs = {**(job.outputs or {}), **found}
     end_attempt(session, job, attempt, outcome, now=now, reason=reason, exit_code=code,
                 stopped_at=_stopped_at(data.get("exited_at"), attempt.started_at, now))
+
+
+def kept_outputs(job_id: str, kept: Any) -> dict[str, str]:
+    """What the node kept of the job however the attempt ended (its ``lightning_logs/``),
+    as outputs: only that name, only at the job's own prefix (a node names no other)."""
+    uri = kept.get(LIGHTNING_LOGS) if isinstance(kept, dict) else None
+    if not isinstance(uri, str):
+        return {}
+    try:
+        parsed = parse_uri(uri)
+    except InvalidURI:
+        return {}
+    own = parsed.scheme == "s3" and parsed.key == f"jobs/{job_id}/{LIGHTNING_LOGS}/"
+    return {LIGHTNING_LOGS: uri} if own else {}
 
 
 def _stopped_at(value: Any, started_at: float | None, now: float) -> float | None:

@@ -125,6 +125,8 @@ def data_items(job: JobView) -> list[DataItem]:
     items = [DataItem("input", name, uri) for name, uri in sorted(spec.inputs.items())]
     items += [DataItem("output", name, uploaded.get(name, uri), name in uploaded)
               for name, uri in sorted(spec.outputs.items())]
+    items += [DataItem("output", name, uri, True)  # kept by the node: its lightning_logs/
+              for name, uri in sorted(uploaded.items()) if name not in spec.outputs]
     if spec.checkpoint:
         items.append(DataItem("checkpoint", "checkpoint", spec.checkpoint))
     return items
