@@ -150,7 +150,7 @@ async def test_cancel_lets_the_job_handle_sigterm(agent: Agent) -> None:
     await agent.runtime.cancel("j", 1, grace_s=10, reason="user asked")
     await c.until(c.exited("j"))
     assert without_time(c.event("j", "exited")) == {
-        "exit_code": 0, "signal": None, "reason": "user asked"}
+        "exit_code": 0, "signal": None, "reason": "user asked", "signalled": True}
     assert c.stream("j", "stdout") == b"ready\nbye\n"
 
 
@@ -163,7 +163,7 @@ async def test_cancel_kills_a_job_ignoring_sigterm_after_the_grace(agent: Agent)
     await c.until(c.exited("j"))
     assert time.monotonic() - began >= 0.2
     assert without_time(c.event("j", "exited")) == {
-        "exit_code": None, "signal": 9, "reason": "cancelled"}
+        "exit_code": None, "signal": 9, "reason": "cancelled", "signalled": True}
 
 
 async def test_stale_cancel_kills_and_reports_nothing_more(agent: Agent) -> None:

@@ -54,6 +54,15 @@ def test_under_notice(outcome: AttemptState, ends: AttemptState) -> None:
     assert check_attempt(AttemptState.RUNNING, ends) is ends
 
 
+@pytest.mark.parametrize(("outcome", "ends"), [
+    (AttemptState.SUCCEEDED, AttemptState.PREEMPTED),  # exit 0 after the notice's SIGTERM
+    (AttemptState.FAILED, AttemptState.PREEMPTED),
+    (AttemptState.CANCELLED, AttemptState.CANCELLED)])
+def test_an_exit_after_the_notices_sigterm_is_no_success(outcome: AttemptState,
+                                                         ends: AttemptState) -> None:
+    assert under_notice(outcome, stopped=True) is ends
+
+
 def offer(node: str, provider: str, region: str) -> Offer:
     return Offer(id=node, provider=provider, instance_type="n", region=region, gpu=None,
                  gpu_count=0, gpu_memory_mib=None, cpus=4, memory_gib=8, price=1.0,

@@ -111,6 +111,26 @@ async def test_preempted_attempt_resumes_elsewhere_with_its_lost_work(live: Live
         ("node", a.node_id), ("provider", "acme"), ("region", "eu")}
 
 
+@pytest.mark.parametrize(("signalled", "ends"), [(True, "PREEMPTED"), (False, "SUCCEEDED")],
+                         ids=["exit-0-after-the-notices-sigterm", "exit-0-on-its-own"])
+async def test_an_exit_0_under_notice_is_a_success_only_if_it_was_not_stopped(
+        live: Live, node: Make, signalled: bool, ends: str) -> None:
+    """A plain Lightning script exits 0 on SIGTERM with its training cut short: stopped by
+    the notice, it resumes; one that finished by itself during the notice succeeded."""
+    exchange = live.exchange
+    a = await node("a", 0.05)
+    job_id, number = await place_job(exchange, a, compute={"cpus": 1, "spot": "only"})
+    await a.event(job_id, number, "started", pid=1)
+    response = await exchange.client.post(f"/api/v1/nodes/{a.node_id}/reclaim",
+                                          json={"notice_s": 7})
+    assert response.status_code == 200, response.text
+    data = {"exit_code": 0, **({"signalled": True} if signalled else {})}
+    await a.event(job_id, number, "exited", **data)
+    detail = await exchange.job(job_id)
+    assert detail["attempts"][0]["state"] == ends
+    assert detail["state"] == ("SUCCEEDED" if ends == "SUCCEEDED" else "PENDING")
+
+
 async def test_failure_retried_per_policy_after_its_backoff(live: Live, node: Make) -> None:
     exchange = live.exchange
     a = await node("a")

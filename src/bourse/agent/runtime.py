@@ -437,6 +437,8 @@ class Runtime:
         status = shim.read_int(watch.adir.exit_file)
         info = exit_info(status, ended.wait_status, record.cancel_reason)
         info["exited_at"] = ended.at
+        if record.cancel_reason is not None:  # the agent had asked it to stop (SIGTERM)
+            info["signalled"] = True
         if watch.adir.fenced_file.exists():  # given up as far as it knows: nothing uploaded
             info |= {"fenced": True, "reason": FENCED_REASON}
         else:

@@ -131,10 +131,12 @@ def job_state_for(attempt: AttemptState) -> JobState:
     return JobState(attempt.value)
 
 
-def under_notice(outcome: AttemptState) -> AttemptState:
+def under_notice(outcome: AttemptState, stopped: bool = False) -> AttemptState:
     """How an attempt ends once its node gave notice of a preemption: PREEMPTED, unless it
-    finished (successfully) or was cancelled meanwhile."""
-    if outcome in (AttemptState.SUCCEEDED, AttemptState.CANCELLED):
+    finished (successfully) or was cancelled meanwhile. ``stopped``: it exited after the
+    notice's SIGTERM reached it — an exit 0 then is no success (Lightning's own SIGTERM
+    handling exits 0 with its training cut short), so it is PREEMPTED and resumes."""
+    if outcome is AttemptState.CANCELLED or (outcome is AttemptState.SUCCEEDED and not stopped):
         return outcome
     return AttemptState.PREEMPTED
 

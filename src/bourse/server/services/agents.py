@@ -306,7 +306,8 @@ def _exited(session: AsyncSession, job: Job, attempt: Attempt, data: dict[str, A
     if found:
         job.outputs = {**(job.outputs or {}), **found}
     end_attempt(session, job, attempt, outcome, now=now, reason=reason, exit_code=code,
-                stopped_at=_stopped_at(data.get("exited_at"), attempt.started_at, now))
+                stopped_at=_stopped_at(data.get("exited_at"), attempt.started_at, now),
+                signalled=data.get("signalled") is True)
 
 
 def kept_outputs(job_id: str, kept: Any) -> dict[str, str]:

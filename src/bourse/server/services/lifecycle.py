@@ -56,16 +56,18 @@ def set_attempt_state(attempt: Attempt, target: AttemptState, now: float,
 
 def end_attempt(session: AsyncSession, job: Job, attempt: Attempt, outcome: AttemptState, *,
                 now: float, reason: str, exit_code: int | None = None,
-                stopped_at: float | None = None) -> None:
+                stopped_at: float | None = None, signalled: bool = False) -> None:
     """Close an attempt and move its job: to the outcome, or back to PENDING for another
     attempt when its retry policy allows (``core.retry``). An attempt whose node gave notice
-    of a reclaim ends PREEMPTED unless it finished meanwhile. ``stopped_at``: when its process
-    exited, as its node saw it (the attempt ends later, once its outputs are up).
+    of a reclaim ends PREEMPTED unless it finished meanwhile (``signalled``: the node had sent
+    it the notice's SIGTERM before it exited, so an exit 0 did not finish its work).
+    ``stopped_at``: when its process exited, as its node saw it (the attempt ends later, once
+    its outputs are up).
 
     The attempt is noted in ``session.info[ENDED_INFO]``: once the transaction commits, the
     data plane revokes its store credentials (a network call, so never inside it)."""
     if attempt.preempt_at is not None:
-        outcome = under_notice(outcome)
+        outcome = under_notice(outcome, stopped=signalled)
     close_attempt(session, job, attempt, outcome, now=now, reason=reason,
                   exit_code=exit_code, stopped_at=stopped_at)
     if job.attempt != attempt.number or JobState(job.state).terminal:
