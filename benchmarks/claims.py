@@ -21,13 +21,13 @@ from pathlib import Path
 
 from sqlalchemy import func, select, text
 
+from bourse.core.uri import parse_uri
 from bourse.protocol.common import JobSpec
 from bourse.server.db.database import Database
 from bourse.server.db.schema import StoreClaim
 from bourse.server.db.upsert import insert_ignore
 from bourse.server.services.claims import CLAIMS
 from bourse.server.services.jobs import submit_job
-from bourse.storage.uri import parse_uri
 
 ROOT = parse_uri("s3://bourse/")
 

@@ -22,9 +22,9 @@ from bourse import StageFailed
 from bourse.app.exchange import ExchangeBackend, new_run_id
 from bourse.app.loader import load_app
 from bourse.app.result import Result
+from bourse.core.uri import parse_uri
 from bourse.protocol.api import RunDetail
 from bourse.protocol.common import REDACTED
-from bourse.storage.uri import parse_uri
 
 pytestmark = pytest.mark.slow
 

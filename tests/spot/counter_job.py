@@ -60,7 +60,7 @@ def stubborn() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     save(1)
     prefix = URI.rstrip("/") + "/step-000000000002/"
-    from bourse.storage.uri import parse_uri
+    from bourse.core.uri import parse_uri
 
     target = parse_uri(prefix)
     asyncio.run(STORES(target).put(target.join("count").key, b"2"))  # no marker: in progress

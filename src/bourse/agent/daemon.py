@@ -48,6 +48,7 @@ from bourse.channel import Channel, ChannelClosed
 from bourse.core.backoff import backoff_delay
 from bourse.core.cuda import PYTORCH_INDEX
 from bourse.core.ratelimit import LogLimit
+from bourse.core.uri import parse_uri
 from bourse.protocol.agent import (
     SERVER_TO_AGENT,
     Ack,
@@ -66,7 +67,6 @@ from bourse.protocol.common import Capabilities, Declared, ProbeReport, Wire
 from bourse.protocol.stream import STREAM_MESSAGES, STREAMS_FEATURE
 from bourse.storage.remote import Stores
 from bourse.storage.store import ObjectStore
-from bourse.storage.uri import parse_uri
 
 log = logging.getLogger("bourse.agent")
 SEND_WINDOW = 1000  # outbox rows in flight before waiting for acks

@@ -28,6 +28,7 @@ from bourse.agent import kept
 from bourse.agent.attempt import StartError
 from bourse.agent.hooks import AttemptHooks, Emit
 from bourse.agent.shim import AttemptDir
+from bourse.core.uri import StoreURI, parse_uri
 from bourse.protocol.agent import DataPlan, StartJob, StoreAccess
 from bourse.storage.cache import ContentCache
 from bourse.storage.checkpoint import latest_complete
@@ -39,7 +40,6 @@ from bourse.storage.remote import Stores
 from bourse.storage.settings import AccessKey, StoreSettings
 from bourse.storage.store import ObjectStore
 from bourse.storage.upload import UploadOptions, upload
-from bourse.storage.uri import StoreURI, parse_uri
 
 PROGRESS_S = 1.0  # at most one progress event a second
 GiB = 1 << 30

@@ -21,13 +21,13 @@ from typing import Any
 
 from bourse.agent.attempt import StartError, resolve_workdir
 from bourse.agent.shim import AttemptDir
+from bourse.core.uri import parse_uri
 from bourse.protocol.agent import StartJob
 from bourse.storage.errors import StorageError
 from bourse.storage.jobenv import LIGHTNING_LOGS
 from bourse.storage.progress import Progress, format_bytes
 from bourse.storage.store import Opener
 from bourse.storage.upload import UploadOptions, upload
-from bourse.storage.uri import parse_uri
 
 NO_STORE = (f"{LIGHTNING_LOGS}/ was not kept: the job had no place in the exchange's store "
             "(the exchange has none, or the job names no data and does not run on spot; "

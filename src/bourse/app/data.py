@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bourse.storage.uri import parse_uri
+from bourse.core.uri import parse_uri
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,13 @@ from bourse.app.handle import Handle
 from bourse.app.lease import DriverLease
 from bourse.app.result import Outputs, Result
 from bourse.app.work import Work
+from bourse.core.uri import parse_uri
 from bourse.protocol.api import JobDetail, JobView, LogChunkView
 from bourse.protocol.common import JobSpec
 from bourse.sdk.bundle import pack
 from bourse.sdk.client import Client
 from bourse.sdk.errors import ApiError, ApiNotFound, Unreachable
 from bourse.sdk.logs import LogDecoder
-from bourse.storage.uri import parse_uri
 
 DEFAULT_STORE_ROOT = "s3://bourse/"
 TAIL_LINES = 20

@@ -26,8 +26,8 @@ from bourse.app.result import Outputs, Result
 from bourse.app.work import Work
 from bourse.core.compute import Compute
 from bourse.core.errors import InvalidInput
+from bourse.core.uri import parse_uri
 from bourse.storage.jobenv import CHECKPOINT_VAR, input_var, output_var
-from bourse.storage.uri import parse_uri
 
 TAIL_LINES = 20
 STOP_GRACE_S = 10.0

@@ -9,7 +9,7 @@ one of B's input URIs equals one of A's output URIs or lies under it, as a path:
 Only a stage submitted earlier can feed a later one: a stage cannot read what was not yet
 written when it was submitted (the app API submits a stage once its arguments exist). The
 graph therefore has no cycle by construction, and an input from outside the run (a dataset, a
-cached result of an earlier run) is no edge. URIs are compared as ``bourse.storage.uri`` reads
+cached result of an earlier run) is no edge. URIs are compared as ``bourse.core.uri`` reads
 them (``S3://b/x`` is ``s3://b/x``; ``file://localhost/x`` is ``file:///x``): the specs they
 come from were checked by it.
 """
@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+
+from bourse.core.uri import parse_uri  # the one URI grammar
 
 
 @dataclass(frozen=True)
@@ -45,8 +47,6 @@ def covers(output: str, uri: str) -> bool:
 
 def _canonical(uri: str) -> str:
     """The URI as the store grammar spells it, without a trailing ``/``."""
-    from bourse.storage.uri import parse_uri  # the one URI grammar (pure; imports core)
-
     return str(parse_uri(uri)).rstrip("/")
 
 

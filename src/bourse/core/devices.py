@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bourse.protocol.common import GpuInfo, MigInstance
+from bourse.core.hardware import GpuInfo, MigInstance
 
 MAX_DEVICES_PER_NODE = 64
 # what CUDA_VISIBLE_DEVICES and the engines take: GPU-<uuid>, MIG-<uuid>,

@@ -109,3 +109,10 @@ class TooMany(BourseError):
                  retry_after_s: int = 5) -> None:
         super().__init__(message, hint=hint)
         self.retry_after_s = retry_after_s
+
+
+class StorageError(BourseError):
+    """An object store failed, or a store URI is wrong (``bourse.storage`` raises its
+    subclasses; the URI grammar, ``core.uri``, raises ``InvalidURI``)."""
+
+    http_status = 502

@@ -33,8 +33,7 @@ from bourse.core.data import read_rows
 from bourse.core.devices import mig_address
 from bourse.core.errors import InvalidInput
 from bourse.core.gpus import GpuModel, catalogue
-from bourse.core.versions import Version, parse_version
-from bourse.protocol.common import (
+from bourse.core.hardware import (
     Benchmark,
     Check,
     CheckStatus,
@@ -46,6 +45,7 @@ from bourse.protocol.common import (
     TorchInfo,
     VerificationReport,
 )
+from bourse.core.versions import Version, parse_version
 
 PERF_FLOOR = 0.5
 STORAGE_FLOOR_MB_S = 100.0

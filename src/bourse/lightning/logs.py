@@ -14,8 +14,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from bourse.core.uri import parse_uri
 from bourse.storage.store import ObjectInfo, Opener
-from bourse.storage.uri import parse_uri
 
 SUFFIX = ".ckpt"
 _STEP = re.compile(r"step=(\d+)")

@@ -4,11 +4,33 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from bourse.core.compute import Compute
+from bourse.core.hardware import (
+    Benchmark,
+    Check,
+    CheckStatus,
+    Declared,
+    GpuInfo,
+    HostInfo,
+    MigInstance,
+    ProbeReport,
+    ProbeSource,
+    StorageResult,
+    Tool,
+    TorchInfo,
+    VerificationReport,
+)
 from bourse.core.paths import inside
 from bourse.core.retry import RetryPolicy
+from bourse.core.uri import parse_uri
+from bourse.core.values import Wire
+
+# the hardware and probe reports are value types of the core, and wire models as they are
+__all__ = ["Benchmark", "Check", "CheckStatus", "Declared", "GpuInfo", "HostInfo",
+           "MigInstance", "ProbeReport", "ProbeSource", "StorageResult", "Tool", "TorchInfo",
+           "VerificationReport", "Wire"]
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 NO_NUL = r"^[^\x00]*$"  # a NUL byte cannot cross exec() or PostgreSQL: refuse it at the door
@@ -18,21 +40,13 @@ JobId = Annotated[str, Field(min_length=1, max_length=64, pattern=ID_PATTERN)]
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)]
 
 
-class Wire(BaseModel):
-    """Base of every wire model: unknown fields are ignored, instances are immutable."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-
 DataName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")]
 SecretName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 DataUri = Annotated[str, Field(min_length=1, max_length=2048, pattern=NO_NUL)]
 
 
 def _check_uri(value: str) -> str:
-    from bourse.storage.uri import parse_uri  # the one URI grammar
-
-    parse_uri(value, field="uri")
+    parse_uri(value, field="uri")  # the one URI grammar
     return value
 
 
@@ -148,49 +162,6 @@ class JobSpec(Wire):
             k: REDACTED if k in self.secrets else v for k, v in self.env.items()}})
 
 
-class MigInstance(Wire):
-    """One MIG device (a GPU instance's compute instance), listed in the probe report."""
-
-    gpu_instance_id: int | None = None
-    compute_instance_id: int | None = None
-    index: int | None = None
-    profile: str | None = None  # "3g.71gb" where the source names it (NVML), else None
-    memory_mib: int | None = None
-    multiprocessors: int | None = None
-    uuid: str | None = None
-
-
-class GpuInfo(Wire):
-    """One GPU as the agent read it. Every field but ``name`` may be None: not reported by the
-    source (``N/A``, ``[Not Supported]``) is None, never a guess."""
-
-    model: str | None = None  # canonical id, None when the name is unknown to the catalogue
-    name: str
-    memory_mib: int | None = None
-    uuid: str | None = None
-    index: int | None = None
-    pci_bus_id: str | None = None
-    compute_capability: str | None = None  # "8.6"
-    pcie_gen_current: int | None = None
-    pcie_gen_max: int | None = None
-    pcie_width_current: int | None = None
-    pcie_width_max: int | None = None
-    mig_enabled: bool | None = None
-    mig_pending: bool | None = None
-    mig_instances: list[MigInstance] = Field(default_factory=list)
-    ecc_enabled: bool | None = None
-    ecc_uncorrectable_volatile: int | None = None
-    ecc_uncorrectable_aggregate: int | None = None
-    remapped_rows_uncorrectable: int | None = None
-    remapped_rows_pending: bool | None = None
-    remapped_rows_failure: bool | None = None
-    retired_pages: int | None = None  # single + double bit, pre-Ampere boards
-    retired_pages_pending: bool | None = None
-    power_limit_w: float | None = None
-    power_default_limit_w: float | None = None
-    clock_event_reasons: list[str] = Field(default_factory=list)  # active ones, idle excluded
-
-
 Label = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
 
 
@@ -216,114 +187,6 @@ class Capabilities(Wire):
     region: Label | None = None  # where the node is (a cloud region or a site name)
     engines: list[str] = Field(default_factory=list)  # docker, podman, nvidia-container-cli
     job_python: Tool | None = None  # the Python jobs run with (`bourse agent --python`)
-
-
-class Tool(Wire):
-    """An external program found on the node, with the version it printed."""
-
-    name: str
-    version: str | None = None
-    path: str | None = None
-
-
-class TorchInfo(Wire):
-    version: str
-    cuda: str | None = None  # torch.version.cuda: None for a CPU build
-    cuda_available: bool = False
-    device_count: int = 0
-
-
-class HostInfo(Wire):
-    hostname: str = ""
-    cpu_model: str = ""
-    cpu_physical_cores: int | None = None
-    cpu_logical_cores: int = 0
-    cpu_flags: list[str] = Field(default_factory=list)  # the ones that matter for placement
-    memory_mib: int = 0
-    disk_free_gib: float = 0.0
-    work_dir: str = ""
-    os: str = ""
-    kernel: str = ""
-    arch: str = ""
-    python: str = ""
-    machine_id: bool = False  # whether a machine id fed the fingerprint (the id stays local)
-    tools: list[Tool] = Field(default_factory=list)  # docker, podman, nvidia-container-cli, nvcc
-    torch: TorchInfo | None = None
-
-
-class StorageResult(Wire):
-    """Write, fsync and read back ``size_mb`` MB in ``path``: speeds, or the error."""
-
-    path: str
-    size_mb: int
-    write_mb_s: float | None = None
-    read_mb_s: float | None = None
-    error: str | None = None
-
-
-class Benchmark(Wire):
-    """A matmul benchmark: ``device`` is "cpu" or "cuda:N", ``dtype`` e.g. float32, bfloat16."""
-
-    device: str
-    dtype: str
-    size: int
-    name: str | None = None  # the device's own name (torch.cuda.get_device_name)
-    tflops: float | None = None
-    seconds: float | None = None
-    library: str = ""  # "numpy 2.1.0", "torch 2.4.0+cu121"
-    error: str | None = None
-
-
-ProbeSource = Literal[
-    "nvml", "nvidia-smi-xml", "nvidia-smi-text", "nvidia-smi-csv", "nvidia-smi-table", "none"]
-
-
-class ProbeReport(Wire):
-    """Everything ``bourse agent probe`` measured, before anyone judged it
-    (``bourse.core.verification`` does)."""
-
-    version: int = 1
-    probed_at: float = 0.0
-    source: ProbeSource = "none"
-    driver: str | None = None
-    cuda: str | None = None
-    gpus: list[GpuInfo] = Field(default_factory=list)
-    gpu_errors: list[str] = Field(default_factory=list)  # why a GPU source was not used
-    host: HostInfo = Field(default_factory=HostInfo)
-    fingerprint: str = ""
-    storage: StorageResult | None = None
-    benchmarks: list[Benchmark] = Field(default_factory=list)
-    duration_s: float = 0.0  # the whole probe, checks included
-    checks_s: float = 0.0  # of which the storage and compute checks
-    agent_version: str = ""
-
-
-class Declared(Wire):
-    """What a provider says a node has: ``gpus`` as a label such as "a100-80gb:8"."""
-
-    gpus: str | None = None
-    cpus: int | None = Field(default=None, ge=0)
-    memory_gib: float | None = Field(default=None, ge=0)
-    disk_gib: float | None = Field(default=None, ge=0)
-
-
-CheckStatus = Literal["pass", "warn", "fail"]
-
-
-class Check(Wire):
-    name: str  # "gpu0.ecc", "storage", "declared.gpus"...
-    status: CheckStatus
-    reason: str
-    measured: str | None = None
-    expected: str | None = None
-
-
-class VerificationReport(Wire):
-    status: CheckStatus
-    checks: list[Check] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)  # derived compatibility notes
-    offers: list[str] = Field(default_factory=list)  # offerable units, MIG slices one each
-    fingerprint: str = ""
 
 
 class AttemptRef(Wire):

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from bourse.core.uri import StoreURI
 from bourse.protocol.common import JobSpec
 from bourse.server.agents.connections import Connections
 from bourse.server.agents.dispatch import Dispatch
@@ -27,7 +28,6 @@ from bourse.server.services import audit
 from bourse.server.services.secrets import SecretBox, SecretKeeper
 from bourse.server.services.tokens import PrincipalCache
 from bourse.server.submitter import Submitter
-from bourse.storage.uri import StoreURI
 
 
 @dataclass

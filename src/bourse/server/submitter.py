@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.errors import BourseError
+from bourse.core.uri import StoreURI
 from bourse.protocol.common import JobSpec
 from bourse.server.db.database import Database
 from bourse.server.db.group import GroupCommit
 from bourse.server.db.schema import Job
 from bourse.server.services import jobs
 from bourse.server.services.secrets import SecretBox
-from bourse.storage.uri import StoreURI
 
 
 @dataclass(frozen=True)

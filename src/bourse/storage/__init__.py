@@ -2,6 +2,7 @@
 credentials, the node's input cache with prefetch, and uploads of outputs and checkpoints.
 See docs/storage.md."""
 
+from bourse.core.uri import StoreURI, parse_uri
 from bourse.storage.cache import ContentCache
 from bourse.storage.checkpoint import Checkpoint, latest_complete, list_complete, save_checkpoint
 from bourse.storage.credentials import (
@@ -35,7 +36,6 @@ from bourse.storage.settings import AccessKey, StoreSettings
 from bourse.storage.store import ObjectInfo, ObjectStore, Opener
 from bourse.storage.sts import StsIssuer
 from bourse.storage.upload import UploadOptions, UploadResult, upload
-from bourse.storage.uri import StoreURI, parse_uri
 
 __all__ = [
     "CHECKPOINT_VAR", "DEFAULT_TTL", "AccessDenied", "AccessKey", "CacheFull", "Checkpoint",

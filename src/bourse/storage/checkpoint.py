@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bourse.core.uri import StoreURI, parse_uri
 from bourse.storage.errors import InvalidURI, ObjectNotFound
 from bourse.storage.progress import Progress
 from bourse.storage.store import ObjectInfo, ObjectStore, Opener
 from bourse.storage.upload import UploadOptions, upload
-from bourse.storage.uri import StoreURI, parse_uri
 
 MARKERS = ".complete/"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")

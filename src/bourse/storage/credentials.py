@@ -20,9 +20,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bourse.core.uri import StoreURI, parse_uri
 from bourse.storage.errors import CredentialError
 from bourse.storage.settings import AccessKey
-from bourse.storage.uri import StoreURI, parse_uri
 
 DEFAULT_TTL = timedelta(hours=2)
 IDENTITY_PREFIX = "bourse"

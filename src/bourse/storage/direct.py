@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from bourse.core.uri import StoreURI
 from bourse.storage.errors import (
     AccessDenied,
     ObjectNotFound,
@@ -39,7 +40,6 @@ from bourse.storage.errors import (
 from bourse.storage.settings import AccessKey, StoreSettings
 from bourse.storage.sigv4 import canonical_path, sign
 from bourse.storage.store import RangeSink, SinkError, in_sink, normalize_etag
-from bourse.storage.uri import StoreURI
 
 PIPE_SIZE = 1 << 20  # bytes a splice moves at most (the pipe's capacity, when allowed)
 TLS_BUFFER = 256 << 10  # bytes a TLS connection decrypts into at a time

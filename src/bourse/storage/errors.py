@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from bourse.core.errors import BourseError, InvalidInput
+from bourse.core.errors import StorageError
+from bourse.core.uri import InvalidURI
 
-
-class StorageError(BourseError):
-    """Base class of everything `bourse.storage` raises."""
-
-    http_status = 502
-
-
-class InvalidURI(InvalidInput, StorageError):
-    """A store URI that cannot be understood (bad scheme, missing bucket, relative path...)."""
+# the base and the URI grammar's error are the core's (``core.errors``, ``core.uri``)
+__all__ = ["InvalidURI", "StorageError"]
 
 
 class ObjectNotFound(StorageError):

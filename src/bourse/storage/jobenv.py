@@ -21,10 +21,10 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from bourse.core.uri import StoreURI
 from bourse.storage.credentials import ScopedCredentials
 from bourse.storage.errors import InvalidURI
 from bourse.storage.settings import StoreSettings
-from bourse.storage.uri import StoreURI
 
 CHECKPOINT_VAR = "BOURSE_CHECKPOINT_URI"
 LIGHTNING_LOGS_VAR = "BOURSE_LIGHTNING_LOGS_URI"

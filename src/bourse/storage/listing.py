@@ -9,9 +9,9 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from bourse.core.uri import StoreURI
 from bourse.storage.errors import ObjectNotFound
 from bourse.storage.store import ObjectInfo, ObjectStore, directory
-from bourse.storage.uri import StoreURI
 
 
 @dataclass(frozen=True, slots=True)

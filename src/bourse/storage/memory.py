@@ -15,9 +15,9 @@ from pathlib import Path
 
 from typing_extensions import Buffer
 
+from bourse.core.uri import StoreURI
 from bourse.storage.errors import ObjectNotFound, StorageError
 from bourse.storage.store import DEFAULT_PART_SIZE, ObjectInfo, ObjectStore, directory
-from bourse.storage.uri import StoreURI
 
 
 @dataclass

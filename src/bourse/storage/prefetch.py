@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from typing_extensions import Buffer
 
+from bourse.core.uri import StoreURI, parse_uri
 from bourse.storage.cache import ContentCache, is_disk_full, space_error
 from bourse.storage.errors import InvalidURI, ObjectNotFound, StorageError, object_changed
 from bourse.storage.listing import locate
@@ -40,7 +41,6 @@ from bourse.storage.store import (
     RangeSink,
     directory,
 )
-from bourse.storage.uri import StoreURI, parse_uri
 
 _INPUT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 ProgressCallback = Callable[[Progress], None]

@@ -23,6 +23,7 @@ import obstore.exceptions as oe
 from obstore.store import AzureStore, GCSStore, LocalStore, S3Store
 from typing_extensions import Buffer
 
+from bourse.core.uri import StoreURI, parse_uri
 from bourse.storage.direct import DirectReader, read_ca_file
 from bourse.storage.direct import usable as direct_usable
 from bourse.storage.errors import (
@@ -42,7 +43,6 @@ from bourse.storage.store import (
     directory,
     normalize_etag,
 )
-from bourse.storage.uri import StoreURI, parse_uri
 
 _STATUS = re.compile(r"status code: (\d{3})")
 _DENIED = ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken",

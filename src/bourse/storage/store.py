@@ -20,7 +20,7 @@ from typing import ParamSpec, TypeVar, cast
 
 from typing_extensions import Buffer
 
-from bourse.storage.uri import StoreURI
+from bourse.core.uri import StoreURI
 
 KiB = 1 << 10
 MiB = 1 << 20

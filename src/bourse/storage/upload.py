@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bourse.core.uri import StoreURI, parse_uri
 from bourse.storage.errors import StorageError, TransferFailed
 from bourse.storage.progress import Progress, ProgressMeter
 from bourse.storage.retry import RetryPolicy, retrying
 from bourse.storage.store import DEFAULT_PART_SIZE, ObjectInfo, Opener
-from bourse.storage.uri import StoreURI, parse_uri
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,13 +20,13 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 from bourse.core.errors import InvalidInput
+from bourse.core.uri import StoreURI, parse_uri
 from bourse.protocol.agent import DataPlan, StoreAccess
 from bourse.protocol.common import JobSpec
 from bourse.server.files.bundles import bundle_key
 from bourse.storage.credentials import Scope, ScopedCredentials
 from bourse.storage.jobenv import LIGHTNING_LOGS, default_checkpoint, default_lightning_logs
 from bourse.storage.settings import StoreSettings
-from bourse.storage.uri import StoreURI, parse_uri
 
 RESERVED = ("bundles/", "jobs/", "logs/")
 SHARED = "runs/"  # app runs write at runs/<run>/<stage>/ (bourse.app.exchange)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bourse.core.uri import StoreURI
 from bourse.protocol.agent import StartJob
 from bourse.protocol.common import JobSpec
 from bourse.server.commands import Command
@@ -32,7 +33,6 @@ from bourse.storage.errors import CredentialError, StorageError
 from bourse.storage.remote import Stores, open_store
 from bourse.storage.settings import StoreSettings
 from bourse.storage.store import ObjectStore
-from bourse.storage.uri import StoreURI
 
 log = logging.getLogger(__name__)
 Key = tuple[str, int]

@@ -9,12 +9,12 @@ ETags tell them nothing they could not read anyway. The route checks that, betwe
 from __future__ import annotations
 
 from bourse.core.errors import InvalidInput
+from bourse.core.uri import StoreURI, parse_uri
 from bourse.protocol.api import DataSummary
 from bourse.server.dataplane.plan import NO_STORE_HINT
 from bourse.server.dataplane.plane import DataPlane
 from bourse.storage.errors import AccessDenied, StorageError
 from bourse.storage.listing import content_digest, locate
-from bourse.storage.uri import StoreURI, parse_uri
 
 
 def location(plane: DataPlane | None, text: str) -> tuple[DataPlane, StoreURI]:

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.devices import held
 from bourse.core.states import AttemptState, JobState, NodeState, exit_outcome, late_success
+from bourse.core.uri import parse_uri
 from bourse.protocol.agent import CancelJob, Heartbeat, Hello, JobEvent, LogChunk, StartJob
 from bourse.protocol.common import AttemptRef
 from bourse.server.commands import Command
@@ -36,7 +37,6 @@ from bourse.server.services.lifecycle import (
 from bourse.server.services.specs import spec_of
 from bourse.storage.errors import InvalidURI
 from bourse.storage.jobenv import LIGHTNING_LOGS
-from bourse.storage.uri import parse_uri
 
 log = logging.getLogger(__name__)
 

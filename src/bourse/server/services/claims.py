@@ -26,12 +26,12 @@ from sqlalchemy import ColumnElement, Exists, Table, bindparam, exists, func, or
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.errors import InvalidInput, NotFound
+from bourse.core.uri import StoreURI
 from bourse.protocol.common import JobSpec
 from bourse.server.dataplane.plan import ancestors, below, check_read, job_of, reads, writes
 from bourse.server.db.schema import Job, StoreClaim
 from bourse.server.db.upsert import insert_ignore
 from bourse.server.errors import ForeignData
-from bourse.storage.uri import StoreURI
 
 LOCK = 0x626F75727365  # the advisory lock that orders claims on PostgreSQL ("bourse")
 MAX_KEY_BYTES = 1024  # S3's own limit on a key

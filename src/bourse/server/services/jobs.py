@@ -18,6 +18,7 @@ from bourse.core.cost import (
 from bourse.core.errors import Conflict, InvalidInput, NotFound
 from bourse.core.placement import shape_of
 from bourse.core.states import AttemptState, JobState
+from bourse.core.uri import StoreURI
 from bourse.protocol.agent import CancelJob
 from bourse.protocol.api import AttemptView, EventView, JobDetail, JobView, LogPage
 from bourse.protocol.common import JobSpec
@@ -40,7 +41,6 @@ from bourse.server.services import claims, secrets
 from bourse.server.services.lifecycle import add_event, set_job_state
 from bourse.server.services.specs import remember, spec_of
 from bourse.storage.errors import StoreUnavailable
-from bourse.storage.uri import StoreURI
 
 CANCEL_GRACE_S = 10.0
 

@@ -10,7 +10,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bourse.storage.errors import InvalidURI
+from bourse.core.errors import InvalidInput, StorageError
+
+
+class InvalidURI(InvalidInput, StorageError):
+    """A store URI that cannot be understood (bad scheme, missing bucket, relative path...)."""
+
 
 SCHEMES = ("s3", "gs", "az", "file")
 _ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "abfs": "az", "abfss": "az", "azure": "az",
