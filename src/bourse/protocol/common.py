@@ -282,6 +282,9 @@ class ProbeReport(Wire):
     cuda: str | None = None
     gpus: list[GpuInfo] = Field(default_factory=list)
     gpu_errors: list[str] = Field(default_factory=list)  # why a GPU source was not used
+    # the GPU facts are a partial reading, kept because no source read all it shows (what it
+    # could not read is among gpu_errors)
+    gpu_partial: bool = False
     host: HostInfo = Field(default_factory=HostInfo)
     fingerprint: str = ""
     storage: StorageResult | None = None
