@@ -231,6 +231,31 @@ def test_source_errors_are_reported() -> None:
     assert check.status == "warn" and "no GPU could be read" in check.reason
 
 
+CUT_REPORT = ("nvidia-smi -q: says 8 GPUs are attached but shows 1 (the output ends early or "
+              "names GPUs this probe cannot read)")
+
+
+@pytest.mark.parametrize(("errors", "partial", "says"), [
+    # a richer source failed, a later one read everything
+    (["nvidia-smi -q -x exited with 6: Unknown Error"], False,
+     "because richer sources failed or did not read everything they show"),
+    # no source read everything: the first partial reading is kept
+    (["nvidia-smi -q -x exited with 6: Unknown Error", CUT_REPORT,
+      "nvidia-smi --query-gpu exited with 6: Unknown Error"], True,
+     "which did not read everything it shows; no source did, so its partial reading is kept"),
+    # the richest source itself was partial and nothing else answered: no richer source failed
+    ([CUT_REPORT], True, "which did not read everything it shows"),
+])
+def test_the_source_warning_says_why_these_facts_were_kept(
+        errors: list[str], partial: bool, says: str) -> None:
+    r = report([H100], source="nvidia-smi-text", gpu_errors=errors, gpu_partial=partial)
+    (check,) = checks(r, "gpu.source")
+    assert check.status == "warn"
+    assert check.reason.startswith("GPU facts come from nvidia-smi-text")
+    assert says in check.reason and all(e in check.reason for e in errors)
+    assert ("richer" in check.reason) is not partial
+
+
 def test_perf_table_names_catalogue_models_and_dense_figures() -> None:
     for model, peak in peaks().items():
         assert model in catalogue().models, model

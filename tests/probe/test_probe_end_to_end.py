@@ -129,6 +129,23 @@ def test_after_nvml_the_probe_tries_xml_then_text_then_csv_then_the_table(
         "610.57.04", "13.3", "rtx-2080-super", 8192)
 
 
+@pytest.mark.parametrize(("captures", "partial", "says"), [
+    # -q -x and -q are absent, --query-gpu reads everything
+    ({"csv": "csv-rtx2080super-drv610.csv", "table": "table-rtx2080super-drv610.txt"}, False,
+     "GPU facts come from nvidia-smi-csv because richer sources failed"),
+    # only a -q report cut after 1 of 8 GPUs: no source reads everything, it is kept
+    ({"text": "txt-h100-80gb-hbm3-truncated-drv535.txt"}, True,
+     "GPU facts come from nvidia-smi-text, which did not read everything it shows"),
+])
+def test_the_report_says_whether_its_gpu_facts_are_partial(
+        fake_smi: Install, tmp_path: Path, captures: dict[str, str], partial: bool,
+        says: str) -> None:
+    fake_smi(**captures)
+    report, verification = probed(tmp_path)
+    assert report.gpu_partial is partial
+    assert check(verification, "gpu.source").reason.startswith(says)
+
+
 def test_refused_xml_falls_back_to_the_text_report(fake_smi: Install, tmp_path: Path) -> None:
     from test_probe_xml_safety import BILLION_LAUGHS
     path = tmp_path / "laughs.xml"

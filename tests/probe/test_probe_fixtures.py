@@ -19,6 +19,7 @@ from bourse.agent.probe import (
     parse_text,
     parse_xml,
 )
+from bourse.core.gpus import catalogue
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
 PARSERS = {"xml": parse_xml, "txt": parse_text, "csv": parse_csv, "table": parse_table}
@@ -120,14 +121,16 @@ EXPECTED: dict[str, tuple[str | None, str | None, list[dict[str, Any]]]] = {
         ecc_enabled=True, ecc_uncorrectable_volatile=None, ecc_uncorrectable_aggregate=0,
         remapped_rows_uncorrectable=None, remapped_rows_failure=None, retired_pages=None,
         **power(400, 400), clock_event_reasons=[])]),
-    # Not in the catalogue: the raw name, no model and no compute capability.
+    # The XML has no compute capability: it comes from the catalogue.
     "xml-rtx2080-win-drv516.xml": ("516.59", "11.7", [dict(
-        model=None, name="NVIDIA GeForce RTX 2080", memory_mib=8192, compute_capability=None,
+        model="rtx-2080", name="NVIDIA GeForce RTX 2080", memory_mib=8192, compute_capability="7.5",
         uuid="GPU-fbd55ed4-1eec-4423-0a47-ad594b4333e3", pci_bus_id="00000000:0A:00.0",
         **pcie(3, 3, 8, 16), mig_enabled=None, ecc_enabled=None, **power(275, 275),
         clock_event_reasons=[])]),
+    # A laptop part is its own model, not the desktop rtx-3060 (12 GB).
     "xml-rtx3060-laptop-drv515.xml": ("515.65.01", "11.7", [dict(
-        model=None, name="NVIDIA GeForce RTX 3060 Laptop GPU", memory_mib=6144,
+        model="rtx-3060-laptop", name="NVIDIA GeForce RTX 3060 Laptop GPU", memory_mib=6144,
+        compute_capability="8.6",
         uuid="GPU-473d8d0f-d462-185c-6b36-6fc23e23e571", pci_bus_id="00000000:01:00.0",
         **pcie(1, 4, 8, 16), ecc_enabled=None, power_limit_w=None, power_default_limit_w=None)]),
     "xml-rtx4090-drv535.xml": ("535.86.05", "12.2", [dict(
@@ -217,8 +220,8 @@ EXPECTED: dict[str, tuple[str | None, str | None, list[dict[str, Any]]]] = {
     # The table of the same machine says "CUDA UMD Version: 13.4"; NVIDIA's driver table, which
     # the CSV's CUDA comes from, knows 13.3 as the newest for 616.92.
     "csv-rtx5070ti-laptop-wsl-drv616.csv": ("616.92", "13.3", [dict(
-        model=None, name="NVIDIA GeForce RTX 5070 Ti Laptop GPU", memory_mib=12227,
-        compute_capability="12.0")]),
+        model="rtx-5070-ti-laptop", name="NVIDIA GeForce RTX 5070 Ti Laptop GPU",
+        memory_mib=12227, compute_capability="12.0")]),
     # --format=csv,nounits without a memory.total column: reserved + used + free (103 + 0 +
     # 16280), which is nvidia-smi's Total to within its rounding (the same board's XML: 16384).
     "csv-tesla-p100-nounits-drv510.csv": (None, None, [dict(
@@ -251,9 +254,10 @@ EXPECTED: dict[str, tuple[str | None, str | None, list[dict[str, Any]]]] = {
         power_limit_w=250)])
        for name, driver in (("table-rtx2080super-drv610.txt", "610.57.04"),
                             ("table-rtx2080super-win-drv610.txt", "610.62"))},
-    # WSL prints "NVIDIA-SMI 615.71.08  KMD Version: 616.92": the driver is the KMD one.
+    # WSL prints "NVIDIA-SMI 615.71.08  KMD Version: 616.92": the driver is the KMD one. The
+    # cut name with 12 GiB is the 5070 Ti Laptop (a desktop RTX 5070's name fits the column).
     **{name: ("616.92", "13.4", [dict(
-        model=None, name="NVIDIA GeForce RTX 5070 ...", memory_mib=12227,
+        model="rtx-5070-ti-laptop", name="NVIDIA GeForce RTX 5070 ...", memory_mib=12227,
         pci_bus_id="00000000:02:00.0", mig_enabled=None, power_limit_w=95)])
        for name in ("table-rtx5070ti-laptop-win-drv616.txt",
                     "table-rtx5070ti-laptop-wsl-drv616.txt")},
@@ -297,6 +301,15 @@ def test_capture_parses_to_the_values_in_the_file(name: str) -> None:
             actual["clock_event_reasons"] = sorted(actual["clock_event_reasons"])
             expected["clock_event_reasons"] = sorted(fields["clock_event_reasons"])
         assert actual == expected, f"{name} GPU {index}"
+
+
+def test_a_cut_name_is_never_the_model_its_prefix_names() -> None:
+    """The table cuts only names too long for its column, so "NVIDIA GeForce RTX 2080 ..." is
+    a longer name (a 2080 SUPER or Ti), never the RTX 2080 whose whole name the prefix is; the
+    memory then tells SUPER (8 GiB) from Ti (11 GiB)."""
+    assert catalogue().identify("NVIDIA GeForce RTX 2080", 8192).id == "rtx-2080"
+    (gpu,) = parse("table-rtx2080super-drv610.txt").gpus
+    assert (gpu.name, gpu.model) == ("NVIDIA GeForce RTX 2080 ...", "rtx-2080-super")
 
 
 H100_MIGS = [(2, 0, 0, 40448, 60), (3, 0, 1, 20096, 32), (9, 0, 2, 9984, 16),

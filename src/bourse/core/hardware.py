@@ -126,6 +126,9 @@ class ProbeReport(Wire):
     cuda: str | None = None
     gpus: list[GpuInfo] = Field(default_factory=list)
     gpu_errors: list[str] = Field(default_factory=list)  # why a GPU source was not used
+    # no source read everything it shows: the first partial reading was kept (older agents:
+    # False, and the verdict then says a richer source failed)
+    gpu_partial: bool = False
     host: HostInfo = Field(default_factory=HostInfo)
     fingerprint: str = ""
     storage: StorageResult | None = None

@@ -192,11 +192,17 @@ def _host_checks(report: ProbeReport) -> list[Check]:
 
 
 def _source_checks(report: ProbeReport) -> list[Check]:
+    """Why the GPU facts come from where they do. The probe keeps the first source that reads
+    all it shows; when none does, the first that read anything (``gpu_partial``)."""
     if not report.gpu_errors:
         return []
     errors = "; ".join(report.gpu_errors)
-    if report.gpus:
-        reason = f"GPU facts come from {report.source} because a richer source failed: {errors}"
+    if report.gpus and report.gpu_partial:
+        reason = (f"GPU facts come from {report.source}, which did not read everything it "
+                  f"shows; no source did, so its partial reading is kept: {errors}")
+    elif report.gpus:
+        reason = (f"GPU facts come from {report.source} because richer sources failed or did "
+                  f"not read everything they show: {errors}")
     else:
         reason = (f"an NVIDIA driver tool is installed but no GPU could be read: {errors}; the "
                   "node is listed without GPUs until this is fixed")

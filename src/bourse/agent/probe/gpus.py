@@ -44,6 +44,11 @@ class GpuProbe:
     reading: SmiReading
     errors: tuple[str, ...] = ()
 
+    @property
+    def partial(self) -> bool:
+        """The reading kept did not read all it shows: no source did."""
+        return bool(self.reading.problems)
+
 
 def probe_gpus(*, nvml: Any = None, smi: str | None = None, timeout: float = 20.0) -> GpuProbe:
     """The first reading that reads everything it shows; else the first one that read

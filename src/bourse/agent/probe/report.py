@@ -48,7 +48,8 @@ def run_probe(options: ProbeOptions) -> ProbeReport:
     report = ProbeReport(
         probed_at=time.time(), source=found.reading.source, driver=found.reading.driver,
         cuda=found.reading.cuda, gpus=list(found.reading.gpus), gpu_errors=list(found.errors),
-        host=host, fingerprint=_fingerprint(found, host, machine), agent_version=__version__)
+        gpu_partial=found.partial, host=host, fingerprint=_fingerprint(found, host, machine),
+        agent_version=__version__)
     checks_started = time.monotonic()
     if options.checks:
         report = report.model_copy(update={

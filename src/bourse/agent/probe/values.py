@@ -67,19 +67,22 @@ def total(*counts: int | None) -> int | None:
 
 def model_of(name: str, memory_mib: int | None) -> str | None:
     """The catalogue id for a GPU name (and memory); None for a name the catalogue lacks."""
-    text = name.removesuffix("...").strip()
+    if name.endswith("..."):
+        return _truncated_model(name.removesuffix("...").strip(), memory_mib)
     try:
-        model = catalogue().identify(text, memory_mib)
+        return catalogue().identify(name, memory_mib).id
     except (UnknownGpu, InvalidInput):
-        return _truncated_model(text, memory_mib) if name.endswith("...") else None
-    return model.id
+        return None
 
 
 def _truncated_model(prefix: str, memory_mib: int | None) -> str | None:
     """The table cuts long names ("NVIDIA GeForce RTX 2080 ..."): the one catalogue model whose
-    nvidia-smi name starts with the prefix and whose memory matches, if exactly one does."""
+    nvidia-smi name starts with the prefix, is longer than it and whose memory matches, if
+    exactly one does. A name that fits is printed whole, so the prefix itself is never the
+    name: "NVIDIA GeForce RTX 2080 ..." is a 2080 SUPER or Ti, never a 2080."""
+    key = prefix.lower()
     models = {m for m in catalogue().models.values()
-              for n in m.names if n.lower().startswith(prefix.lower())}
+              for n in m.names if n.lower().startswith(key) and len(n) > len(prefix)}
     if memory_mib is not None:
         models = {m for m in models if m.memory_matches(memory_mib)}
     return next(iter(models)).id if len(models) == 1 else None
