@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from bourse.core.blocklist import Block
 from bourse.core.compute import Compute
 from bourse.core.devices import Device
 from bourse.core.placement import (
@@ -96,7 +97,7 @@ def test_gpus_are_given_and_taken() -> None:
 
 def test_a_blocklist_orders_offers_but_never_blocks() -> None:
     rooms = [Room.whole(node("cheap", price=1.0)), Room.whole(node("dear", price=2.0))]
-    block = ({"kind": "node", "value": "cheap", "until": NOW + 60},)
+    block = (Block("node", "cheap", NOW + 60),)
     avoid = Candidate("j", "p", 0.0, Compute(cpus=1), "s", blocklist=block)
     assert placed(rooms, {"p": [avoid]}) == [("j", "dear")]
     alone = [Room.whole(node("cheap"))]

@@ -89,7 +89,7 @@ def test_tiers_avoid_node_then_provider_and_region_then_fall_back() -> None:
 def test_failures_accumulate_and_expired_entries_go() -> None:
     blocks = add_failure([], 0.0, node="a", provider=None, region=None)
     blocks = add_failure(blocks, NODE_TTL_S + 1, node="b", provider="p", region=None)
-    assert [(e["kind"], e["value"]) for e in blocks] == [("node", "b"), ("provider", "p")]
+    assert [(e.kind, e.value) for e in blocks] == [("node", "b"), ("provider", "p")]
 
 
 @pytest.mark.parametrize(("started", "stopped", "checkpoint", "notice", "lost"), [

@@ -9,8 +9,8 @@ now may have plenty in an hour. Pure: times are passed in.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from bourse.core.offer import Offer
 
@@ -22,31 +22,48 @@ TIERS: tuple[tuple[Kind, ...], ...] = (("node", "provider", "region"), ("node",)
 T = TypeVar("T")
 
 
-def add_failure(entries: Sequence[dict[str, Any]], now: float, *, node: str,
-                provider: str | None, region: str | None) -> list[dict[str, Any]]:
+class Block(NamedTuple):
+    """One entry: avoid ``value`` (a node id, a provider, a region) until ``until``."""
+
+    kind: Kind
+    value: str
+    until: float
+
+    def json(self) -> dict[str, Any]:
+        """As a job row stores it."""
+        return {"kind": self.kind, "value": self.value, "until": self.until}
+
+
+def read(entries: Iterable[Mapping[str, Any]] | None) -> list[Block]:
+    """A job row's entries (JSON objects) as blocks; entries of an unknown kind are skipped."""
+    found = []
+    for entry in entries or ():
+        kind = entry.get("kind")
+        if kind in ("node", "provider", "region"):
+            found.append(Block(kind, str(entry.get("value")), float(entry.get("until", 0))))
+    return found
+
+
+def add_failure(entries: Sequence[Block], now: float, *, node: str,
+                provider: str | None, region: str | None) -> list[Block]:
     """The blocklist after an attempt on ``node`` was interrupted: expired entries dropped,
     the node, its provider and region (re)added with fresh expiries."""
-    fresh = {(kind, value): until for kind, value, until in _live(entries, now)}
+    fresh = {(b.kind, b.value): b.until for b in entries if b.until > now}
     fresh[("node", node)] = now + NODE_TTL_S
-    for kind, value in (("provider", provider), ("region", region)):
+    scopes: tuple[tuple[Kind, str | None], ...] = (("provider", provider), ("region", region))
+    for kind, value in scopes:
         if value:
             fresh[(kind, value)] = now + SCOPE_TTL_S
-    return [{"kind": kind, "value": value, "until": until}
-            for (kind, value), until in sorted(fresh.items())]
+    return [Block(kind, value, until) for (kind, value), until in sorted(fresh.items())]
 
 
-def _live(entries: Iterable[dict[str, Any]], now: float) -> list[tuple[str, str, float]]:
-    return [(str(e["kind"]), str(e["value"]), float(e["until"])) for e in entries
-            if float(e.get("until", 0)) > now]
-
-
-def blocked(entries: Sequence[dict[str, Any]], now: float,
+def blocked(entries: Sequence[Block], now: float,
             kinds: Sequence[Kind]) -> dict[str, set[str]]:
     """Live entries of ``kinds``, by kind."""
     found: dict[str, set[str]] = {kind: set() for kind in kinds}
-    for kind, value, _until in _live(entries, now):
-        if kind in found:
-            found[kind].add(value)
+    for block in entries:
+        if block.until > now and block.kind in found:
+            found[block.kind].add(block.value)
     return found
 
 
@@ -56,7 +73,7 @@ def clear_of(offer: Offer, block: dict[str, set[str]]) -> bool:
                 or offer.region in block.get("region", ()))
 
 
-def tiers(offers: Sequence[Offer], entries: Sequence[dict[str, Any]],
+def tiers(offers: Sequence[Offer], entries: Sequence[Block],
           now: float) -> list[list[Offer]]:
     """The offers to try, most preferred first (see the module's docstring); tiers equal to
     the one before are left out."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from bourse.core.blocklist import tiers
+from bourse.core.blocklist import Block, tiers
 from bourse.core.compute import Compute
 from bourse.core.devices import Device, choose, groups, held, take, weight
 from bourse.core.match import Match, explain, match
@@ -82,6 +82,15 @@ class Need:
         return cls(compute.cpus.min if compute.cpus.min > 0 else 1.0, compute.memory.min,
                    compute.gpu.count if compute.gpu else 0)
 
+    @classmethod
+    def of_row(cls, resources: Mapping[str, Any]) -> Need:
+        """What an attempt row's ``resources`` hold (one placed before devices were named
+        holds GPUs by count only: the first free ones are taken for it)."""
+        addresses, anonymous = held(resources)
+        return cls(float(resources.get("cpus") or 0.0),
+                   float(resources.get("memory_gib") or 0.0), len(addresses) + anonymous,
+                   tuple(addresses))
+
     def resources(self) -> dict[str, Any]:
         """As an attempt row stores it."""
         out: dict[str, Any] = {"cpus": self.cpus, "memory_gib": self.memory_gib,
@@ -104,16 +113,10 @@ class Room:
     def whole(cls, node: NodeCapacity) -> Room:
         return cls(node, node.cpus, node.memory_gib, list(node.devices))
 
-    def hold(self, resources: Mapping[str, Any]) -> None:
-        """Take what an attempt placed earlier holds (its row's ``resources``)."""
-        self.cpus -= float(resources.get("cpus") or 0.0)
-        self.memory_gib -= float(resources.get("memory_gib") or 0.0)
-        self.devices = take(self.devices, *held(resources))
-
     def take(self, need: Need) -> None:
         self.cpus -= need.cpus
         self.memory_gib -= need.memory_gib
-        self.devices = take(self.devices, need.gpu_uuids)
+        self.devices = take(self.devices, need.gpu_uuids, max(0, need.gpus - len(need.gpu_uuids)))
 
     def offers(self) -> list[Offer]:
         """The free room as offers: one per kind of free device (a model, a MIG slice
@@ -160,7 +163,7 @@ class Candidate:
     created_at: float
     compute: Compute
     shape: str
-    blocklist: tuple[dict[str, Any], ...] = ()
+    blocklist: tuple[Block, ...] = ()
     near: str | None = None
 
 

@@ -10,9 +10,10 @@ from typing import Any, cast
 from sqlalchemy import Table
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bourse.core import blocklist
 from bourse.core.blocklist import add_failure
 from bourse.core.cost import attempt_cost, lost_work, total_cost
-from bourse.core.retry import RetryPolicy, cause_of, decide
+from bourse.core.retry import cause_of, decide
 from bourse.core.states import (
     AttemptState,
     JobState,
@@ -23,6 +24,7 @@ from bourse.core.states import (
 )
 from bourse.server.db.database import defer_insert
 from bourse.server.db.schema import Attempt, Event, Job
+from bourse.server.services.specs import spec_of
 
 EVENTS = cast(Table, Event.__table__)
 ENDED_INFO = "ended_attempts"  # session.info: (job, attempt) ended in this transaction
@@ -131,7 +133,8 @@ def _retried(session: AsyncSession, job: Job, attempt: Attempt, outcome: Attempt
     cause = cause_of(outcome)
     if cause is None:
         return False
-    policy = RetryPolicy.model_validate(job.spec.get("retry") or {})
+    spec = spec_of(job)
+    policy = spec.retry
     counts = dict(job.retry_counts or {})
     decision = decide(policy, job.max_retries, counts, cause, now)
     if not decision.retry:
@@ -139,13 +142,13 @@ def _retried(session: AsyncSession, job: Job, attempt: Attempt, outcome: Attempt
     counts[cause] = decision.count
     job.retry_counts, job.retries_used = counts, job.retries_used + 1
     job.not_before, job.resume, job.node_id = decision.not_before, True, None
-    timeout = job.spec.get("pending_timeout_s")
-    job.pending_until = (None if timeout is None
-                         else (decision.not_before or now) + float(timeout))
+    timeout = spec.pending_timeout_s
+    job.pending_until = None if timeout is None else (decision.not_before or now) + timeout
     if outcome.interrupted:
         job.avoid_nodes = sorted({*job.avoid_nodes, attempt.node_id})
-        job.blocklist = add_failure(job.blocklist or [], now, node=attempt.node_id,
-                                    provider=attempt.provider, region=attempt.region)
+        job.blocklist = [b.json() for b in add_failure(
+            blocklist.read(job.blocklist), now, node=attempt.node_id,
+            provider=attempt.provider, region=attempt.region)]
     wait = (f", after {decision.not_before - now:.0f} s"
             if decision.not_before is not None else "")
     set_job_state(session, job, JobState.PENDING, now,

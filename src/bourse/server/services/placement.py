@@ -20,6 +20,8 @@ from typing import Any
 from sqlalchemy import Select, and_, bindparam, case, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bourse.core import blocklist
+from bourse.core.blocklist import Block
 from bourse.core.compute import Compute
 from bourse.core.constraints import container_engines, first_lack
 from bourse.core.constraints import share as share_of
@@ -28,6 +30,7 @@ from bourse.core.match import cross_region
 from bourse.core.offer import Offer
 from bourse.core.placement import (
     Candidate,
+    Need,
     NodeCapacity,
     Placement,
     Plan,
@@ -94,7 +97,7 @@ async def live_capacity(session: AsyncSession, allow_unverified: bool = False) -
              await _rooms(session, _LIVE_NODES[allow_unverified])}
     held = await session.execute(_HELD, {"nodes": list(rooms)})
     for node_id, resources in held.all():  # columns, not entities: many attempts may run
-        rooms[node_id].hold(resources)
+        rooms[node_id].take(Need.of_row(resources))
     return list(rooms.values())
 
 
@@ -262,11 +265,10 @@ def candidate(job: Job, data_region: str | None) -> Candidate:
                      tuple(_blocklist(job)), data_region if spec.inputs else None)
 
 
-def _blocklist(job: Job) -> list[dict[str, Any]]:
+def _blocklist(job: Job) -> list[Block]:
     """The job's blocklist; nodes that lost it before blocklists existed never expire."""
-    legacy = [{"kind": "node", "value": node, "until": float("inf")}
-              for node in job.avoid_nodes if not job.blocklist]
-    return [*(job.blocklist or []), *legacy]
+    legacy = [Block("node", node, float("inf")) for node in job.avoid_nodes if not job.blocklist]
+    return [*blocklist.read(job.blocklist), *legacy]
 
 
 # --- the pass ----------------------------------------------------------------------------------
