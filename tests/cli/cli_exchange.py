@@ -1,6 +1,6 @@
 """An in-memory stand-in for the exchange's REST API, as an ``httpx.MockTransport`` handler.
 
-The CLI tests point the CLI's one seam (``bourse.cli.jobs.open_client``) at it. It keeps just
+The CLI tests point the CLI's one seam (``bourse.cli.client.open_client``) at it. It keeps just
 enough state to answer what the CLI asks; the real server is tested end to end elsewhere.
 """
 

@@ -6,7 +6,7 @@ import httpx
 import pytest
 from cli_exchange import TOKEN, URL, FakeExchange
 
-from bourse.cli import jobs
+from bourse.cli import client as seam
 from bourse.sdk.client import Client
 
 
@@ -21,5 +21,5 @@ def exchange(monkeypatch: pytest.MonkeyPatch) -> FakeExchange:
         client.reconnect_delays = (0.0,)
         return client
 
-    monkeypatch.setattr(jobs, "open_client", open_client)
+    monkeypatch.setattr(seam, "open_client", open_client)
     return fake

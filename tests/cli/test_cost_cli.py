@@ -6,7 +6,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from bourse.cli import jobs as seam
+from bourse.cli import client as seam
 from bourse.cli.main import cli
 from bourse.protocol.api import CostRow, CostSummary
 from bourse.sdk.client import Client

@@ -12,7 +12,7 @@ import pytest
 from cli_exchange import NOW, FakeExchange, chunk, job_view, sse
 from click.testing import CliRunner, Result
 
-from bourse.cli import jobs
+from bourse.cli import client as seam
 from bourse.cli.main import cli
 from bourse.cli.run import StatusLine
 from bourse.protocol.api import JobView
@@ -211,7 +211,7 @@ def test_unreachable_exchange(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)
 
-    monkeypatch.setattr(jobs, "open_client", lambda: Client(
+    monkeypatch.setattr(seam, "open_client", lambda: Client(
         "http://127.0.0.1:9", "t", transport=httpx.MockTransport(refuse)))
     result = run("--no-code", "x")
     assert result.exit_code == 1

@@ -7,7 +7,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from bourse.cli import runs as cli_runs
+from bourse.cli import client as seam
 from bourse.cli.main import cli
 from bourse.cli.runs import describe_run
 from bourse.protocol.api import JobView, RunDetail, RunEdge, RunList, RunView
@@ -53,7 +53,7 @@ def _listing(monkeypatch: pytest.MonkeyPatch, runs: list[RunView]) -> list[httpx
 
     monkeypatch.setenv("BOURSE_URL", "http://exchange.test")
     monkeypatch.setenv("BOURSE_TOKEN", "cli-token")
-    monkeypatch.setattr(cli_runs, "open_client",
+    monkeypatch.setattr(seam, "open_client",
                         lambda: Client(transport=httpx.MockTransport(answer)))
     return sent
 

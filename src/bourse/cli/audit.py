@@ -11,10 +11,9 @@ from datetime import datetime
 
 import click
 
-from bourse.cli import jobs as seam
+from bourse.cli import client as seam
 from bourse.cli.errors import EXIT_NO_RESULT, handles_errors
-from bourse.cli.jobs import clock
-from bourse.cli.render import echo_json, table
+from bourse.cli.render import clock, echo_json, table
 from bourse.core.errors import InvalidInput
 from bourse.core.units import parse_duration
 from bourse.protocol.access import AuditView

@@ -6,10 +6,9 @@ import time
 
 import click
 
-from bourse.cli import jobs as seam
+from bourse.cli import client as seam
 from bourse.cli.errors import handles_errors
-from bourse.cli.jobs import dollars, seconds
-from bourse.cli.render import echo_json, table
+from bourse.cli.render import dollars, echo_json, seconds, table
 from bourse.core.cost import saving
 from bourse.core.units import parse_duration
 from bourse.protocol.api import CostRow

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import shlex
 import time
-from datetime import datetime
 
 import click
 
+from bourse.cli import client as seam
 from bourse.cli.data import data_facts
 from bourse.cli.errors import handles_errors
 from bourse.cli.metrics import metrics
-from bourse.cli.render import echo_json, table
+from bourse.cli.render import age, clock, dollars, echo_json, seconds, shorten, table
 from bourse.core.states import JobState
 from bourse.protocol.api import AttemptView, EventView, JobDetail, JobView
-from bourse.sdk.client import Client
 
 STATES = tuple(s.value for s in JobState)
 HEADERS = ("ID", "NAME", "STATE", "NODE", "AGE", "COMMAND")
@@ -22,31 +21,12 @@ ATTEMPT_HEADERS = ("#", "NODE", "STATE", "PLACED", "STARTED", "ENDED", "EXIT", "
                    "LOST", "REASON")
 
 
-def open_client() -> Client:
-    """The client every command uses (from BOURSE_URL/BOURSE_TOKEN or the credentials file).
-
-    The one seam of the CLI: tests replace it to hand back a client on a mock transport.
-    """
-    return Client()
 
 
-def age(seconds: float) -> str:
-    """A short duration: 42s, 5m, 3h, 2d."""
-    seconds = max(0.0, seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit}"
-    return f"{int(seconds)}s"
 
 
-def clock(timestamp: float | None) -> str:
-    if timestamp is None:
-        return "-"
-    return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def shorten(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def job_row(job: JobView, now: float) -> list[str]:
@@ -65,7 +45,7 @@ def jobs(ctx: click.Context, state: str | None, limit: int, as_json: bool) -> No
     """List jobs, newest first; `bourse jobs show ID` for one."""
     if ctx.invoked_subcommand is not None:
         return
-    with open_client() as client:
+    with seam.open_client() as client:
         listing = client.jobs(state, limit)
     if as_json:
         echo_json(listing)
@@ -82,7 +62,7 @@ def jobs(ctx: click.Context, state: str | None, limit: int, as_json: bool) -> No
 @handles_errors
 def show(job_id: str, as_json: bool) -> None:
     """A job's spec, state, timeline and attempts."""
-    with open_client() as client:
+    with seam.open_client() as client:
         detail = client.job(job_id)
         timeline = client.events(job_id)
     if as_json:
@@ -153,12 +133,8 @@ def _attempt_row(a: AttemptView) -> list[str]:
             a.reason or "-"]
 
 
-def seconds(value: float) -> str:
-    return f"{value:.1f} s" if value < 120 else f"{value / 60:.1f} min"
 
 
-def dollars(amount: float | None) -> str:
-    return "-" if amount is None else f"${amount:.4f}"
 
 
 def _indent(text: str) -> str:
@@ -170,7 +146,7 @@ def _indent(text: str) -> str:
 @handles_errors
 def stop(job_ids: tuple[str, ...]) -> None:
     """Cancel jobs: pending ones end now, running ones are stopped on their node."""
-    with open_client() as client:
+    with seam.open_client() as client:
         for job_id in job_ids:
             view = client.cancel(job_id)
             pending = view.state not in ("SUCCEEDED", "FAILED", "CANCELLED")

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 
 import click
 
-from bourse.cli import jobs as seam
+from bourse.cli import client as seam
 from bourse.cli.errors import handles_errors
 from bourse.protocol.api import JobView, LogChunkView
 from bourse.sdk.client import Client

@@ -22,7 +22,7 @@ HEADERS = ("TIME", "#", "CPU %", "MEMORY", "PROCS", "GPU %", "GPU MEM", "POWER",
 @handles_errors
 def metrics(job_id: str, last: int, as_json: bool) -> None:
     """A job's CPU, memory, GPU and disk use over time, and whether it is stalled."""
-    from bourse.cli.jobs import open_client  # the CLI's one client seam (tests replace it)
+    from bourse.cli.client import open_client  # the CLI's one client seam (tests replace it)
 
     with open_client() as client:
         found = client.job_metrics(job_id, limit=last)

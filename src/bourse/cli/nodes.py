@@ -7,10 +7,9 @@ from collections import Counter
 
 import click
 
-from bourse.cli import jobs as seam
+from bourse.cli import client as seam
 from bourse.cli.errors import handles_errors
-from bourse.cli.jobs import age, clock
-from bourse.cli.render import echo_json, money, table
+from bourse.cli.render import age, clock, echo_json, money, table
 from bourse.cli.verification import render_probe
 from bourse.core.errors import InvalidInput
 from bourse.core.units import parse_duration

@@ -155,7 +155,7 @@ EXCHANGE_HEADERS = ("OFFER", "PROVIDER", "NODE", "GPU", "COUNT", "CPUS", "MEMORY
 
 
 def _exchange_offers(compute: Compute, limit: int, as_json: bool, show_explain: bool) -> None:
-    from bourse.cli import jobs as seam
+    from bourse.cli import client as seam
 
     with seam.open_client() as client:
         found = client.offers(compute, limit, explain=show_explain)

@@ -46,3 +46,30 @@ def money(value: float | None, floor: bool = False) -> str:
     if value is None:
         return "-"
     return f"{value:.2f}" + ("+" if floor else "")
+
+
+def age(seconds: float) -> str:
+    """A short duration: 42s, 5m, 3h, 2d."""
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def clock(timestamp: float | None) -> str:
+    if timestamp is None:
+        return "-"
+    return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def seconds(value: float) -> str:
+    return f"{value:.1f} s" if value < 120 else f"{value / 60:.1f} min"
+
+
+def dollars(amount: float | None) -> str:
+    return "-" if amount is None else f"${amount:.4f}"

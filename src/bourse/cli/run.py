@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from bourse.cli import jobs as seam
+from bourse.cli import client as seam
 from bourse.cli.data import data_fields, data_options
 from bourse.cli.errors import handles_errors
 from bourse.cli.logs import LogPrinter, finish, follow_job

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import click
 
+from bourse.cli import client as seam
 from bourse.cli.errors import handles_errors
-from bourse.cli.jobs import age, clock, dollars, open_client
-from bourse.cli.render import echo_json, table
+from bourse.cli.render import age, clock, dollars, echo_json, table
 from bourse.core.states import JobState
 from bourse.protocol.api import JobView, RunDetail, RunView
 
@@ -42,7 +42,7 @@ def runs(ctx: click.Context, limit: int, app: str | None, as_json: bool) -> None
     `bourse runs stop RUN` to cancel one."""
     if ctx.invoked_subcommand is not None:
         return
-    with open_client() as client:
+    with seam.open_client() as client:
         listing = client.runs(limit, app)
     if as_json:
         echo_json(listing)
@@ -59,7 +59,7 @@ def runs(ctx: click.Context, limit: int, app: str | None, as_json: bool) -> None
 @handles_errors
 def show(run_id: str, as_json: bool) -> None:
     """A run and its jobs: the flow driver (when detached) and each stage."""
-    with open_client() as client:
+    with seam.open_client() as client:
         detail = client.run(run_id)
     if as_json:
         echo_json(detail)
@@ -73,7 +73,7 @@ def show(run_id: str, as_json: bool) -> None:
 def stop(run_id: str) -> None:
     """Cancel a run: its jobs that have not ended (a detached run's driver included), and
     any stage it would submit later."""
-    with open_client() as client:
+    with seam.open_client() as client:
         cancelled = client.cancel_run(run_id, "stopped with `bourse runs stop`")
     jobs = ", ".join(cancelled.jobs) or "none was running"
     click.echo(f"run {cancelled.run} cancelled ({cancelled.reason}); jobs stopped: {jobs}",

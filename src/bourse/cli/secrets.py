@@ -7,10 +7,9 @@ import sys
 
 import click
 
-from bourse.cli import jobs as seam
+from bourse.cli import client as seam
 from bourse.cli.errors import handles_errors
-from bourse.cli.jobs import clock
-from bourse.cli.render import echo_json, table
+from bourse.cli.render import clock, echo_json, table
 from bourse.core.errors import InvalidInput
 
 
