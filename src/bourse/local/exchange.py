@@ -14,7 +14,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -26,8 +25,7 @@ from typing import Any
 import httpx
 
 from bourse.agent.interpreter import python_unreachable
-from bourse.agent.shim import is_alive, signal_group
-from bourse.agent.spool import AttemptStatus, Spool
+from bourse.agent.jobs import kill_jobs
 from bourse.core.liveness import DEFAULT_LOSS_WINDOW_S
 from bourse.local import inventory
 from bourse.local.inventory import STORE, Inventory, LocalExchangeError
@@ -286,19 +284,9 @@ class LocalExchange:
         done.stopped += [found.describe(role) for role in roles]
 
     def _kill_jobs(self) -> list[int]:
-        """Jobs survive their agent by design (it re-adopts them); ``down`` ends them too:
-        each one still the process its agent started (same pid and start time)."""
-        killed = []
-        for spool_file in self.data_dir.glob("agent-*/spool.db"):
-            spool = Spool(spool_file)
-            try:
-                for record in spool.attempts(AttemptStatus.STARTING, AttemptStatus.RUNNING):
-                    if record.pid and is_alive(record.pid, record.proc_start):
-                        signal_group(record.pid, signal.SIGKILL)
-                        killed.append(record.pid)
-            finally:
-                spool.close()
-        return killed
+        """Jobs survive their agent by design (it re-adopts them); ``down`` ends them too."""
+        return [pid for work_dir in sorted(self.data_dir.glob("agent-*"))
+                for pid in kill_jobs(work_dir)]
 
 
 def _status(live: Record, status: Status) -> Status:
