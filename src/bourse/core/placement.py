@@ -108,19 +108,27 @@ class Room:
     cpus: float
     memory_gib: float
     devices: list[Device] = field(default_factory=list)
+    _offers: list[Offer] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def whole(cls, node: NodeCapacity) -> Room:
         return cls(node, node.cpus, node.memory_gib, list(node.devices))
 
     def take(self, need: Need) -> None:
+        self._offers = None
         self.cpus -= need.cpus
         self.memory_gib -= need.memory_gib
         self.devices = take(self.devices, need.gpu_uuids, max(0, need.gpus - len(need.gpu_uuids)))
 
     def offers(self) -> list[Offer]:
         """The free room as offers: one per kind of free device (a model, a MIG slice
-        profile), or one without GPUs when none is free. The first keeps the node's id."""
+        profile), or one without GPUs when none is free. The first keeps the node's id.
+        Made again only after the room changed (``take``)."""
+        if self._offers is None:
+            self._offers = self._make_offers()
+        return self._offers
+
+    def _make_offers(self) -> list[Offer]:
         if self.cpus <= 0:
             return []
         kinds = [g for g in groups(self.devices) if g[0].model is not None]

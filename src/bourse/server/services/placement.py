@@ -112,6 +112,7 @@ class Memo:
 
     version: tuple[Any, ...] | None = None
     nodes: list[NodeCapacity] = field(default_factory=list)
+    groups: list[Group] | None = None  # what waited at the last pass, by project and shape
     runnable: dict[tuple[object, ...], bool] = field(default_factory=dict)
     reasons: dict[tuple[object, ...], str] = field(default_factory=dict)
 
@@ -142,9 +143,19 @@ async def _rooms(session: AsyncSession, query: Select[Any]) -> list[Room]:
     for row in (await session.execute(query)).all():
         if row.capabilities is None:  # enrolled, never said hello
             continue
-        caps = await measured(session, row.id, row.verified_at, row.capabilities)
-        rooms.append(Room.whole(capacity_of(row, caps)))
+        key = (row.id, row.name, row.price, row.verified_at, repr(row.capabilities),
+               row.project_id, repr(row.tags))
+        node = _CAPACITY.get(key)
+        if node is None:
+            caps = await measured(session, row.id, row.verified_at, row.capabilities)
+            if len(_CAPACITY) > 10_000:
+                _CAPACITY.clear()
+            node = _CAPACITY[key] = capacity_of(row, caps)
+        rooms.append(Room.whole(node))
     return rooms
+
+
+_CAPACITY: dict[tuple[Any, ...], NodeCapacity] = {}  # a node's row -> what it offers
 
 
 def capacity_of(node: Any, caps: Capabilities) -> NodeCapacity:
@@ -302,23 +313,40 @@ async def place_pending(session: AsyncSession, now: float, lease_s: float, *,
     run = Pass(session, now, lease_s, batch, data_region, memo=memo or Memo(), full=full)
     if full:
         run.report.failed += await _end_timed_out(session, now)
-    groups = await pending_groups(session)
-    if not groups:
+    # a quick pass first takes the groups the last pass read (the common case: a freed slot,
+    # the same jobs waiting), and reads them again only if room is left that they did not use
+    cached = not full and run.memo.groups is not None
+    groups = run.memo.groups if cached and run.memo.groups is not None else (
+        await pending_groups(session))
+    run.memo.groups = groups
+    if not groups and not cached:
         return run.report
-    ended_before = run.report.failed
-    computes = await computes_of(session, {g.shape for g in groups})
-    run.shapes = set(computes)
     run.rooms = await live_capacity(session, allow_unverified)
+    computes = await _pass(run, groups)
+    if cached and run.report.placed < batch and any(r.offers() for r in run.rooms):
+        fresh = await pending_groups(session)  # a new shape, or a job back from a retry
+        run.memo.groups = fresh
+        if {(g.project, g.shape) for g in fresh} - {(g.project, g.shape) for g in groups}:
+            computes = await _pass(run, fresh)
+    if full:
+        await _say_why(run, computes)
+    return run.report
+
+
+async def _pass(run: Pass, groups: Sequence[Group]) -> dict[str, Compute]:
+    """Place what fits of ``groups`` on the pass's rooms; returns the groups' Computes."""
+    failed_before = run.report.failed
+    placed_before = run.report.placed
+    computes = await computes_of(run.session, {g.shape for g in groups})
+    run.shapes = set(computes)
     environments = [o for room in run.rooms for o in room.offers()]  # before any is taken
     run.unfit = {s for s, c in computes.items() if not fits_any(c, run.rooms)}
     await _fail_never_runnable(run, groups, computes)
     await _place_fitting(run, groups, environments)
-    report = run.report
-    report.unplaced = max(0, sum(g.count for g in groups) - report.placed
-                          - (report.failed - ended_before))
-    if full:
-        await _say_why(run, computes)
-    return report
+    run.report.unplaced = max(0, sum(g.count for g in groups)
+                              - (run.report.placed - placed_before)
+                              - (run.report.failed - failed_before))
+    return computes
 
 
 async def _place_fitting(run: Pass, groups: Sequence[Group],
@@ -470,20 +498,21 @@ async def _fail_never_runnable(run: Pass, groups: Sequence[Group],
                                computes: dict[str, Compute]) -> None:
     """Fail, at once, first attempts of shapes that no known node could ever take (a retry
     waits: its job ran once, so its node existed). An exchange no node has joined yet is not
-    judged: its jobs wait, saying so. Judged once per shape and set of known nodes."""
+    judged: its jobs wait, saying so. A quick pass judges only shapes not found runnable yet;
+    the periodic pass judges every one again (a node may have gone)."""
+    memo = run.memo
     unfit = sorted({g.shape for g in groups} & run.unfit)
+    if not run.full:  # a quick pass judges only shapes no pass has judged yet
+        unfit = [shape for shape in unfit if not memo.runnable.get((shape,))]
     if not unfit:
         return
-    memo = run.memo
     known = await memo.known(run.session, fresh=run.full)
     if not known:
         return
     for shape in unfit:
-        if not run.full and memo.runnable.get((shape, memo.version)):
-            continue
         compute = computes[shape]
         runnable = fits_any(compute, known)
-        memo.remember(memo.runnable, (shape, memo.version), runnable)
+        memo.remember(memo.runnable, (shape,), runnable)
         if not runnable:
             reason = (NEVER.format(nodes=len(known)) + "\n"
                       + why_waiting(compute, known))
