@@ -48,7 +48,8 @@ class ExchangeUnderTest:
 
 @contextmanager
 def local_exchange(root: Path) -> Iterator[ExchangeUnderTest]:
-    exchange = LocalExchange(root / "local", keep_alive_s=2.0)
+    # a short loss window (and so driver lease): a run whose driver was killed ends within 10 s
+    exchange = LocalExchange(root / "local", keep_alive_s=2.0, loss_window_s=10.0)
     with bourse_home_at(root / "home") as env:
         status = exchange.up(agents=2, port=free_port())
         creds = load_credentials()

@@ -1,8 +1,8 @@
 """A run whose driver is gone ends without its user: the real ``bourse run app.py`` on a real
-local exchange, its only stage parked PENDING (it asks for an H100 the exchange's CPU agents
-do not have), then the driver stopped (SIGHUP, as when its terminal closes), killed outright
-(SIGKILL: the exchange cancels the run once the driver's lease lapses, 3 keep-alives = 6 s
-here), or, for a detached run, its driver job stopped."""
+local exchange, its only stage running for ten minutes, then the driver stopped (SIGHUP, as
+when its terminal closes), killed outright (SIGKILL: the exchange cancels the run once the
+driver's lease lapses), or, for a detached run, its driver job stopped. (A stage asking for a
+GPU no node has would not wait: it fails at once, saying so.)"""
 
 from __future__ import annotations
 
@@ -25,15 +25,17 @@ from bourse.protocol.api import JobView
 pytestmark = pytest.mark.slow
 
 PARKED = """
+    import time
+
     from bourse import App, Compute, Work
 
 
     class Train(Work):
         def run(self) -> None:
-            pass
+            time.sleep(600)
 
 
-    app = App(Train(compute=Compute("h100")))
+    app = App(Train(compute=Compute(cpus=1)))
 """
 WAIT_S = 120.0
 T = TypeVar("T")
@@ -74,11 +76,11 @@ def run_id_of(proc: subprocess.Popen[str]) -> str:
 
 
 def parked_stage(exchange: ExchangeUnderTest, run_id: str) -> JobView:
-    def pending() -> JobView | None:
+    def running() -> JobView | None:
         jobs = [j for j in exchange.client.jobs(run=run_id) if j.spec.stage == "Train"]
-        return jobs[0] if jobs and jobs[0].state == "PENDING" else None
+        return jobs[0] if jobs and jobs[0].state == "RUNNING" else None
 
-    return until(pending, f"the stage of run {run_id} PENDING")
+    return until(running, f"the stage of run {run_id} RUNNING")
 
 
 def test_a_driver_whose_terminal_closes_cancels_its_stages(
@@ -163,7 +165,7 @@ def test_a_run_stopped_by_hand_ends_its_driver_too(
     assert stopped.stderr.strip() == (f"run {run_id} cancelled (stopped with `bourse runs "
                                       f"stop`); jobs stopped: {stage.id}")
     assert proc.returncode == 1  # its stage ended CANCELLED: the flow failed with it
-    assert f"error: stage 'Train' failed (job {stage.id}, CANCELLED)" in stderr
+    assert f"error: stage 'Train' failed (job {stage.id}, CANCELLED, exit code 143)" in stderr
     run = exchange.client.run(run_id)
     assert (run.state, run.cancelled) == ("CANCELLED", "stopped with `bourse runs stop`")
 

@@ -39,7 +39,9 @@ async def test_a_required_tag_keeps_jobs_off_untagged_nodes(
     await certified.expect("start_job", job_id=job.json()["id"])
     await plain.barrier()
     assert not plain.received("start_job")
-    other = await exchange.submit()  # the default project requires nothing: any node will do
+    # the default project requires nothing: the untagged node will do (it alone has 2 CPUs
+    # free; nodes of one price per CPU would otherwise tie, broken by their random ids)
+    other = await exchange.submit(compute={"cpus": 2})
     await exchange.tick()
     assert (await exchange.job(other["id"]))["node_id"] == plain.node_id
 
