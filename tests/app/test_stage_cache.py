@@ -4,6 +4,7 @@ says what really ran."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from bourse import StageFailed
 from bourse.app.cache import ResultCache
 from bourse.app.exchange import ExchangeBackend
 from bourse.app.result import Result
+from bourse.core.states import JobState
 
 APP = """
     from pathlib import Path
@@ -195,3 +197,15 @@ def test_with_bourse_in_bourseignore_the_exchange_cache_key_is_stable(project: P
     after = ExchangeBackend(_BundleOnly(), project.root, "r-2").bundle()  # type: ignore[arg-type]
 
     assert after == before
+
+
+def test_a_cached_result_keeps_its_status_a_job_state(tmp_path: Path) -> None:
+    """The entry holds the state's string; read back, it is the enum again (``ok`` and the
+    flow compare members)."""
+    cache = ResultCache(tmp_path)
+    cache.put("k", Result("Double", JobState.SUCCEEDED, 0, "j-1"), {})
+    assert json.loads((tmp_path / ".bourse" / "cache" / "k.json").read_text())["status"] == (
+        "SUCCEEDED")
+    entry = cache.get("k")
+    assert entry is not None and entry.result.cached
+    assert entry.result.status is JobState.SUCCEEDED and entry.result.ok

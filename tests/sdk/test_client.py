@@ -14,6 +14,7 @@ from sdk_fakes import TOKEN, URL, chunk, job
 
 from bourse.core.compute import Compute
 from bourse.core.errors import InvalidInput, NotFound
+from bourse.core.states import AttemptState, JobState, NodeState
 from bourse.protocol.common import JobSpec
 from bourse.sdk import core
 from bourse.sdk.client import Client
@@ -259,6 +260,28 @@ def test_wait_polls_until_the_job_ends() -> None:
                    ok(job(state="SUCCEEDED", exit_code=0)))
     assert client(rec).wait("j1", poll_s=0).state == "SUCCEEDED"
     assert len(rec.requests) == 3
+
+
+@pytest.mark.parametrize("state", ["SUCCEEDED", "FAILED", "CANCELLED"])
+def test_wait_ends_at_every_terminal_state(state: str) -> None:
+    rec = Recorder(ok(job(state="STARTING")), ok(job(state=state)))
+    assert client(rec).wait("j1", poll_s=0).state is JobState(state)
+    assert len(rec.requests) == 2
+
+
+def test_states_arrive_as_the_core_enums_and_leave_as_their_strings() -> None:
+    attempt = {"number": 1, "node_id": "n1", "state": "PREEMPTED", "placed_at": 1000.0}
+    node = {"id": "n1", "name": "a", "state": "reclaimed", "keep_alive_s": 20.0,
+            "created_at": 1000.0}
+    view = client(Recorder(ok(job(state="RUNNING", attempts=[attempt])))).job("j1")
+    [listed] = client(Recorder(ok({"nodes": [node]}))).nodes()
+    assert view.state is JobState.RUNNING and view.attempts[0].state is AttemptState.PREEMPTED
+    assert listed.state is NodeState.RECLAIMED
+    assert view.state == "RUNNING" and not core.is_terminal(view)  # equal to its string
+    dumped = view.model_dump(mode="json")
+    assert (dumped["state"], dumped["attempts"][0]["state"]) == ("RUNNING", "PREEMPTED")
+    assert type(dumped["state"]) is str and type(listed.model_dump(mode="json")["state"]) is str
+    assert json.loads(view.model_dump_json())["state"] == "RUNNING"
 
 
 def test_wait_times_out() -> None:

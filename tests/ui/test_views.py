@@ -53,6 +53,15 @@ def test_a_job_row_notes_why_it_waits_or_how_it_ended(view: JobView, note: str) 
     assert views.job_row(view, {}, T0).note == note
 
 
+@pytest.mark.parametrize(("state", "shown"), [
+    ("PENDING", "no node is connected"), ("SCHEDULED", None), ("RUNNING", None),
+    ("FAILED", None),
+])
+def test_only_a_pending_job_shows_why_it_waits(state: str, shown: str | None) -> None:
+    view = job(state=state, pending_reason="no node is connected")  # stale once placed
+    assert views.waiting_reason(view) == shown
+
+
 def test_a_job_row_names_its_node_and_summarises_its_compute() -> None:
     view = job(state="RUNNING", node_id="n-1", spec={"compute": {"cpus": "2+"}})
     row = views.job_row(view, {"n-1": "gpu-box"}, T0 + 125)
@@ -79,7 +88,7 @@ def test_the_timeline_groups_events_by_attempt_with_the_time_between_them() -> N
     ]
     phases = views.timeline(events, attempts)
     assert [(p.title, p.node, p.outcome) for p in phases] == [
-        ("Submitted", "", ""), ("Attempt 1", "a", "LOST"), ("Attempt 2", "n-b", "SUCCEEDED")]
+        ("Submitted", "", None), ("Attempt 1", "a", "LOST"), ("Attempt 2", "n-b", "SUCCEEDED")]
     assert [(s.label, s.is_state, s.after) for s in phases[1].steps] == [
         ("SCHEDULED", True, "+1.00 s"), ("RUNNING", True, "+0.50 s"),
         ("node_lost", False, "+28 s"), ("PENDING", True, "+0.00 s")]
@@ -87,6 +96,19 @@ def test_the_timeline_groups_events_by_attempt_with_the_time_between_them() -> N
     assert [s.label for s in phases[2].steps] == ["SCHEDULED", "SUCCEEDED"]
     assert (phases[1].placement, phases[1].reason, phases[2].exit_code) == (
         "a: cheapest", "node lost", 0)
+
+
+@pytest.mark.parametrize(("outcome", "why"), [
+    (None, ""), ("SCHEDULED", ""), ("RUNNING", ""), ("SUCCEEDED", ""),
+    ("FAILED", "it broke"), ("CANCELLED", "it broke"), ("LOST", "it broke"),
+    ("PREEMPTED", "it broke"),
+])
+def test_a_phase_says_why_only_when_its_attempt_did_not_succeed(outcome: str | None,
+                                                                why: str) -> None:
+    attempt = None if outcome is None else AttemptView(
+        number=1, node_id="n-a", state=outcome, placed_at=T0, reason="it broke")
+    phase = views.timeline([event(1, 1, "state", 0, "SCHEDULED")], [attempt] if attempt else [])
+    assert phase[0].why == why
 
 
 def test_an_empty_timeline() -> None:

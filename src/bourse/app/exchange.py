@@ -24,6 +24,7 @@ from bourse.app.handle import Handle
 from bourse.app.lease import DriverLease
 from bourse.app.result import Outputs, Result
 from bourse.app.work import Work
+from bourse.core.states import JobState
 from bourse.core.uri import parse_uri
 from bourse.protocol.api import JobDetail, JobView, LogChunkView
 from bourse.protocol.common import JobSpec
@@ -67,7 +68,7 @@ class ExchangeHandle(Handle):
                     if last and last.ended_at and last.started_at else None)
         text = "\n".join(lines)
         _, value = find_result(text)
-        ok = detail.state == "SUCCEEDED"
+        ok = detail.state == JobState.SUCCEEDED
         outputs = Outputs({n: Data(u) for n, u in self.spec.outputs.items()} if ok else {},
                           stage=self.work_name, declared=self.spec.outputs,
                           status=detail.state)

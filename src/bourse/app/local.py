@@ -26,6 +26,7 @@ from bourse.app.result import Outputs, Result
 from bourse.app.work import Work
 from bourse.core.compute import Compute
 from bourse.core.errors import InvalidInput
+from bourse.core.states import JobState
 from bourse.core.uri import parse_uri
 from bourse.storage.jobenv import CHECKPOINT_VAR, input_var, output_var
 
@@ -58,7 +59,7 @@ class LocalHandle(Handle):
         self._reader.join()
         text = "\n".join(self.lines)
         _, value = find_result(text)
-        status = "SUCCEEDED" if code == 0 else "FAILED"
+        status = JobState.SUCCEEDED if code == 0 else JobState.FAILED
         outputs = Outputs(self.outputs if code == 0 else {}, stage=self.work_name,
                           declared=self.call.outputs, status=status)
         result = Result(self.work_name, status, code, None, outputs, self.checkpoint, value,

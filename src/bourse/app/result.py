@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from bourse.app.data import Data
 from bourse.core.errors import BourseError, InvalidInput
+from bourse.core.states import JobState
 
 V = TypeVar("V")
 
@@ -21,7 +22,7 @@ class Outputs(dict[str, V]):
 
     def __init__(self, items: Mapping[str, V] | Iterable[tuple[str, V]] = (), /, *,
                  stage: str = "", declared: Iterable[str] | None = None,
-                 status: str = "SUCCEEDED") -> None:
+                 status: JobState = JobState.SUCCEEDED) -> None:
         super().__init__(items)
         self.stage, self.status = stage, status
         self.declared = tuple(self) if declared is None else tuple(declared)
@@ -33,7 +34,8 @@ class Outputs(dict[str, V]):
 class UnknownOutput(InvalidInput, KeyError):
     """An output a stage did not declare, or did not upload because it did not succeed."""
 
-    def __init__(self, name: str, stage: str, declared: tuple[str, ...], status: str) -> None:
+    def __init__(self, name: str, stage: str, declared: tuple[str, ...],
+                 status: JobState) -> None:
         if name in declared:
             super().__init__(f"stage {stage!r} has no output {name!r}: it ended {status}, so "
                              "nothing was uploaded", field="outputs")
@@ -49,11 +51,13 @@ class UnknownOutput(InvalidInput, KeyError):
 
 @dataclass(frozen=True)
 class Result:
-    """The outcome of one stage (one job). ``attributes``: what the stage's body set on
-    ``self`` (JSON), set on the Work in the flow when it succeeded (docs/app.md)."""
+    """The outcome of one stage (one job). ``status``: how its job ended (SUCCEEDED, FAILED,
+    or CANCELLED on an exchange; a local stage's exit code says SUCCEEDED or FAILED).
+    ``attributes``: what the stage's body set on ``self`` (JSON), set on the Work in the flow
+    when it succeeded (docs/app.md)."""
 
     work: str
-    status: str
+    status: JobState
     exit_code: int | None
     job_id: str | None  # None in local mode
     outputs: dict[str, Data] = field(default_factory=dict)
@@ -67,13 +71,14 @@ class Result:
     attributes: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "status", JobState(self.status))  # a cached result's string
         if not isinstance(self.outputs, Outputs):
             object.__setattr__(self, "outputs", Outputs(self.outputs, stage=self.work,
                                                         status=self.status))
 
     @property
     def ok(self) -> bool:
-        return self.status == "SUCCEEDED"
+        return self.status == JobState.SUCCEEDED
 
 
 class StageFailed(BourseError):

@@ -92,11 +92,11 @@ def fact(key: str, value: str) -> list[str]:
 
 def _facts(job: JobDetail) -> dict[str, str | None]:
     spec = job.spec
-    ended = JobState(job.state).terminal
+    ended = job.state.terminal
     return {
         "id": job.id, "name": job.name,
         "state": job.state + (" (stop requested)" if job.cancel_requested and not ended else ""),
-        "pending": job.pending_reason if job.state == "PENDING" else None,
+        "pending": job.pending_reason if job.state == JobState.PENDING else None,
         "command": shlex.join(spec.command), "compute": spec.compute.describe(),
         "code": spec.bundle[:12] if spec.bundle else "none",
         "workdir": spec.workdir or None,
@@ -149,8 +149,7 @@ def stop(job_ids: tuple[str, ...]) -> None:
     with seam.open_client() as client:
         for job_id in job_ids:
             view = client.cancel(job_id)
-            pending = view.state not in ("SUCCEEDED", "FAILED", "CANCELLED")
-            click.echo(f"{view.id}: {'stopping' if pending else view.state}")
+            click.echo(f"{view.id}: {view.state if view.state.terminal else 'stopping'}")
 
 
 jobs.add_command(metrics)

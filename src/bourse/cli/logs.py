@@ -9,6 +9,7 @@ import click
 
 from bourse.cli import client as seam
 from bourse.cli.errors import handles_errors
+from bourse.core.states import JobState
 from bourse.protocol.api import JobView, LogChunkView
 from bourse.sdk.client import Client
 from bourse.sdk.logs import LogDecoder
@@ -44,9 +45,9 @@ def _write(stream: str, text: str) -> None:
 
 def exit_code_for(job: JobView) -> int:
     """The job's exit code as a process exit code: 0, its own code, 130 cancelled, else 1."""
-    if job.state == "SUCCEEDED":
+    if job.state == JobState.SUCCEEDED:
         return 0
-    if job.state == "CANCELLED":
+    if job.state == JobState.CANCELLED:
         return EXIT_CANCELLED
     code = job.exit_code
     if code is None or code == 0:
@@ -58,9 +59,9 @@ def exit_code_for(job: JobView) -> int:
 
 def ending(job: JobView) -> str | None:
     """The line to print when a job did not succeed."""
-    if job.state == "SUCCEEDED":
+    if job.state == JobState.SUCCEEDED:
         return None
-    if job.state == "CANCELLED":
+    if job.state == JobState.CANCELLED:
         return f"job {job.id} was cancelled" + (f": {job.reason}" if job.reason else "")
     code = f" with exit code {job.exit_code}" if job.exit_code is not None else ""
     return f"job {job.id} failed{code}" + (f": {job.reason}" if job.reason else "")

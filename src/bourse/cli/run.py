@@ -19,14 +19,13 @@ from bourse.cli.errors import handles_errors
 from bourse.cli.logs import LogPrinter, finish, follow_job
 from bourse.cli.offers import compute_from_flags, compute_options
 from bourse.core.errors import InvalidInput
+from bourse.core.states import JobState
 from bourse.core.units import parse_duration
 from bourse.protocol.api import JobView
 from bourse.protocol.common import MAX_PENDING_TIMEOUT_S, Port, parse_port
 from bourse.sdk.bundle import human_size, pack
 from bourse.sdk.client import Client
 from bourse.sdk.core import job_spec
-
-WAITING = ("PENDING", "SCHEDULED", "STARTING")
 
 
 def parse_env(pairs: tuple[str, ...], environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -90,9 +89,9 @@ class StatusLine:
             self._last = text
 
     def describe(self, job: JobView) -> str:
-        if job.state == "PENDING":
-            return "PENDING" + (f": {job.pending_reason}" if job.pending_reason else "")
-        if job.state not in (*WAITING, "RUNNING"):
+        if job.state == JobState.PENDING:
+            return job.state + (f": {job.pending_reason}" if job.pending_reason else "")
+        if job.state.terminal:
             return ""
         detail = self._client.job(job.id)
         current = next((a for a in detail.attempts if a.number == job.attempt), None)

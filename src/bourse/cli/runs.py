@@ -11,7 +11,6 @@ import click
 from bourse.cli import client as seam
 from bourse.cli.errors import handles_errors
 from bourse.cli.render import age, clock, dollars, echo_json, table
-from bourse.core.states import JobState
 from bourse.protocol.api import JobView, RunDetail, RunView
 
 HEADERS = ("RUN", "APP", "STATE", "STAGES", "STARTED", "DURATION", "COST")
@@ -25,7 +24,7 @@ def run_row(run: RunView, now: float) -> list[str]:
 
 def job_row(job: JobView, now: float, after: Sequence[str] = ()) -> list[str]:
     """A job of a run; ``after``: the stages whose outputs its stage reads."""
-    ended = job.updated_at if JobState(job.state).terminal else now
+    ended = job.updated_at if job.state.terminal else now
     return [job.spec.stage or "(driver)", job.id, job.state, job.node_id or "-",
             age(ended - job.created_at), dollars(job.cost), ", ".join(after) or "-"]
 

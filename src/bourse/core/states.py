@@ -6,6 +6,11 @@ its start) becomes LOST, an attempt stopped by a preemption notice (a spot recla
 PREEMPTED, and the job goes back to PENDING for a new attempt, as its retry policy allows
 (``core.retry``). The attempt number is the fencing token: only the current attempt may move
 the job.
+
+These enums are the one vocabulary of states: the coordinator, the API's models, the SDK, the
+CLI and the UI name a state by its member and a group of them by the sets below, never by
+its string (``tests/test_state_vocabulary.py`` holds the package to that). A StrEnum equals
+its value, so the wire keeps the same strings.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from bourse.core.errors import BourseError
 
 
 class JobState(StrEnum):
+    """Where a job is in its lifecycle (above); ``JOB_*`` below group them."""
+
     PENDING = "PENDING"
     SCHEDULED = "SCHEDULED"
     STARTING = "STARTING"
@@ -26,15 +33,22 @@ class JobState(StrEnum):
 
     @property
     def terminal(self) -> bool:
-        return self in _JOB_TERMINAL
+        return self in JOB_TERMINAL
 
     @property
     def active(self) -> bool:
         """Placed on a node and not ended."""
-        return self in (JobState.SCHEDULED, JobState.STARTING, JobState.RUNNING)
+        return self in JOB_ACTIVE
+
+    @property
+    def waiting(self) -> bool:
+        """Submitted and not running yet."""
+        return self in JOB_WAITING
 
 
 class AttemptState(StrEnum):
+    """How one placement of a job went; ``ATTEMPT_*`` below group them."""
+
     SCHEDULED = "SCHEDULED"
     STARTING = "STARTING"
     RUNNING = "RUNNING"
@@ -46,44 +60,56 @@ class AttemptState(StrEnum):
 
     @property
     def terminal(self) -> bool:
-        return self in _ATTEMPT_TERMINAL
+        return self in ATTEMPT_TERMINAL
 
     @property
     def interrupted(self) -> bool:
         """Ended by its node going away, not by the job: the work resumes elsewhere."""
-        return self in (AttemptState.LOST, AttemptState.PREEMPTED)
+        return self in ATTEMPT_INTERRUPTED
 
     @property
     def active(self) -> bool:
-        return not self.terminal
+        return self in ATTEMPT_ACTIVE
 
 
-_JOB_TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
-_ATTEMPT_TERMINAL = frozenset({AttemptState.SUCCEEDED, AttemptState.FAILED,
-                               AttemptState.CANCELLED, AttemptState.LOST,
-                               AttemptState.PREEMPTED})
+# a job's states by what they say of it; PENDING is waiting, not active: it has no node
+JOB_TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+"""Ended: nothing moves the job again."""
+JOB_LIVE = frozenset(JobState) - JOB_TERMINAL
+"""Not ended: waiting or active."""
+JOB_WAITING = frozenset({JobState.PENDING, JobState.SCHEDULED, JobState.STARTING})
+"""Submitted and not running yet: waiting for a node, or for its node to start it."""
+JOB_ACTIVE = frozenset({JobState.SCHEDULED, JobState.STARTING, JobState.RUNNING})
+"""Placed on a node and not ended."""
 
-_ENDINGS = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
+ATTEMPT_INTERRUPTED = frozenset({AttemptState.LOST, AttemptState.PREEMPTED})
+"""Ended by its node going away, not by the job: the work resumes elsewhere."""
+ATTEMPT_TERMINAL = frozenset({AttemptState.SUCCEEDED, AttemptState.FAILED,
+                              AttemptState.CANCELLED, *ATTEMPT_INTERRUPTED})
+"""Ended, however (a LOST or PREEMPTED attempt may still turn SUCCEEDED: ``late_success``)."""
+ATTEMPT_ACTIVE = frozenset(AttemptState) - ATTEMPT_TERMINAL
+"""On its node and not ended: it holds the node's resources."""
+ATTEMPT_UNSUCCESSFUL = ATTEMPT_TERMINAL - {AttemptState.SUCCEEDED}
+"""Ended without success: its reason says why."""
+
 JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     # PENDING -> SUCCEEDED: a lost attempt's success arrived while the job waited for another
     JobState.PENDING: frozenset({JobState.SCHEDULED, JobState.CANCELLED, JobState.FAILED,
                                  JobState.SUCCEEDED}),
     JobState.SCHEDULED: frozenset({JobState.STARTING, JobState.RUNNING, JobState.PENDING,
-                                   *_ENDINGS}),
-    JobState.STARTING: frozenset({JobState.RUNNING, JobState.PENDING, *_ENDINGS}),
-    JobState.RUNNING: frozenset({JobState.PENDING, *_ENDINGS}),
+                                   *JOB_TERMINAL}),
+    JobState.STARTING: frozenset({JobState.RUNNING, JobState.PENDING, *JOB_TERMINAL}),
+    JobState.RUNNING: frozenset({JobState.PENDING, *JOB_TERMINAL}),
     JobState.SUCCEEDED: frozenset(),
     JobState.FAILED: frozenset(),
     JobState.CANCELLED: frozenset(),
 }
 
-_ATTEMPT_ENDINGS = {AttemptState.SUCCEEDED, AttemptState.FAILED, AttemptState.CANCELLED,
-                    AttemptState.LOST, AttemptState.PREEMPTED}
 ATTEMPT_TRANSITIONS: dict[AttemptState, frozenset[AttemptState]] = {
     AttemptState.SCHEDULED: frozenset({AttemptState.STARTING, AttemptState.RUNNING,
-                                       *_ATTEMPT_ENDINGS}),
-    AttemptState.STARTING: frozenset({AttemptState.RUNNING, *_ATTEMPT_ENDINGS}),
-    AttemptState.RUNNING: frozenset(_ATTEMPT_ENDINGS),
+                                       *ATTEMPT_TERMINAL}),
+    AttemptState.STARTING: frozenset({AttemptState.RUNNING, *ATTEMPT_TERMINAL}),
+    AttemptState.RUNNING: ATTEMPT_TERMINAL,
     AttemptState.SUCCEEDED: frozenset(),
     AttemptState.FAILED: frozenset(),
     AttemptState.CANCELLED: frozenset(),

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from bourse.core.compute import Compute
+from bourse.core.states import AttemptState, JobState, NodeState
 from bourse.protocol.common import (
     Capabilities,
     Declared,
@@ -16,12 +17,6 @@ from bourse.protocol.common import (
     Wire,
 )
 from bourse.protocol.metrics import StallView
-
-JobState = Literal["PENDING", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED",
-                   "CANCELLED"]
-AttemptState = Literal["SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED",
-                       "LOST", "PREEMPTED"]
-NodeState = Literal["online", "offline", "lost", "reclaimed"]
 
 
 class AttemptView(Wire):

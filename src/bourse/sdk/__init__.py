@@ -1,5 +1,10 @@
-"""The Python SDK: submit jobs, follow their logs, list nodes (``Client``, ``AsyncClient``)."""
+"""The Python SDK: submit jobs, follow their logs, list nodes (``Client``, ``AsyncClient``).
 
+A view's ``state`` is a member of ``JobState``, ``AttemptState`` or ``NodeState`` (each equal
+to its string: ``job.state == "SUCCEEDED"`` holds too).
+"""
+
+from bourse.core.states import AttemptState, JobState, NodeState
 from bourse.sdk.bundle import Bundle, pack
 from bourse.sdk.client import AsyncClient, Client
 from bourse.sdk.config import Credentials, load_credentials, save_credentials
@@ -25,13 +30,16 @@ __all__ = [
     "ApiInvalidInput",
     "ApiNotFound",
     "AsyncClient",
+    "AttemptState",
     "Bundle",
     "BundleTooLarge",
     "Client",
     "Conflict",
     "Credentials",
     "Forbidden",
+    "JobState",
     "LogDecoder",
+    "NodeState",
     "NotConfigured",
     "ProtocolError",
     "ServerError",

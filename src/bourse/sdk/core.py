@@ -48,7 +48,6 @@ from bourse.protocol.metrics import MetricsView
 from bourse.sdk.errors import ProtocolError, error_for
 
 API_PREFIX = "/api/v1"
-TERMINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
@@ -278,7 +277,7 @@ def job_spec(command: list[str], **fields: Any) -> JobSpec:
 
 
 def is_terminal(job: JobView) -> bool:
-    return job.state in TERMINAL_STATES
+    return job.state.terminal
 
 
 def reconnect_delay(failures: int, delays: tuple[float, ...]) -> float | None:

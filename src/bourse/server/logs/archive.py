@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from sqlalchemy import delete, exists, select
 
-from bourse.core.states import JobState
+from bourse.core.states import JOB_TERMINAL
 from bourse.protocol.api import LogChunkView
 from bourse.server.db.database import Database
 from bourse.server.db.schema import Job, LogChunk
@@ -83,10 +83,9 @@ class LogArchive:
 
     async def due(self) -> list[str]:
         """Ended jobs older than the delay that still have rows, oldest first."""
-        ended = [s.value for s in JobState if s.terminal]
         async with self.db.read() as session:
             found = await session.scalars(
-                select(Job.id).where(Job.state.in_(ended),
+                select(Job.id).where(Job.state.in_(sorted(JOB_TERMINAL)),
                                      Job.updated_at < self.clock() - self.after_s,
                                      exists().where(LogChunk.job_id == Job.id))
                 .order_by(Job.updated_at).limit(BATCH))

@@ -268,7 +268,8 @@ def _apply(session: AsyncSession, job: Job, attempt: Attempt, event: JobEvent,
         attempt.start_acked_at = now
         set_attempt_state(attempt, AttemptState.STARTING, now)
         set_job_state(session, job, JobState.STARTING, now, "the node accepted the job")
-    elif event.kind == "started" and attempt.state in ("SCHEDULED", "STARTING"):
+    elif event.kind == "started" and attempt.state in (AttemptState.SCHEDULED,
+                                                       AttemptState.STARTING):
         attempt.started_at = event.time
         attempt.start_acked_at = attempt.start_acked_at or now
         job.progress = None

@@ -17,7 +17,7 @@ from bourse.core.cost import (
 )
 from bourse.core.errors import Conflict, InvalidInput, NotFound
 from bourse.core.placement import shape_of
-from bourse.core.states import AttemptState, JobState
+from bourse.core.states import ATTEMPT_ACTIVE, AttemptState, JobState
 from bourse.core.uri import StoreURI
 from bourse.protocol.agent import CancelJob
 from bourse.protocol.api import AttemptView, EventView, JobDetail, JobView, LogPage
@@ -247,8 +247,8 @@ async def read_logs(session: AsyncSession, job_id: str, scope: Scope, after: int
     return LogPage(chunks=chunks, cursor=cursor, done=ended and len(chunks) < limit)
 
 
-def active_attempt_states() -> list[str]:
-    return [s.value for s in AttemptState if s.active]
+def active_attempt_states() -> list[AttemptState]:
+    return sorted(ATTEMPT_ACTIVE)
 
 
 async def active_attempts(session: AsyncSession) -> list[tuple[str, int, JobSpec]]:

@@ -123,8 +123,8 @@ def succeed_late(session: AsyncSession, job: Job, late: Attempt, current: Attemp
     set_job_state(session, job, JobState.SUCCEEDED, now, job.reason)
 
 
-_WORDS = {AttemptState.LOST: "lost", AttemptState.PREEMPTED: "preempted",
-          AttemptState.FAILED: "failed"}
+_WORDS = {s: s.lower() for s in (AttemptState.LOST, AttemptState.PREEMPTED,
+                                  AttemptState.FAILED)}
 
 
 def _retried(session: AsyncSession, job: Job, attempt: Attempt, outcome: AttemptState, *,

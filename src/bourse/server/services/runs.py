@@ -19,14 +19,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core import dataflow
 from bourse.core.errors import Conflict, NotFound
-from bourse.core.states import JobState
+from bourse.core.states import JOB_LIVE, JobState
 from bourse.protocol.api import JobView, RunCancelled, RunDetail, RunEdge, RunLease, RunView
 from bourse.server.access import Scope
 from bourse.server.commands import Command
 from bourse.server.db.schema import Job, Run
 from bourse.server.services.jobs import cancel_row, job_view
 
-LIVE = [s.value for s in JobState if not s.terminal]
 EXPIRE_BATCH = 100
 
 
@@ -34,14 +33,14 @@ def summarise(run_id: str, jobs: Sequence[JobView], lease: Run | None = None) ->
     """A run from its jobs, oldest first, and its lease if it has one (pure)."""
     driver = next((j for j in jobs if j.spec.stage is None), None)
     stages = [j for j in jobs if j.spec.stage is not None]
-    ended = all(JobState(j.state).terminal for j in jobs)
+    ended = all(j.state.terminal for j in jobs)
     cancelled = lease.cancelled if lease is not None else None
     if cancelled is not None:
-        state = "CANCELLED"
+        state = JobState.CANCELLED
     elif driver is not None:
         state = driver.state
     elif not ended:
-        state = "RUNNING"
+        state = JobState.RUNNING
     else:
         state = jobs[-1].state  # a flow stops at its first failed stage
     costs = [j.cost for j in jobs if j.cost is not None]
@@ -172,7 +171,7 @@ async def _cancel(session: AsyncSession, lease: Run, now: float,
         lease.cancelled = why
     lease.ended_at, lease.lease_until = lease.ended_at or now, None
     live = (await session.scalars(select(Job).where(
-        Job.project_id == lease.project_id, Job.run == lease.id, Job.state.in_(LIVE))
+        Job.project_id == lease.project_id, Job.run == lease.id, Job.state.in_(sorted(JOB_LIVE)))
         .order_by(Job.created_at, Job.id))).all()
     commands: list[Command] = []
     for job in live:

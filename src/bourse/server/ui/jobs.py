@@ -80,9 +80,10 @@ def _summary(job: JobDetail) -> dict[str, object]:
     """What the page's header shows besides the job itself."""
     current = [a for a in job.attempts if a.number == job.attempt]
     node = (current[0].node_name or current[0].node_id) if current else job.node_id
-    return {"job": job, "node": node or "", "terminal": job.state in views.TERMINAL,
+    waiting = views.waiting_reason(job)
+    return {"job": job, "node": node or "", "terminal": job.state.terminal,
             "placement": (current[0].placement or "") if current else "",
-            "pending": reasons.parts(job.pending_reason)}
+            "waiting": waiting, "pending": reasons.parts(waiting)}
 
 
 def _header(ctx: Ctx, job: JobDetail) -> Response:
@@ -112,7 +113,7 @@ async def job_header(ctx: Ctx) -> Response:
 async def job_timeline(ctx: Ctx) -> Response:
     job, phases = await _with_timeline(ctx)
     return page("job/_timeline.html", **ctx.context(
-        job=job, terminal=job.state in views.TERMINAL, phases=phases))
+        job=job, terminal=job.state.terminal, phases=phases))
 
 
 async def _read_logs(ctx: Ctx, job_id: str, after: int) -> LogPage:

@@ -9,13 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from bourse.core.states import JobState
+from bourse.core.states import ATTEMPT_UNSUCCESSFUL, JOB_ACTIVE, AttemptState, JobState
 from bourse.protocol.api import AttemptView, EventView, JobView
 from bourse.protocol.common import Capabilities
 from bourse.server.ui.reasons import first_line
 
-ACTIVE = frozenset(s.value for s in JobState if s.active)
-TERMINAL = frozenset(s.value for s in JobState if s.terminal)
 JOB_STATES = tuple(s.value for s in JobState)
 
 
@@ -44,7 +42,7 @@ def span(seconds: float) -> str:
 class JobRow:
     id: str
     name: str
-    state: str
+    state: JobState
     compute: str
     node: str
     age: str
@@ -53,9 +51,15 @@ class JobRow:
     detail: str = ""  # all of it (a pending reason may be the matcher's table)
 
 
+def waiting_reason(job: JobView) -> str | None:
+    """Why the job is not placed yet; only while it is PENDING (once placed, the matcher's
+    last explanation is stale)."""
+    return job.pending_reason if job.state == JobState.PENDING else None
+
+
 def job_row(job: JobView, node_names: Mapping[str, str], now: float) -> JobRow:
     node = node_names.get(job.node_id, job.node_id) if job.node_id else ""
-    note = (job.pending_reason if job.state == "PENDING" else job.reason) or ""
+    note = (job.pending_reason if job.state == JobState.PENDING else job.reason) or ""
     return JobRow(id=job.id, name=job.name or "", state=job.state,
                   compute=job.spec.compute.describe(), node=node,
                   age=ago(now - job.created_at), cost=job.cost,
@@ -77,7 +81,7 @@ class Phase:
 
     attempt: int
     node: str = ""
-    outcome: str = ""  # the attempt's state
+    outcome: AttemptState | None = None  # the attempt's state (None: before the first)
     reason: str = ""
     placement: str = ""
     exit_code: int | None = None
@@ -86,6 +90,11 @@ class Phase:
     @property
     def title(self) -> str:
         return "Submitted" if self.attempt == 0 else f"Attempt {self.attempt}"
+
+    @property
+    def why(self) -> str:
+        """The reason to show under it: why the attempt did not succeed, if it did not."""
+        return self.reason if self.outcome in ATTEMPT_UNSUCCESSFUL else ""
 
 
 def timeline(events: Iterable[EventView], attempts: Sequence[AttemptView]) -> list[Phase]:
@@ -136,7 +145,7 @@ def data_items(job: JobView) -> list[DataItem]:
 class Stage:
     name: str
     job_id: str
-    state: str
+    state: JobState
     created_at: float
     node_id: str | None = None
     inputs: Mapping[str, str] = field(default_factory=dict)  # name -> URI, as in its spec
@@ -154,7 +163,7 @@ class Run:
     app: str | None = None  # the app's file name
 
     @property
-    def state(self) -> str:
+    def state(self) -> JobState:
         """The driver's, when there is one (as ``bourse runs`` says); else from the stages'."""
         if self.driver is not None:
             return run_state([self.driver.state])
@@ -165,16 +174,16 @@ class Run:
         return min(s.created_at for s in (*self.stages, *([self.driver] if self.driver else [])))
 
 
-def run_state(states: Sequence[str]) -> str:
+def run_state(states: Sequence[JobState]) -> JobState:
     """A run's state from its stages': failed or cancelled if any is, running while any runs."""
-    for worst in ("FAILED", "CANCELLED"):
+    for worst in (JobState.FAILED, JobState.CANCELLED):
         if worst in states:
             return worst
-    if any(s in ACTIVE for s in states):
-        return "RUNNING"
-    if states and all(s == "SUCCEEDED" for s in states):
-        return "SUCCEEDED"
-    return "PENDING"
+    if any(s in JOB_ACTIVE for s in states):
+        return JobState.RUNNING
+    if states and all(s == JobState.SUCCEEDED for s in states):
+        return JobState.SUCCEEDED
+    return JobState.PENDING
 
 
 def _stage(job: JobView) -> Stage:
