@@ -89,8 +89,8 @@ class StageFailed(BourseError):
     def __init__(self, result: Result, log_tail: str) -> None:
         where = f"job {result.job_id}" if result.job_id else "local run"
         code = f"exit code {result.exit_code}" if result.exit_code is not None else None
-        how = ", ".join(c for c in (str(result.status) if result.status != "FAILED" else None,
-                                    code) if c) or str(result.status)
+        state = str(result.status) if result.status is not JobState.FAILED else None
+        how = ", ".join(c for c in (state, code) if c) or str(result.status)
         super().__init__(f"stage {result.work!r} failed ({where}, {how})",
                          hint=f"last lines of its log:\n{log_tail}" if log_tail else None)
         self.result = result
