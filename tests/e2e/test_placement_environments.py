@@ -142,10 +142,10 @@ def test_environments_are_checked_against_verified_drivers_before_placement(
     assert any(t.startswith("environment: ready in ") and "(built, 1 packages)" in t
                for t in texts), texts
 
-    # an image job waits: no node has a container engine, and the reason says so
+    # an image job fails at once: no node has a container engine, and the reason says so
     image = client.submit(JobSpec(command=["true"], compute=Compute(image="python:3.12")))
-    waiting = exchange.wait_job(image.id, lambda j: "no container engine" in (
-        j.pending_reason or ""), 30, "to wait for a container engine")
-    assert waiting.state == "PENDING"
+    failed = exchange.wait_ended(image.id, timeout=30)
+    assert failed.state == "FAILED" and not failed.attempts
+    assert (failed.reason or "").startswith("no node on this exchange can ever run it")
     assert "no container engine (docker or podman) to run image python:3.12" in (
-        waiting.pending_reason or "")
+        failed.reason or "")
