@@ -231,14 +231,14 @@ def test_a_cut_of_twice_the_keep_alive_costs_nothing(
     exchange = exchange_factory(keep_alive=keep_alive, loss_window=120.0)
     proxy = proxy_to(exchange)
     agent = exchange.agent("a", proxy.url)
-    lines = int(3 * cut_s / 0.1)
+    lines = int((cut_s + keep_alive + 4) / 0.1)  # it runs past the cut and its heartbeat wait
     job = exchange.client.submit(lines_job(lines, 0.1)).id
     exchange.wait_for(lambda: stored_lines(exchange.client, job) >= 3, 30, "the first lines")
     wait_heartbeat(exchange, agent.node_id or "")
     proxy.cut(silent=True)
     time.sleep(cut_s)
     proxy.restore()
-    detail = exchange.wait_ended(job, timeout=3 * cut_s + 30)
+    detail = exchange.wait_ended(job, timeout=lines * 0.1 + 30)
     assert detail.state == "SUCCEEDED"
     assert attempt_states(detail) == [("SUCCEEDED", agent.node_id)], detail.attempts
     assert not [e for e in exchange.client.events(job) if e.kind == "node_lost"]
