@@ -1,0 +1,123 @@
+"""The provider seam: what the exchange asks of a cloud to turn an offer into a node.
+
+A provider is synchronous and stateless between calls (the launcher runs it in a thread): it
+checks its credentials, launches one instance for a :class:`LaunchSpec`, lists the instances
+the exchange tagged, and terminates instances. Every failure of a call is a
+:class:`CloudError` whose ``failure`` (``core.launch.Failure``) says what the exchange does
+next — try another zone, block a region's family, fail the job, disable the cloud, back off.
+New clouds implement :class:`Provider`; nothing else in the coordinator knows a cloud's API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from bourse.core.launch import Failure
+
+# Tags every launched instance carries (the reconciler touches only instances with TAG_EXCHANGE
+# equal to its exchange's id).
+TAG_EXCHANGE = "bourse:exchange"
+TAG_LAUNCH = "bourse:launch"
+TAG_NODE = "bourse:node"
+TAG_JOB = "bourse:job"
+TAG_PROJECT = "bourse:project"
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """One instance to launch. ``client_token``: the idempotency token, recorded before the
+    call (the same token twice never makes two instances). ``zone``: the zone *id* of the
+    catalogue (``use1-az1``) or None for any zone of the region. ``max_price``: the spot bid
+    ($/h), None for the on-demand price as the cap."""
+
+    launch_id: str
+    exchange_id: str
+    node_id: str
+    project_id: str
+    region: str
+    instance_type: str
+    user_data: str
+    client_token: str
+    zone: str | None = None
+    spot: bool = False
+    max_price: float | None = None
+    job_id: str | None = None
+    disk_gib: int | None = None
+    image: str | None = None  # the machine image; None: the provider's default
+
+    def tags(self) -> dict[str, str]:
+        out = {TAG_EXCHANGE: self.exchange_id, TAG_LAUNCH: self.launch_id,
+               TAG_NODE: self.node_id, TAG_PROJECT: self.project_id}
+        if self.job_id:
+            out[TAG_JOB] = self.job_id
+        return out
+
+
+@dataclass(frozen=True)
+class Instance:
+    """An instance as the cloud reports it. ``state``: the cloud's word, lower case
+    (``pending``, ``running``, ``shutting-down``, ``terminated``, ``stopping``, ``stopped``)."""
+
+    id: str
+    region: str
+    instance_type: str
+    state: str
+    zone: str | None = None  # the zone id when the cloud gives one, else its name
+    spot: bool = False
+    launched_at: float | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def alive(self) -> bool:
+        """Running or about to: it costs money (or will)."""
+        return self.state not in ("shutting-down", "terminated")
+
+    @property
+    def launch_id(self) -> str | None:
+        return self.tags.get(TAG_LAUNCH)
+
+
+@dataclass(frozen=True)
+class CloudCheck:
+    """What ``bourse clouds`` says of one cloud: whether it can launch, and if not why."""
+
+    cloud: str
+    enabled: bool
+    reason: str | None = None  # why not (no credentials, a permission missing), or a note
+    regions: tuple[str, ...] = ()
+    identity: str | None = None  # the account / principal the credentials are for
+
+
+class CloudError(Exception):
+    """A cloud call failed. ``code``: the cloud's error code (``InsufficientInstanceCapacity``);
+    ``message``: the cloud's own words; ``where``: region/zone/type tried, for the table."""
+
+    def __init__(self, failure: Failure, code: str, message: str, *, where: str = "",
+                 quota: str | None = None) -> None:
+        super().__init__(f"{code}: {message}")
+        self.failure, self.code, self.message = failure, code, message
+        self.where, self.quota = where, quota
+
+
+class Provider(Protocol):
+    """One cloud account. Every method may raise :class:`CloudError`."""
+
+    name: str  # the provider name of its catalogue's offers ("aws")
+
+    def check(self) -> CloudCheck:
+        """Whether the credentials work and may launch (cheap: one or two read calls)."""
+        ...
+
+    def launch(self, spec: LaunchSpec) -> Instance:
+        """Launch one instance; with a ``client_token`` already used, the instance it made."""
+        ...
+
+    def tagged(self, exchange_id: str, regions: Sequence[str]) -> list[Instance]:
+        """Every instance tagged with ``exchange_id`` in ``regions`` that is not terminated."""
+        ...
+
+    def terminate(self, region: str, instance_ids: Sequence[str]) -> None:
+        """Terminate instances (already terminated or unknown ids are not an error)."""
+        ...
