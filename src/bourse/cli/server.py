@@ -14,6 +14,7 @@ import click
 import uvicorn
 
 from bourse.cli import loop
+from bourse.cli.cloud_options import cloud_options, clouds_config, pop_cloud_options
 from bourse.cli.errors import handles_errors
 from bourse.core.health import StallRules
 from bourse.core.liveness import DEFAULT_LOSS_WINDOW_S
@@ -149,6 +150,7 @@ def metrics_config(stall_after: float, disk_warn_percent: float, raw_hours: floa
               help="What a job may print at once above --log-rate.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
+@cloud_options
 @handles_errors
 def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_alive: float,
            loss_window: float, driver_lease: float | None, credentials: Path | None,
@@ -158,6 +160,7 @@ def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_
            **store: Any) -> None:
     """Run a coordinator (the exchange's API, agent hub and scheduler)."""
     log_limit = LogLimit.parse(log_rate, log_burst)  # refused before anything starts
+    clouds = clouds_config(**pop_cloud_options(store))
     data_dir = data_dir.expanduser()
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     # what the coordinator and its embedded store write is theirs alone (docs/security.md)
@@ -175,7 +178,7 @@ def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_
         archive_logs_after_s=archive_logs_after,
         metrics=metrics_config(stall_after, disk_warn_percent, metrics_raw_hours,
                                metrics_keep_days),
-        log_limit=log_limit, driver_lease_s=driver_lease)
+        log_limit=log_limit, driver_lease_s=driver_lease, clouds=clouds)
     app = create_app(config)
     uv = Coordinator(uvicorn.Config(app, log_level=log_level, access_log=False,
                                     ws_max_size=MAX_FRAME_BYTES, lifespan="on",

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Any
 
 import click
 
+from bourse.cli.cloud_options import cloud_options, clouds_config, server_args
 from bourse.cli.errors import handles_errors
 from bourse.cli.render import echo_json
 from bourse.core.liveness import DEFAULT_LOSS_WINDOW_S
@@ -33,12 +35,14 @@ def _data_dir(value: Path | None) -> Path:
                    "themselves just before); shorter blinks cost nothing.")
 @click.option("--cpus", type=click.IntRange(min=1), help="CPUs each agent offers.")
 @click.option("--json", "as_json", is_flag=True)
+@cloud_options
 @handles_errors
 def up(data_dir: Path | None, agents: int, port: int | None, keep_alive: float,
-       loss_window: float, cpus: int | None, as_json: bool) -> None:
+       loss_window: float, cpus: int | None, as_json: bool, **clouds: Any) -> None:
     """Start a local exchange in the background; later commands find it automatically."""
+    clouds_config(**clouds)  # refused here, not in the coordinator's log
     exchange = LocalExchange(_data_dir(data_dir), keep_alive_s=keep_alive,
-                             loss_window_s=loss_window)
+                             loss_window_s=loss_window, server_args=server_args(clouds))
     if not as_json:
         _starting(exchange)
     status = exchange.up(agents=agents, port=port, cpus=cpus)

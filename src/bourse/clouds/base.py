@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Protocol
 
 from bourse.core.launch import Failure
@@ -55,6 +56,20 @@ class LaunchSpec:
         return out
 
 
+class CloudState(StrEnum):
+    """An instance's state in the cloud's own words (EC2's; other providers map theirs)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SHUTTING_DOWN = "shutting-down"
+    TERMINATED = "terminated"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+ENDED = frozenset({CloudState.SHUTTING_DOWN, CloudState.TERMINATED})
+
+
 @dataclass(frozen=True)
 class Instance:
     """An instance as the cloud reports it. ``state``: the cloud's word, lower case
@@ -72,7 +87,7 @@ class Instance:
     @property
     def alive(self) -> bool:
         """Running or about to: it costs money (or will)."""
-        return self.state not in ("shutting-down", "terminated")
+        return self.state not in ENDED
 
     @property
     def launch_id(self) -> str | None:

@@ -171,9 +171,37 @@ class NodeState(StrEnum):
     """What a node row says of its agent: ``offline`` from enrolment until its agent first
     connects, ``online`` while it is connected (or away within its loss window), ``lost``
     once silent for its loss window (``core.liveness``), ``reclaimed`` once its provider gave
-    notice (its next hello makes it online)."""
+    notice (its next hello makes it online). A node the exchange launched on a cloud is
+    ``launching`` until the cloud made the instance, ``booting`` until its agent says hello,
+    and ``terminated`` once the exchange (or the cloud) ended the instance."""
 
     OFFLINE = "offline"
     ONLINE = "online"
     LOST = "lost"
     RECLAIMED = "reclaimed"
+    LAUNCHING = "launching"
+    BOOTING = "booting"
+    TERMINATED = "terminated"
+
+
+# nodes that may not take work again until their agent says hello
+NODE_GONE = frozenset({NodeState.LOST, NodeState.OFFLINE, NodeState.TERMINATED,
+                       NodeState.LAUNCHING, NodeState.BOOTING})
+
+
+class LaunchState(StrEnum):
+    """A launch (``services.launches``): ``requested`` once its row is committed (the cloud is
+    called next), ``booting`` once the cloud made the instance, ``ready`` once its agent
+    enrolled and was verified as the offer said, ``terminating`` / ``terminated`` when it
+    ends; ``failed`` when the cloud made no instance."""
+
+    REQUESTED = "requested"
+    BOOTING = "booting"
+    READY = "ready"
+    TERMINATING = "terminating"
+    TERMINATED = "terminated"
+    FAILED = "failed"
+
+
+LAUNCH_IN_FLIGHT = frozenset({LaunchState.REQUESTED, LaunchState.BOOTING})
+LAUNCH_LIVE = frozenset({*LAUNCH_IN_FLIGHT, LaunchState.READY, LaunchState.TERMINATING})

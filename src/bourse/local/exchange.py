@@ -101,6 +101,7 @@ class LocalExchange:
     loss_window_s: float = DEFAULT_LOSS_WINDOW_S  # the coordinator's (docs/exchange.md)
     metrics_interval_s: float | None = None  # the agents' default (5 s) unless set
     stop_grace_s: float = 15.0  # SIGTERM, then SIGKILL after this
+    server_args: list[str] = field(default_factory=list)  # more `bourse server` options
 
     def __post_init__(self) -> None:
         # one spelling of every path: processes are recognised by the paths in their arguments
@@ -182,7 +183,8 @@ class LocalExchange:
         (server_dir / "server.json").unlink(missing_ok=True)
         fresh = not (server_dir / "bourse.db").exists()
         args = ["server", "--data-dir", str(server_dir), "--port", str(port),
-                "--keep-alive", str(self.keep_alive_s), "--loss-window", str(self.loss_window_s)]
+                "--keep-alive", str(self.keep_alive_s), "--loss-window", str(self.loss_window_s),
+                *self.server_args]
         if fresh:
             args += ["--credentials", str(credentials_path())]
         return spawn(args, server_dir / "server.log")

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from bourse.core.compute import Compute
 from bourse.core.states import AttemptState, JobState, NodeState
+from bourse.protocol.clouds import LaunchView
 from bourse.protocol.common import (
     Capabilities,
     Declared,
@@ -101,6 +102,8 @@ class CostSummary(Wire):
     since: float | None = None
     rows: list[CostRow]
     total: CostRow
+    # nodes the exchange launched: launch to termination, boot and idle apart from job time
+    launched: list[LaunchView] = Field(default_factory=list)
 
 
 class JobList(Wire):

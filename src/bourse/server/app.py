@@ -135,6 +135,8 @@ async def _running(state: ServerState, run_scheduler: bool) -> AsyncIterator[Non
     keeper = asyncio.create_task(MetricsKeeper(state.db, state.config.metrics,
                                                state.clock).run()) if run_scheduler else None
     drivers = asyncio.create_task(DriverWatch(state).run()) if run_scheduler else None
+    launcher = (asyncio.create_task(state.launcher.run())
+                if state.launcher is not None and run_scheduler else None)
     try:
         yield
     finally:
@@ -144,6 +146,7 @@ async def _running(state: ServerState, run_scheduler: bool) -> AsyncIterator[Non
         await _stop(archiver)
         await _stop(keeper)
         await _stop(drivers)
+        await _stop(launcher)
         for node_id in list(state.hub.connections):
             await state.hub.close_node(node_id, "coordinator shutting down")
         await state.hub.close()

@@ -59,6 +59,44 @@ class MetricsConfig:
             raise ValueError("keep minute means at least as long as raw samples")
 
 
+CLOUDS = ("aws",)  # the clouds the exchange can launch machines on (docs/clouds.md)
+
+
+@dataclass(frozen=True)
+class CloudsConfig:
+    """Launching machines on clouds (docs/clouds.md). ``enabled``: the clouds to launch on
+    (none: the exchange only uses nodes that join it). ``agent_url``: how launched machines
+    reach this coordinator (default: its public URL). ``regions``: per cloud, the regions to
+    launch in (none: every region of its catalogue)."""
+
+    enabled: tuple[str, ...] = ()
+    idle_timeout_s: float = 600.0  # a launched node with no work this long is terminated
+    boot_timeout_s: float = 900.0  # a launched node not enrolled this long is terminated
+    agent_url: str | None = None
+    regions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    image: tuple[tuple[str, str], ...] = ()  # per cloud, the machine image to boot
+    reconcile_every_s: float = 60.0
+    max_tries: int = 12  # launch calls per job and pass before it waits for blocks to expire
+
+    def __post_init__(self) -> None:
+        for name in self.enabled:
+            if name not in CLOUDS:
+                raise ValueError(f"unknown cloud {name!r}: bourse launches on "
+                                 f"{', '.join(CLOUDS)}")
+        for label, value in (("idle timeout", self.idle_timeout_s),
+                             ("boot timeout", self.boot_timeout_s)):
+            if not 0 < value <= 30 * 86400:
+                raise ValueError(f"the {label} is a duration in (0 s, 30 days]")
+        if self.reconcile_every_s <= 0 or self.max_tries < 1:
+            raise ValueError("reconcile_every_s must be positive and max_tries at least 1")
+
+    def regions_of(self, cloud: str) -> tuple[str, ...]:
+        return dict(self.regions).get(cloud, ())
+
+    def image_of(self, cloud: str) -> str | None:
+        return dict(self.image).get(cloud)
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     data_dir: Path
@@ -82,6 +120,7 @@ class ServerConfig:
     # an app run whose driver is silent this long is cancelled (None: the loss window, as
     # nodes: a driver's link that blinks costs no run)
     driver_lease_s: float | None = None
+    clouds: CloudsConfig = field(default_factory=CloudsConfig)
 
     @property
     def driver_lease(self) -> float:

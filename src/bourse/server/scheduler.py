@@ -20,6 +20,7 @@ from bourse.server.agents.dispatch import Dispatch
 from bourse.server.commands import Command
 from bourse.server.config import ServerConfig
 from bourse.server.db.database import Database
+from bourse.server.launcher.launcher import Launcher
 from bourse.server.notifier import Notifier
 from bourse.server.services.liveness import detect_lost_nodes, expire_start_leases
 from bourse.server.services.placement import Memo, PlacementReport, place_pending
@@ -32,11 +33,15 @@ KICK_GATHER_S = 0.005  # kicks arriving within this are served by one placement 
 class Scheduler:
     def __init__(self, db: Database, dispatch: Dispatch, connections: Connections,
                  notifier: Notifier, config: ServerConfig, *,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 launcher: Launcher | None = None) -> None:
         self.db, self.dispatch, self.connections = db, dispatch, connections
         self.notifier, self.config, self.clock = notifier, config, clock
         self._wake = asyncio.Event()
         self.memo = Memo()  # what placement passes keep between them
+        self.launcher = launcher  # with clouds: kicked when jobs are left waiting
+        if launcher is not None:
+            self.memo.launchable, self.memo.note = launcher.clouds.launchable, launcher.note
 
     def kick(self) -> None:
         self._wake.set()
@@ -81,7 +86,12 @@ class Scheduler:
                                      memo=self.memo)
         if report.more:
             self.kick()
+        self._launch(report)
         return report.commands
+
+    def _launch(self, report: PlacementReport) -> None:
+        if self.launcher is not None and report.unplaced:
+            self.launcher.kick()
 
     def _after(self, report: PlacementReport, changed: bool) -> None:
         self.dispatch.send(report.commands)
@@ -89,6 +99,7 @@ class Scheduler:
             self.notifier.notify()
         if report.more:
             self.kick()  # there may be more pending jobs than one pass takes
+        self._launch(report)
 
     async def run(self) -> None:
         """Place on every kick (gathering kicks for a few milliseconds), and run a full tick

@@ -20,6 +20,8 @@ from bourse.server.db.database import Database
 from bourse.server.db.schema import Job
 from bourse.server.files import keys
 from bourse.server.files.bundles import BundleStore
+from bourse.server.launcher.clouds import Clouds
+from bourse.server.launcher.launcher import Launcher
 from bourse.server.logs.archive import LogArchive
 from bourse.server.logs.meter import LogMeter
 from bourse.server.notifier import Notifier
@@ -43,6 +45,7 @@ class ServerState:
     principals: PrincipalCache = field(default_factory=PrincipalCache)
     dataplane: DataPlane | None = None
     logs: LogArchive | None = None  # ended jobs' logs in the store (with a data plane)
+    launcher: Launcher | None = None  # with clouds enabled (docs/clouds.md)
     key: bytes = b""  # the server key (``keys``), loaded at start
     # group commits of audit records and of single submits (``db.group``)
     audit_writer: AuditWriter = field(init=False)
@@ -88,7 +91,10 @@ class ServerState:
         db, notifier, secrets = Database(config.db_url), Notifier(), SecretKeeper()
         connections = Connections()
         dispatch = Dispatch(db, notifier, connections, secrets, clock)
-        scheduler = Scheduler(db, dispatch, connections, notifier, config, clock=clock)
+        launcher = (Launcher(db, Clouds.from_config(config.clouds), config, connections,
+                             notifier, clock=clock) if config.clouds.enabled else None)
+        scheduler = Scheduler(db, dispatch, connections, notifier, config, clock=clock,
+                              launcher=launcher)
         intake = Intake(db, notifier, dispatch, place_in=scheduler.place_in,
                         on_change=scheduler.kick, secrets=secrets,
                         meter=LogMeter(config.log_limit), metrics=config.metrics, clock=clock)
@@ -96,7 +102,8 @@ class ServerState:
                   loss_window_s=config.loss_window_s, start_lease_s=config.start_lease_s,
                   clock=clock)
         bundles = BundleStore(config.bundles_dir, config.bundle_max_bytes)
-        return cls(config, db, notifier, hub, scheduler, bundles, secrets, clock)
+        return cls(config, db, notifier, hub, scheduler, bundles, secrets, clock,
+                   launcher=launcher)
 
     @property
     def store_root(self) -> StoreURI | None:

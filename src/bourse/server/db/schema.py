@@ -47,6 +47,9 @@ class Project(Base):
     id: Mapped[str] = mapped_column(String(64), primary_key=True)  # its name
     required_tags: Mapped[list[str]] = mapped_column(JSON, default=list)
     created_at: Mapped[float] = mapped_column(Float)
+    clouds: Mapped[list[str] | None] = mapped_column(JSON)  # clouds it may launch on; None: all
+    cap_hour: Mapped[float | None] = mapped_column(Float)  # $/h of its launched nodes, at most
+    cap_day: Mapped[float | None] = mapped_column(Float)  # $ of launched nodes per UTC day
 
 
 class Token(Base):
@@ -88,6 +91,7 @@ class Node(Base):
     reclaimed_at: Mapped[float | None] = mapped_column(Float)  # preemption notice; cleared by hello
     project_id: Mapped[str] = mapped_column(String(64), default=DEFAULT_PROJECT)  # its provider
     tags: Mapped[list[str] | None] = mapped_column(JSON, default=list)  # compliance tags
+    launch_id: Mapped[str | None] = mapped_column(String(40))  # the exchange launched it
 
 
 class Job(Base):
@@ -307,3 +311,54 @@ class Run(Base):
     ended_at: Mapped[float | None] = mapped_column(Float)
     cancelled: Mapped[str | None] = mapped_column(Text)
     __table_args__ = (Index("ix_runs_lease_until", "lease_until"),)
+
+
+class Launch(Base):
+    """A machine the exchange launched on a cloud for a pending job (``services.launches``).
+
+    The row and its ``client_token`` are committed before the cloud is called, so that a
+    coordinator that dies mid-launch finds, after a restart, every instance it may have made
+    (the reconciler matches the cloud's tagged instances to these rows). ``state``: a
+    ``core.states.LaunchState``. Cost runs from ``launched_at`` to ``terminated_at`` at
+    ``price``."""
+
+    __tablename__ = "launches"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    node_id: Mapped[str] = mapped_column(String(40))
+    job_id: Mapped[str | None] = mapped_column(String(40))  # the job it was launched for
+    project_id: Mapped[str] = mapped_column(String(64))
+    provider: Mapped[str] = mapped_column(String(32))
+    region: Mapped[str] = mapped_column(String(64))
+    zone: Mapped[str | None] = mapped_column(String(64))
+    instance_type: Mapped[str] = mapped_column(String(64))
+    spot: Mapped[bool] = mapped_column(Boolean, default=False)
+    price: Mapped[float] = mapped_column(Float)  # $/h, as launched
+    on_demand: Mapped[float | None] = mapped_column(Float)  # the offer's on-demand $/h
+    offer: Mapped[dict[str, Any]] = mapped_column(JSON)  # what the offer promised
+    client_token: Mapped[str] = mapped_column(String(64))
+    instance_id: Mapped[str | None] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(16))
+    requested_at: Mapped[float] = mapped_column(Float)
+    launched_at: Mapped[float | None] = mapped_column(Float)
+    enrolled_at: Mapped[float | None] = mapped_column(Float)
+    idle_since: Mapped[float | None] = mapped_column(Float)
+    terminated_at: Mapped[float | None] = mapped_column(Float)
+    reason: Mapped[str | None] = mapped_column(Text)  # why it ended, or what it waits for
+    __table_args__ = (Index("ix_launches_state", "state"), Index("ix_launches_job", "job_id"))
+
+
+class LaunchBlockRow(Base):
+    """Offers not to launch for a while (``core.launch``): the key names what is blocked."""
+
+    __tablename__ = "launch_blocks"
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    until: Mapped[float] = mapped_column(Float)
+    reason: Mapped[str] = mapped_column(Text)
+
+
+class Setting(Base):
+    """Exchange-wide values made once (the exchange's id, which tags its cloud instances)."""
+
+    __tablename__ = "settings"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

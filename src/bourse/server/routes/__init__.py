@@ -8,6 +8,7 @@ from bourse.server.routes import (
     agent,
     audit,
     bundles,
+    clouds,
     cost,
     data,
     execs,
@@ -24,4 +25,4 @@ from bourse.server.routes import (
 
 ROUTERS: tuple[APIRouter, ...] = tuple(m.router for m in (
     jobs, nodes, agent, bundles, offers, cost, data, execs, ports, projects, audit, secrets, runs,
-    metrics, prometheus))
+    metrics, prometheus, clouds))

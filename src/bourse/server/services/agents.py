@@ -25,7 +25,7 @@ from bourse.protocol.common import AttemptRef
 from bourse.server.commands import Command
 from bourse.server.db.schema import Attempt, Event, Job, Node
 from bourse.server.logs.meter import LogMeter
-from bourse.server.services import logs, verification
+from bourse.server.services import launches, logs, verification
 from bourse.server.services.jobs import CANCEL_GRACE_S, active_attempt_states
 from bourse.server.services.lifecycle import (
     add_event,
@@ -52,6 +52,7 @@ async def node_hello(session: AsyncSession, node_id: str, hello: Hello, connecti
     node.keep_alive_s, node.session = hello.keep_alive_s, connection
     node.state, node.last_seen, node.updated_at = NodeState.ONLINE, now, now
     node.reclaimed_at = None  # a node that says hello again is a new instance, or is back
+    await launches.on_enrolled(session, node, now)
     commands = await _reconcile(session, node_id, hello.running, now)
     await session.execute(update(Attempt).where(
         Attempt.node_id == node_id, Attempt.state == AttemptState.SCHEDULED.value,
@@ -65,7 +66,7 @@ async def node_heartbeat(session: AsyncSession, node_id: str, beat: Heartbeat, n
     if the heartbeat, older, does not list them."""
     node = await _node(session, node_id)
     node.last_seen = now
-    if node.state not in (NodeState.ONLINE, NodeState.RECLAIMED):
+    if node.state not in (NodeState.ONLINE, NodeState.RECLAIMED, NodeState.TERMINATED):
         node.state, node.updated_at = NodeState.ONLINE, now
     return await _reconcile(session, node_id, beat.running, now, spared)
 

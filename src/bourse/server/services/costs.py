@@ -15,6 +15,7 @@ from bourse.protocol.api import AttemptView, CostRow, CostSummary
 from bourse.server.access import Scope
 from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.services.jobs import attempt_view
+from bourse.server.services.launch_views import launch_views
 
 MAX_ATTEMPTS = 200_000
 By = Literal["day", "node", "job", "project"]
@@ -39,7 +40,8 @@ async def summarise(session: AsyncSession, scope: Scope, by: By, since: float | 
         key = project_id if by == "project" else _key(by, attempt, node_name)
         groups.setdefault(key, []).append(view)
     return CostSummary(by=by, since=since, rows=[_row(k, v) for k, v in groups.items()],
-                       total=_row("total", [v for vs in groups.values() for v in vs]))
+                       total=_row("total", [v for vs in groups.values() for v in vs]),
+                       launched=await launch_views(session, scope, now, since=since))
 
 
 def _key(by: str, attempt: Attempt, node_name: str | None) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,7 +40,7 @@ from bourse.core.placement import (
     shape_of,
     why_waiting,
 )
-from bourse.core.states import AttemptState, JobState, NodeState
+from bourse.core.states import NODE_GONE, AttemptState, JobState, NodeState
 from bourse.market.pricing import list_price
 from bourse.protocol.common import Capabilities, ProbeReport
 from bourse.server.access import Scope
@@ -49,6 +49,7 @@ from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.services import claims
 from bourse.server.services.agents import start_command
 from bourse.server.services.jobs import active_attempt_states
+from bourse.server.services.launches import in_flight_job_ids
 from bourse.server.services.lifecycle import set_job_state
 from bourse.server.services.specs import spec_of
 from bourse.server.services.verification import PLACEABLE
@@ -76,7 +77,7 @@ def _node_rows(allow_unverified: bool, live: bool) -> Select[Any]:
         if not allow_unverified:
             query = query.where(Node.verification_status.in_(PLACEABLE))
     else:  # every node that may take work again: it said hello, is not lost nor failed
-        query = query.where(Node.state.not_in((NodeState.LOST, NodeState.OFFLINE)),
+        query = query.where(Node.state.not_in(NODE_GONE),
                             Node.verification_status != "fail")
     return query.order_by(Node.id)
 
@@ -115,6 +116,10 @@ class Memo:
     groups: list[Group] | None = None  # what waited at the last pass, by project and shape
     runnable: dict[tuple[object, ...], bool] = field(default_factory=dict)
     reasons: dict[tuple[object, ...], str] = field(default_factory=dict)
+    # with clouds enabled (``launcher``): whether some cloud offer fits a Compute, and what
+    # the launcher says of a shape's jobs (why none launched)
+    launchable: Callable[[Compute], bool] | None = None
+    note: Callable[[str], str | None] | None = None
 
     async def known(self, session: AsyncSession, fresh: bool = False) -> list[Room]:
         """Every node that may take work again, empty: what the exchange could ever offer.
@@ -507,11 +512,12 @@ async def _fail_never_runnable(run: Pass, groups: Sequence[Group],
     if not unfit:
         return
     known = await memo.known(run.session, fresh=run.full)
-    if not known:
+    if not known and memo.launchable is None:
         return
     for shape in unfit:
         compute = computes[shape]
-        runnable = fits_any(compute, known)
+        runnable = fits_any(compute, known) or (
+            memo.launchable is not None and memo.launchable(compute))
         memo.remember(memo.runnable, (shape,), runnable)
         if not runnable:
             reason = (NEVER.format(nodes=len(known)) + "\n"
@@ -543,13 +549,19 @@ async def _say_why(run: Pass, computes: dict[str, Compute]) -> None:
             known = await memo.known(run.session)
             reason = _unfit_reason(compute, run.rooms, known, memo.enrolled)
             memo.remember(memo.reasons, (shape, room, memo.version), reason)
-        await run.session.execute(_SAY, {"of_shape": shape, "why": reason})
+        note = memo.note(shape) if memo.note is not None and reason != TURN else None
+        if note:
+            reason = f"{reason.split(chr(10), 1)[0]}\n{note}"
+        statement = _SAY if memo.launchable is None else _SAY_LAUNCHING
+        await run.session.execute(statement, {"of_shape": shape, "why": reason})
 
 
 _SAY = update(Job).where(
     Job.state == JobState.PENDING.value, Job.shape == bindparam("of_shape"),
     or_(Job.pending_reason.is_(None), Job.pending_reason != bindparam("why")),
 ).values(pending_reason=bindparam("why")).execution_options(synchronize_session=False)
+# with clouds: a job a launch is under way for says so (the launcher writes its reason)
+_SAY_LAUNCHING = _SAY.where(Job.id.not_in(in_flight_job_ids()))
 
 
 def _unfit_reason(compute: Compute, rooms: Sequence[Room], known: Sequence[Room],

@@ -129,6 +129,8 @@ async def enroll_node(session: AsyncSession, enroll_secret: str, name: str,
         raise Unauthorized("this enrolment token has already been used",
                            hint="create a new one with `bourse nodes enroll`")
     token.used_at = now
+    if token.node_id is not None:  # made for a node the exchange launched: enrol into it
+        return token.node_id, await _enroll_launched(session, token.node_id, keep_alive_s, now)
     node_id = new_id("n")
     session.add(Node(id=node_id, name=name, state=NodeState.OFFLINE, capabilities=None,
                      keep_alive_s=keep_alive_s, last_seen=None, session=None, price=None,
@@ -138,6 +140,19 @@ async def enroll_node(session: AsyncSession, enroll_secret: str, name: str,
                                     project_id=None)
     token.node_id = node_id
     return node_id, credential
+
+
+async def _enroll_launched(session: AsyncSession, node_id: str, keep_alive_s: float,
+                           now: float) -> str:
+    """A launched node's agent spends the token bound to it: the node row (made at launch)
+    keeps its name and price; the token is refused once the node was terminated."""
+    node = await session.get(Node, node_id, with_for_update=True)
+    if node is None or node.state not in (NodeState.LAUNCHING, NodeState.BOOTING):
+        raise Unauthorized("this enrolment token is for a launched node that is gone",
+                           hint="the exchange terminated the instance; it launches another")
+    node.keep_alive_s, node.state, node.updated_at = keep_alive_s, NodeState.OFFLINE, now
+    return await create_token(session, "node", now, name=node.name, node_id=node_id,
+                              project_id=None)
 
 
 def write_credentials(path: Path, url: str, token: str) -> None:

@@ -22,7 +22,8 @@ PLACEABLE = ("pass", "warn")
 
 def on_hello(node: Node, caps: Capabilities, declared: Declared | None) -> None:
     """Record what the provider declares; forget the verdict if the hardware changed."""
-    node.declared = declared.model_dump(mode="json") if declared else None
+    if node.launch_id is None:  # a launched node's declaration is its offer's, not its own
+        node.declared = declared.model_dump(mode="json") if declared else None
     if caps.fingerprint and node.fingerprint and caps.fingerprint != node.fingerprint:
         log.warning("node %s (%s): hardware fingerprint changed; verifying again",
                     node.id, node.name)

@@ -1,0 +1,75 @@
+"""REST bodies of launched capacity: the clouds, their launches, a project's limits."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from bourse.core.states import LaunchState
+from bourse.protocol.common import Wire
+
+CLOUD_PATTERN = r"^[a-z][a-z0-9-]{0,31}$"
+MAX_CAP = 1_000_000.0  # $/h or $/day: more is a typo
+
+
+class CloudView(Wire):
+    name: str
+    enabled: bool
+    reason: str | None = None  # why not, or a note
+    regions: list[str] = Field(default_factory=list)
+    identity: str | None = None
+    offers: int = 0  # launchable catalogue offers
+
+
+class CloudList(Wire):
+    clouds: list[CloudView]
+    idle_timeout_s: float | None = None
+    boot_timeout_s: float | None = None
+    note: str | None = None  # e.g. "no cloud is enabled: start the server with --cloud aws"
+
+
+class LaunchView(Wire):
+    id: str
+    node_id: str
+    node_name: str | None = None
+    job_id: str | None = None
+    project: str
+    provider: str
+    region: str
+    zone: str | None = None
+    instance_type: str
+    spot: bool
+    price: float
+    on_demand: float | None = None
+    instance_id: str | None = None
+    state: LaunchState
+    requested_at: float
+    launched_at: float | None = None
+    enrolled_at: float | None = None
+    terminated_at: float | None = None
+    reason: str | None = None
+    cost: float = 0.0  # launch (or request) to termination (or now), at its price
+    boot_s: float | None = None  # launch to enrolment
+    busy_s: float = 0.0  # attempts ran on it
+    idle_s: float = 0.0  # up, enrolled, and not running attempts
+
+
+class LaunchList(Wire):
+    launches: list[LaunchView]
+
+
+class ProjectLimits(Wire):
+    """What a project may launch: on which clouds (None: every enabled one) and up to what
+    spending (None: no cap). Fields left out are left as they are."""
+
+    clouds: list[str] | None = Field(default=None, max_length=16)
+    cap_hour: float | None = Field(default=None, ge=0, le=MAX_CAP)
+    cap_day: float | None = Field(default=None, ge=0, le=MAX_CAP)
+
+
+class ProjectLimitsView(Wire):
+    name: str
+    clouds: list[str] | None = None
+    cap_hour: float | None = None
+    cap_day: float | None = None
+    running_per_hour: float = 0.0  # its live launched nodes
+    spent_today: float = 0.0  # its launched nodes since 00:00 UTC

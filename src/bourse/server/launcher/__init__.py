@@ -1,0 +1,1 @@
+"""Launching and ending cloud machines for waiting jobs (docs/clouds.md)."""

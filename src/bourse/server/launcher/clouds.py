@@ -1,0 +1,101 @@
+"""The clouds a coordinator launches on: their providers, whether each may launch now, and
+the catalogue offers they can launch (``bourse clouds`` shows it)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+
+from bourse.clouds.base import CloudCheck, CloudError, Provider
+from bourse.core.compute import Compute
+from bourse.core.match import Match
+from bourse.core.offer import Offer
+from bourse.market.catalogs import catalog_offers
+from bourse.market.index import OfferIndex
+from bourse.server.config import CloudsConfig
+
+log = logging.getLogger(__name__)
+
+
+class Clouds:
+    """Providers by name and their state: checked at start, disabled on an auth error."""
+
+    def __init__(self, providers: Mapping[str, Provider], config: CloudsConfig,
+                 offers: Mapping[str, list[Offer]] | None = None) -> None:
+        self.providers = dict(providers)
+        self.config = config
+        self.status: dict[str, CloudCheck] = {
+            name: CloudCheck(name, False, "not checked yet") for name in self.providers}
+        self._offers = {name: _in_regions(list(found), config.regions_of(name))
+                        for name, found in (offers or _catalogue(self.providers)).items()}
+        self._index: tuple[tuple[str, ...], OfferIndex] | None = None
+
+    @classmethod
+    def from_config(cls, config: CloudsConfig) -> Clouds:
+        return cls({name: make_provider(name, config) for name in config.enabled}, config)
+
+    @property
+    def enabled(self) -> tuple[str, ...]:
+        return tuple(sorted(n for n, s in self.status.items() if s.enabled))
+
+    async def check(self) -> None:
+        """Check every cloud (in threads: providers are synchronous)."""
+        for name, provider in self.providers.items():
+            self.status[name] = await asyncio.to_thread(_check, name, provider)
+            if not self.status[name].enabled:
+                log.warning("cloud %s disabled: %s", name, self.status[name].reason)
+
+    def disable(self, name: str, reason: str) -> None:
+        log.warning("cloud %s disabled: %s", name, reason)
+        old = self.status.get(name, CloudCheck(name, False))
+        self.status[name] = replace(old, enabled=False, reason=reason)
+
+    def regions(self, name: str) -> tuple[str, ...]:
+        given = self.config.regions_of(name)
+        return given or tuple(sorted({o.region for o in self._offers.get(name, [])}))
+
+    def offers(self, clouds: tuple[str, ...] | None = None) -> list[Offer]:
+        names = self.enabled if clouds is None else tuple(c for c in self.enabled if c in clouds)
+        return [o for name in names for o in self._offers.get(name, [])]
+
+    def index(self) -> OfferIndex:
+        """The launchable offers of the enabled clouds, indexed (made again when the set of
+        enabled clouds changes)."""
+        if self._index is None or self._index[0] != self.enabled:
+            self._index = (self.enabled, OfferIndex(self.offers()))
+        return self._index[1]
+
+    def matches(self, compute: Compute, limit: int) -> list[Match]:
+        return self.index().match(compute, limit=limit) if self.enabled else []
+
+    def launchable(self, compute: Compute) -> bool:
+        """Whether some enabled cloud sells an offer that fits ``compute``."""
+        return bool(self.matches(compute, 1))
+
+
+def _check(name: str, provider: Provider) -> CloudCheck:
+    try:
+        return provider.check()
+    except CloudError as exc:
+        return CloudCheck(name, False, f"{exc.code}: {exc.message}")
+    except Exception as exc:  # a provider's bug must not stop the coordinator
+        log.exception("checking cloud %s failed", name)
+        return CloudCheck(name, False, f"check failed: {exc}")
+
+
+def _catalogue(providers: Mapping[str, Provider]) -> dict[str, list[Offer]]:
+    return {name: list(catalog_offers((name,))) for name in providers}
+
+
+def _in_regions(offers: list[Offer], regions: tuple[str, ...]) -> list[Offer]:
+    return [o for o in offers if o.region in regions] if regions else offers
+
+
+def make_provider(name: str, config: CloudsConfig) -> Provider:
+    """The provider of a cloud named in the configuration (validated there)."""
+    if name == "aws":
+        from bourse.clouds.aws import AwsProvider  # boto3 only when AWS is enabled
+        return AwsProvider(config.regions_of("aws") or None, image=config.image_of("aws"))
+    raise ValueError(f"unknown cloud {name!r}")

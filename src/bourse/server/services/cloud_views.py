@@ -1,0 +1,66 @@
+"""What ``bourse clouds`` and a project's launch limits show."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bourse.core.errors import InvalidInput
+from bourse.protocol.clouds import CloudList, CloudView, ProjectLimits, ProjectLimitsView
+from bourse.server.access import Scope
+from bourse.server.config import CLOUDS, CloudsConfig
+from bourse.server.launcher.launcher import Launcher
+from bourse.server.services import launches
+from bourse.server.services.projects import get_project
+
+NONE_ENABLED = ("no cloud is enabled: jobs run only on nodes that join the exchange (start the "
+                "coordinator with --cloud aws, or set BOURSE_CLOUDS=aws)")
+
+
+def cloud_list(launcher: Launcher | None, config: CloudsConfig) -> CloudList:
+    if launcher is None:
+        views = [CloudView(name=name, enabled=False, reason="not enabled on this coordinator")
+                 for name in CLOUDS]
+        return CloudList(clouds=views, note=NONE_ENABLED)
+    clouds = launcher.clouds
+    views = []
+    for name in CLOUDS:
+        status = clouds.status.get(name)
+        if status is None:
+            views.append(CloudView(name=name, enabled=False,
+                                   reason="not enabled on this coordinator"))
+            continue
+        views.append(CloudView(name=name, enabled=status.enabled, reason=status.reason,
+                               regions=list(status.regions or clouds.regions(name)),
+                               identity=status.identity,
+                               offers=len(clouds.offers((name,)))))
+    return CloudList(clouds=views, idle_timeout_s=config.idle_timeout_s,
+                     boot_timeout_s=config.boot_timeout_s)
+
+
+async def limits(session: AsyncSession, name: str, scope: Scope,
+                 now: float) -> ProjectLimitsView:
+    project = await get_project(session, name, scope)
+    day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0,
+                                                   microsecond=0).timestamp()
+    hourly, spent = await launches.project_spend(session, project.id, day, now)
+    return ProjectLimitsView(name=project.id, clouds=project.clouds, cap_hour=project.cap_hour,
+                             cap_day=project.cap_day, running_per_hour=round(hourly, 6),
+                             spent_today=round(spent, 6))
+
+
+async def set_limits(session: AsyncSession, name: str, body: ProjectLimits,
+                     scope: Scope) -> None:
+    project = await get_project(session, name, scope)
+    given = body.model_fields_set
+    if "clouds" in given:
+        for cloud in body.clouds or []:
+            if cloud not in CLOUDS:
+                raise InvalidInput(f"unknown cloud {cloud!r}", field="clouds",
+                                   hint=f"bourse launches on {', '.join(CLOUDS)}")
+        project.clouds = sorted(set(body.clouds)) if body.clouds is not None else None
+    if "cap_hour" in given:
+        project.cap_hour = body.cap_hour
+    if "cap_day" in given:
+        project.cap_day = body.cap_day
