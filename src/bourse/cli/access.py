@@ -124,3 +124,11 @@ def revoke_token(token_id: str) -> None:
     with seam.open_client() as client:
         revoked = client.revoke_token(token_id)
     click.echo(f"revoked {revoked.id}", err=True)
+
+
+def _limits() -> click.Command:
+    from bourse.cli.clouds import limits
+    return limits
+
+
+projects.add_command(_limits())

@@ -12,6 +12,7 @@ from bourse.cli.render import dollars, echo_json, seconds, table
 from bourse.core.cost import saving
 from bourse.core.units import parse_duration
 from bourse.protocol.api import CostRow
+from bourse.protocol.clouds import LaunchView
 
 HEADERS = ("{by}", "ATTEMPTS", "PREEMPTED", "COST", "ON DEMAND", "SAVED", "LOST WORK")
 
@@ -34,6 +35,31 @@ def cost(by: str, since: str | None, as_json: bool) -> None:
     rows = [_row(r) for r in [*summary.rows, summary.total]]
     headers = (by.upper(), *HEADERS[1:])
     click.echo(table(headers, rows, right=(1, 2, 3, 4, 5, 6)))
+    if summary.launched:
+        click.echo("\nlaunched nodes (launch to termination, at their price):")
+        click.echo(launched_table(summary.launched, time.time()))
+
+
+LAUNCHED_HEADERS = ("NODE", "JOB", "TYPE", "MARKET", "UP", "BOOT", "BUSY", "IDLE", "COST",
+                    "ON DEMAND", "SAVED")
+
+
+def launched_table(views: list[LaunchView], now: float) -> str:
+    """Each launched node's cost, its boot and idle time apart from the time jobs ran, and
+    for spot nodes what they saved against the same hours on demand."""
+    rows = []
+    for v in views:
+        up = 0.0 if v.launched_at is None else (v.terminated_at or now) - v.launched_at
+        on_demand = None if v.on_demand is None else up / 3600 * v.on_demand
+        saved = saving(v.cost, on_demand) if v.spot else None
+        rows.append([v.node_name or v.node_id, v.job_id or "-", v.instance_type,
+                     "spot" if v.spot else "on-demand", seconds(up),
+                     "-" if v.boot_s is None else seconds(v.boot_s), seconds(v.busy_s),
+                     seconds(v.idle_s), dollars(v.cost), dollars(on_demand),
+                     "-" if saved is None else f"{100 * saved:.0f} %"])
+    total = sum(v.cost for v in views)
+    rows.append(["total", "", "", "", "", "", "", "", dollars(total), "", ""])
+    return table(LAUNCHED_HEADERS, rows, right=(4, 5, 6, 7, 8, 9, 10))
 
 
 def _row(row: CostRow) -> list[str]:

@@ -44,9 +44,10 @@ from bourse.protocol.api import (
     RunLease,
     RunView,
 )
+from bourse.protocol.clouds import CloudList, LaunchView, ProjectLimitsView
 from bourse.protocol.common import JobSpec
 from bourse.protocol.metrics import MetricsView
-from bourse.sdk import access, core
+from bourse.sdk import access, clouds, core
 from bourse.sdk.bundle import aiter_file, iter_file
 from bourse.sdk.config import resolve_credentials
 from bourse.sdk.core import Call, StoredBundle
@@ -234,6 +235,21 @@ class Client(_Base):
 
     def cost(self, by: str = "day", since: float | None = None) -> CostSummary:
         return self._send(core.cost(by, since))
+
+    def clouds(self) -> CloudList:
+        """Which clouds the exchange launches on, which not and why (``bourse clouds``)."""
+        return self._send(clouds.clouds())
+
+    def launches(self, live: bool = False) -> list[LaunchView]:
+        return self._send(clouds.launches(live))
+
+    def limits(self, project: str) -> ProjectLimitsView:
+        return self._send(clouds.limits(project))
+
+    def set_limits(self, project: str, **fields: Any) -> ProjectLimitsView:
+        """A project's clouds and spending caps (admins): ``clouds=["aws"]``,
+        ``cap_hour=20.0``, ``cap_day=300.0``; None lifts one."""
+        return self._send(clouds.set_limits(project, **fields))
 
     def create_enrollment(self, name: str | None = None,
                           expires_in_s: float = DAY,
@@ -443,6 +459,18 @@ class AsyncClient(_Base):
 
     async def cost(self, by: str = "day", since: float | None = None) -> CostSummary:
         return await self._send(core.cost(by, since))
+
+    async def clouds(self) -> CloudList:
+        return await self._send(clouds.clouds())
+
+    async def launches(self, live: bool = False) -> list[LaunchView]:
+        return await self._send(clouds.launches(live))
+
+    async def limits(self, project: str) -> ProjectLimitsView:
+        return await self._send(clouds.limits(project))
+
+    async def set_limits(self, project: str, **fields: Any) -> ProjectLimitsView:
+        return await self._send(clouds.set_limits(project, **fields))
 
     async def create_enrollment(self, name: str | None = None,
                                 expires_in_s: float = DAY,

@@ -1,0 +1,109 @@
+"""``bourse clouds``, ``bourse launches``, ``bourse projects limits`` and the launched nodes of
+``bourse cost``: what they send, and what they print from real answer shapes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from bourse.cli import client as seam
+from bourse.cli.main import cli
+from bourse.core.states import LaunchState
+from bourse.protocol.api import CostRow, CostSummary
+from bourse.protocol.clouds import CloudList, CloudView, LaunchView, ProjectLimitsView
+from bourse.sdk.client import Client
+
+SPOT = LaunchView(id="l-1", node_id="n-1", node_name="aws-p4d", job_id="j-1", project="default",
+                  provider="aws", region="us-east-1", zone="use1-az1",
+                  instance_type="p4d.24xlarge", spot=True, price=12.0, on_demand=32.0,
+                  instance_id="i-1", state=LaunchState.TERMINATED, requested_at=0.0,
+                  launched_at=0.0, enrolled_at=60.0, terminated_at=3600.0, reason="idle",
+                  cost=12.0, boot_s=60.0, busy_s=2940.0, idle_s=600.0)
+
+
+def _answering(monkeypatch: pytest.MonkeyPatch, routes: dict[tuple[str, str], Any],
+               seen: list[httpx.Request]) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        body = routes[(request.method, request.url.path)]
+        return httpx.Response(200, json=body.model_dump(mode="json"))
+
+    monkeypatch.setenv("BOURSE_URL", "http://exchange.test")
+    monkeypatch.setenv("BOURSE_TOKEN", "cli-token")
+    monkeypatch.setattr(seam, "open_client",
+                        lambda: Client(transport=httpx.MockTransport(answer)))
+
+
+def test_clouds_says_which_are_enabled_and_why_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    listed = CloudList(clouds=[CloudView(name="aws", enabled=False,
+                                         reason="no AWS credentials found", offers=0)],
+                       idle_timeout_s=600.0, boot_timeout_s=900.0)
+    _answering(monkeypatch, {("GET", "/api/v1/clouds"): listed}, [])
+    result = CliRunner().invoke(cli, ["clouds"])
+    assert result.exit_code == 0, result.output
+    header, row, *notes = result.stdout.splitlines()
+    assert header.split() == ["CLOUD", "ENABLED", "REGIONS", "OFFERS", "NOTE"]
+    assert row.split()[:2] == ["aws", "no"] and "no AWS credentials found" in row
+    assert "10.0 min idle" in notes[0]
+    as_json = CliRunner().invoke(cli, ["clouds", "--json"])
+    assert json.loads(as_json.stdout)["clouds"][0]["reason"] == "no AWS credentials found"
+
+
+def test_launches_lists_boot_idle_and_cost(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[httpx.Request] = []
+    _answering(monkeypatch, {("GET", "/api/v1/launches"): _Launches([SPOT])}, seen)
+    result = CliRunner().invoke(cli, ["launches", "--live"])
+    assert result.exit_code == 0, result.output
+    assert seen[0].url.params["live"] == "true"
+    row = result.stdout.splitlines()[1].split()
+    assert row[:6] == ["l-1", "aws-p4d", "terminated", "use1-az1", "p4d.24xlarge", "spot"]
+    assert "$12.0000" in row
+
+
+def test_limits_sends_only_what_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[httpx.Request] = []
+    view = ProjectLimitsView(name="ml", clouds=["aws"], cap_hour=20.0, cap_day=None,
+                             running_per_hour=12.0, spent_today=30.5)
+    _answering(monkeypatch, {("PATCH", "/api/v1/projects/ml/limits"): view,
+                             ("GET", "/api/v1/projects/ml/limits"): view}, seen)
+    result = CliRunner().invoke(cli, ["projects", "limits", "ml", "--clouds", "aws",
+                                      "--cap-hour", "20"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(seen[0].content) == {"clouds": ["aws"], "cap_hour": 20.0}
+    assert "launches on aws; $20.00/h, no cap; launched nodes now $12.00/h" in result.stdout
+    shown = CliRunner().invoke(cli, ["projects", "limits", "ml"])
+    assert shown.exit_code == 0 and seen[-1].method == "GET"
+    lifted = CliRunner().invoke(cli, ["projects", "limits", "ml", "--no-cap", "--clouds", "all"])
+    assert json.loads(seen[-1].content) == {"clouds": None, "cap_hour": None, "cap_day": None}
+    assert lifted.exit_code == 0
+    both = CliRunner().invoke(cli, ["projects", "limits", "ml", "--no-cap", "--cap-day", "5"])
+    assert both.exit_code == 2 and "--no-cap" in both.output
+    negative = CliRunner().invoke(cli, ["projects", "limits", "ml", "--cap-hour", "-1"])
+    assert negative.exit_code == 2
+
+
+def test_cost_shows_launched_nodes_with_boot_idle_and_spot_saving(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    total = CostRow(key="total", attempts=1, cost=9.8)
+    summary = CostSummary(by="day", rows=[], total=total, launched=[SPOT])
+    _answering(monkeypatch, {("GET", "/api/v1/cost"): summary}, [])
+    result = CliRunner().invoke(cli, ["cost"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    at = lines.index("launched nodes (launch to termination, at their price):")
+    header, row, last = lines[at + 1], lines[at + 2].split(), lines[at + 3].split()
+    assert header.split()[:4] == ["NODE", "JOB", "TYPE", "MARKET"]
+    assert row[-2:] == ["62", "%"]  # $12 against 1 h at $32 on demand
+    assert "$32.0000" in row and last[:2] == ["total", "$12.0000"]
+
+
+class _Launches:
+    def __init__(self, views: list[LaunchView]) -> None:
+        self.views = views
+
+    def model_dump(self, mode: str) -> dict[str, Any]:
+        return {"launches": [v.model_dump(mode=mode) for v in self.views]}
