@@ -46,6 +46,8 @@ class Clouds:
             self.status[name] = await asyncio.to_thread(_check, name, provider)
             if not self.status[name].enabled:
                 log.warning("cloud %s disabled: %s", name, self.status[name].reason)
+        if self.enabled:
+            await asyncio.to_thread(self.index)  # built now, not in the first job's launch
 
     def disable(self, name: str, reason: str) -> None:
         log.warning("cloud %s disabled: %s", name, reason)

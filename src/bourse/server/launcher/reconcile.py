@@ -116,8 +116,9 @@ async def _terminate_orphans(launcher: Launcher, name: str, found: Findings) -> 
     provider = launcher.clouds.providers[name]
     done: list[str] = []
     for (_, region), ids in found.orphans.items():
+        shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
         log.warning("reconciler: terminating %d orphan instance(s) in %s %s: %s", len(ids),
-                    name, region, ", ".join(ids))
+                    name, region, shown)
         try:
             await asyncio.to_thread(provider.terminate, region, ids)
             done += ids
