@@ -16,6 +16,7 @@ account) are mapped to this account's zone names.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -56,9 +57,33 @@ _EPOCH = datetime.fromtimestamp(0, UTC)
 _CHECK_TYPE: Final = "t3.micro"  # the dry-run launch of check(): any type the account may run
 
 
+class _RedactUserData(logging.Filter):
+    """botocore logs each request's parameters at DEBUG; a launch's user data carries the
+    node's enrolment token."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 2 and isinstance(args[1], dict):
+            body = args[1].get("body")
+            if isinstance(body, dict) and "UserData" in body:
+                record.args = (args[0], {**args[1], "body": {**body, "UserData": "[redacted]"}})
+        return True
+
+
+_REDACT = _RedactUserData()
+
+
+def quiet_user_data() -> None:
+    """Keep launches' user data out of botocore's DEBUG log (idempotent)."""
+    logger = logging.getLogger("botocore.endpoint")
+    if _REDACT not in logger.filters:
+        logger.addFilter(_REDACT)
+
+
 def fail_fast(connect_timeout: float = 5.0, read_timeout: float = 30.0) -> Config:
-    """A botocore config that makes one attempt per call."""
-    return Config(retries={"max_attempts": 1, "mode": "standard"},
+    """A botocore config that makes one attempt per call. (Its ``max_attempts`` counts
+    retries, not attempts: ``max_attempts=1`` would send a failed launch twice.)"""
+    return Config(retries={"total_max_attempts": 1, "mode": "standard"},
                   connect_timeout=connect_timeout, read_timeout=read_timeout)
 
 
@@ -115,6 +140,7 @@ class AwsProvider:
                  connect_timeout: float = 5.0, read_timeout: float = 30.0) -> None:
         import boto3
 
+        quiet_user_data()
         if not regions:
             raise ValueError("AwsProvider needs at least one region (e.g. regions=['us-east-1'])")
         self.regions, self.image = tuple(regions), image
@@ -310,7 +336,8 @@ class AwsProvider:
     def _tagged(self, region: str, exchange_id: str) -> Iterator[InstanceTypeDef]:
         pages = self._ec2(region).get_paginator("describe_instances").paginate(Filters=[
             {"Name": f"tag:{TAG_EXCHANGE}", "Values": [exchange_id]},
-            {"Name": "instance-state-name", "Values": _NOT_TERMINATED}])
+            {"Name": "instance-state-name", "Values": _NOT_TERMINATED}],
+            PaginationConfig={"PageSize": 1000})
         for page in pages:
             for reservation in page["Reservations"]:
                 yield from reservation.get("Instances", [])
