@@ -130,6 +130,17 @@ def test_the_default_image_is_the_regions_deep_learning_ami(sim: Sim, spec: Laun
     assert sent.params["ImageId"] == IMAGE
 
 
+def test_an_arm_type_gets_the_arm_image(sim: Sim, spec: LaunchSpec) -> None:
+    ec2: Any = sim.client("ec2")
+    arm = ec2.describe_images(Filters=[{"Name": "architecture", "Values": ["arm64"]}])[
+        "Images"][0]["ImageId"]
+    with sim.public_parameter(REGION, DLAMI_PARAMETER.format(arch="arm64"), arm), \
+            sim.public_parameter(REGION, DLAMI_PARAMETER.format(arch="x86_64"), IMAGE):
+        provider(sim, image=None).launch(replace(spec, instance_type="g5g.xlarge", zone=None))
+    sent = next(c for c in sim.proxy.calls if c.action == "RunInstances")
+    assert sent.params["ImageId"] == arm
+
+
 def test_no_image_anywhere_is_a_config_error(sim: Sim, spec: LaunchSpec) -> None:
     with pytest.raises(CloudError) as caught:
         provider(sim, image=None).launch(spec)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -192,7 +192,7 @@ class AwsProvider:
     def _zone_id(self, region: str, name: str | None) -> str | None:
         return self.zone_names(region).get(name, name) if name else None
 
-    def _cached(self, key: tuple[str, ...], compute: Any) -> str:
+    def _cached(self, key: tuple[str, ...], compute: Callable[[], str]) -> str:
         if key not in self._cache:
             self._cache[key] = compute()
         return self._cache[key]
@@ -201,7 +201,8 @@ class AwsProvider:
         def compute() -> str:
             found = self._ec2(region).describe_instance_types(
                 InstanceTypes=[cast(Any, instance_type)])["InstanceTypes"]
-            arches = found[0].get("ProcessorInfo", {}).get("SupportedArchitectures", [])
+            info = found[0].get("ProcessorInfo", {}) if found else {}
+            arches = info.get("SupportedArchitectures", [])
             return "arm64" if arches and "x86_64" not in arches else "x86_64"
         return self._cached(("arch", region, instance_type), compute)
 
