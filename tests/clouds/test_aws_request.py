@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bourse.clouds.aws import run_request
+from bourse.clouds.aws_request import run_request
 from bourse.clouds.base import LaunchSpec
 
 SPEC = LaunchSpec(launch_id="l-1", exchange_id="x-1", node_id="n-1", project_id="p-1",

@@ -16,17 +16,16 @@ account) are mapped to this account's zone names.
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from bourse.clouds.aws_errors import cloud_error
+from bourse.clouds.aws_request import fail_fast, quiet_user_data, run_request
 from bourse.clouds.base import TAG_EXCHANGE, CloudCheck, CloudError, Instance, LaunchSpec
 from bourse.clouds.refresh import SpotPrice, latest
 from bourse.core.launch import Failure
@@ -34,13 +33,7 @@ from bourse.core.launch import Failure
 if TYPE_CHECKING:
     import boto3
     from types_boto3_ec2 import EC2Client
-    from types_boto3_ec2.type_defs import (
-        InstanceMarketOptionsRequestTypeDef,
-        InstanceTypeDef,
-        RunInstancesRequestTypeDef,
-        TagSpecificationTypeDef,
-        TagTypeDef,
-    )
+    from types_boto3_ec2.type_defs import InstanceTypeDef
     from types_boto3_ssm import SSMClient
     from types_boto3_sts import STSClient
 
@@ -55,74 +48,6 @@ _NOT_TERMINATED = ["pending", "running", "shutting-down", "stopping", "stopped"]
 _INSTANCE_ID = re.compile(r"i-[0-9a-f]+")
 _EPOCH = datetime.fromtimestamp(0, UTC)
 _CHECK_TYPE: Final = "t3.micro"  # the dry-run launch of check(): any type the account may run
-
-
-class _RedactUserData(logging.Filter):
-    """botocore logs each request's parameters at DEBUG; a launch's user data carries the
-    node's enrolment token."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        args = record.args
-        if isinstance(args, tuple) and len(args) == 2 and isinstance(args[1], dict):
-            body = args[1].get("body")
-            if isinstance(body, dict) and "UserData" in body:
-                record.args = (args[0], {**args[1], "body": {**body, "UserData": "[redacted]"}})
-        return True
-
-
-_REDACT = _RedactUserData()
-
-
-def quiet_user_data() -> None:
-    """Keep launches' user data out of botocore's DEBUG log (idempotent)."""
-    logger = logging.getLogger("botocore.endpoint")
-    if _REDACT not in logger.filters:
-        logger.addFilter(_REDACT)
-
-
-def fail_fast(connect_timeout: float = 5.0, read_timeout: float = 30.0) -> Config:
-    """A botocore config that makes one attempt per call. (Its ``max_attempts`` counts
-    retries, not attempts: ``max_attempts=1`` would send a failed launch twice.)"""
-    return Config(retries={"total_max_attempts": 1, "mode": "standard"},
-                  connect_timeout=connect_timeout, read_timeout=read_timeout)
-
-
-def _price(value: float) -> str:
-    return f"{value:.6f}".rstrip("0").rstrip(".")
-
-
-def _market(spec: LaunchSpec) -> InstanceMarketOptionsRequestTypeDef:
-    options: InstanceMarketOptionsRequestTypeDef = {"MarketType": "spot", "SpotOptions": {
-        "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}}
-    if spec.max_price is not None:
-        options["SpotOptions"]["MaxPrice"] = _price(spec.max_price)
-    return options
-
-
-def _tag_specs(spec: LaunchSpec) -> list[TagSpecificationTypeDef]:
-    tags: list[TagTypeDef] = [{"Key": k, "Value": v} for k, v in
-                              {**spec.tags(), "Name": f"bourse-{spec.node_id}"}.items()]
-    return [{"ResourceType": "instance", "Tags": tags}, {"ResourceType": "volume", "Tags": tags}]
-
-
-def run_request(spec: LaunchSpec, *, image: str, zone_name: str | None,
-                root_device: str | None) -> RunInstancesRequestTypeDef:
-    """The RunInstances request of ``spec`` (pure). ``root_device``: the image's root device,
-    resized to ``spec.disk_gib`` when both are set."""
-    request: RunInstancesRequestTypeDef = {
-        "MinCount": 1, "MaxCount": 1, "ClientToken": spec.client_token,
-        "InstanceType": cast(Any, spec.instance_type), "ImageId": image,
-        "UserData": spec.user_data, "TagSpecifications": _tag_specs(spec),
-        "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
-        "InstanceInitiatedShutdownBehavior": "terminate"}
-    if zone_name is not None:
-        request["Placement"] = {"AvailabilityZone": zone_name}
-    if spec.spot:
-        request["InstanceMarketOptions"] = _market(spec)
-    if spec.disk_gib is not None and root_device is not None:
-        request["BlockDeviceMappings"] = [{"DeviceName": root_device, "Ebs": {
-            "VolumeSize": spec.disk_gib, "VolumeType": "gp3", "DeleteOnTermination": True}}]
-    return request
 
 
 def _where(spec: LaunchSpec) -> str:
