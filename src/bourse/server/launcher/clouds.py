@@ -99,5 +99,7 @@ def make_provider(name: str, config: CloudsConfig) -> Provider:
     """The provider of a cloud named in the configuration (validated there)."""
     if name == "aws":
         from bourse.clouds.aws import AwsProvider  # boto3 only when AWS is enabled
-        return AwsProvider(config.regions_of("aws") or None, image=config.image_of("aws"))
+        regions = config.regions_of("aws") or tuple(sorted(
+            {o.region for o in catalog_offers(("aws",))}))
+        return AwsProvider(regions, image=config.image_of("aws"))
     raise ValueError(f"unknown cloud {name!r}")
