@@ -168,18 +168,25 @@ class Coordinator:
     exchange to agents and clients."""
 
     def __init__(self, cluster: Cluster, keep_alive: float, host: str = "127.0.0.1",
-                 store: Sequence[str] = ("--no-store",), loss_window: float = 120.0) -> None:
+                 store: Sequence[str] = ("--no-store",), loss_window: float = 120.0, *,
+                 args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
         """``store``: the store options; by default none (the data plane has tests of its own,
-        in tests/dataplane), ``()`` for the embedded SeaweedFS."""
+        in tests/dataplane), ``()`` for the embedded SeaweedFS. ``args``, ``env``: more
+        options and environment (a cloud's, say)."""
         self.cluster, self.keep_alive, self.host = cluster, keep_alive, host
-        self.loss_window = loss_window
+        self.loss_window, self.store = loss_window, list(store)
         self.port = free_port(host)
         self.data_dir = cluster.root / "server"
         self.credentials = cluster.root / "admin.json"
-        self.proc = cluster.spawn("coordinator", [
-            "server", "--data-dir", str(self.data_dir), "--host", host, "--port", str(self.port),
-            "--keep-alive", str(keep_alive), "--loss-window", str(loss_window),
-            "--credentials", str(self.credentials), *store])
+        self.args, self.env = list(args), env
+        self.proc = self._spawn()
+
+    def _spawn(self) -> Proc:
+        return self.cluster.spawn("coordinator", [
+            "server", "--data-dir", str(self.data_dir), "--host", self.host,
+            "--port", str(self.port), "--keep-alive", str(self.keep_alive),
+            "--loss-window", str(self.loss_window), "--credentials", str(self.credentials),
+            *self.store, *self.args], env=self.env)
         self._client: Client | None = None
 
     @property
@@ -259,9 +266,11 @@ class Exchange:
     """A coordinator and its agents, with the waits the tests share."""
 
     def __init__(self, cluster: Cluster, keep_alive: float, host: str = "127.0.0.1",
-                 store: Sequence[str] = ("--no-store",), loss_window: float = 120.0) -> None:
+                 store: Sequence[str] = ("--no-store",), loss_window: float = 120.0, *,
+                 args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
         self.cluster, self.keep_alive = cluster, keep_alive
-        self.coordinator = Coordinator(cluster, keep_alive, host, store, loss_window)
+        self.coordinator = Coordinator(cluster, keep_alive, host, store, loss_window, args=args,
+                                       env=env)
 
     @property
     def loss_window(self) -> float:

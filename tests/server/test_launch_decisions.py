@@ -42,7 +42,7 @@ def facts(**given: object) -> Facts:
      False, "lost"),
     ({"state": LaunchState.READY, "node_state": NodeState.RECLAIMED, "active": 1}, T0, "busy",
      False, ""),  # its jobs checkpoint first
-    ({"state": LaunchState.READY, "node_state": NodeState.RECLAIMED}, T0, "terminate", False,
+    ({"state": LaunchState.READY, "node_state": NodeState.RECLAIMED}, T0, "terminate", True,
      "reclaimed"),
 ])
 def test_verdicts(given: dict[str, object], now: float, step: str, block: bool,

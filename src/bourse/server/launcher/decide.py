@@ -74,8 +74,8 @@ def _ready(f: Facts, now: float, idle_timeout_s: float) -> Verdict:
         return Verdict("terminate", "its agent was lost")
     if f.active:
         return Verdict("busy")
-    if f.node_state == NodeState.RECLAIMED:
-        return Verdict("terminate", "reclaimed by the cloud (spot interruption)")
+    if f.node_state == NodeState.RECLAIMED:  # the next launch goes to another zone or market
+        return Verdict("terminate", "reclaimed by the cloud (spot interruption)", block=True)
     if f.idle_since is not None and now - f.idle_since >= idle_timeout_s:
         return Verdict("terminate", f"idle for {describe_duration(idle_timeout_s)} "
                                     "(idle timeout)")

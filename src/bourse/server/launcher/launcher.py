@@ -48,6 +48,7 @@ from bourse.server.db.database import Database
 from bourse.server.db.schema import Attempt, Job, Launch, Node, Project
 from bourse.server.launcher import decide
 from bourse.server.launcher.clouds import Clouds
+from bourse.server.launcher.reconcile import RESTART_GRACE_S, reconcile
 from bourse.server.notifier import Notifier
 from bourse.server.services import launches
 from bourse.server.services.jobs import active_attempt_states
@@ -94,6 +95,7 @@ class Launcher:
         self.notes: dict[str, str] = {}  # shape -> why its jobs wait although clouds are on
         self._wake = asyncio.Event()
         self._exchange: str | None = None
+        self.started_at = clock()  # launches requested before have no call in progress
 
     def kick(self) -> None:
         self._wake.set()
@@ -105,11 +107,13 @@ class Launcher:
 
     async def run(self) -> None:
         await self.clouds.check()
-        next_reconcile = 0.0
+        self.started_at = self.clock()
+        # at start, and again once the cloud had time to list what a crash left unrecorded
+        passes = [self.started_at, self.started_at + RESTART_GRACE_S + 1.0]
         while True:
             try:
-                if self.clock() >= next_reconcile:
-                    next_reconcile = self.clock() + self.config.clouds.reconcile_every_s
+                if self.clock() >= passes[0]:
+                    passes = passes[1:] or [self.clock() + self.config.clouds.reconcile_every_s]
                     await self.reconcile()
                 await self.tick()
             except Exception:
@@ -361,7 +365,6 @@ class Launcher:
         """Match the clouds' tagged instances with the launch rows: terminate instances no
         live launch owns, adopt those a crash left unrecorded, and end launches whose instance
         is gone. Returns the instance ids it terminated."""
-        from bourse.server.launcher.reconcile import reconcile
         return await reconcile(self)
 
 

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 LISTING_GRACE_S = 60.0  # a launch younger than this may not be listed by the cloud yet
+# a launch requested before this coordinator started has no call in progress: once the cloud
+# has had this long since the start to list its instance, it never made one
+RESTART_GRACE_S = 10.0
 
 
 @dataclass
@@ -44,8 +47,9 @@ class Findings:
 
 
 def judge(instances: Sequence[Instance], rows: dict[str, Launch], in_flight: set[str],
-          now: float, provider: str) -> Findings:
-    """Pure: the decisions of one pass over one cloud (``rows``: launches by id)."""
+          now: float, provider: str, started_at: float = float("-inf")) -> Findings:
+    """Pure: the decisions of one pass over one cloud (``rows``: launches by id);
+    ``started_at``: when this coordinator's launcher started."""
     out = Findings()
     seen: set[str] = set()
     for inst in instances:
@@ -63,11 +67,19 @@ def judge(instances: Sequence[Instance], rows: dict[str, Launch], in_flight: set
         if (launch.id in seen or launch.id in in_flight or launch.provider != provider
                 or launch.state not in LAUNCH_LIVE):
             continue
-        since = launch.launched_at or launch.requested_at
-        if now - since < LISTING_GRACE_S:
+        if not _listed_long_enough(launch, now, started_at):
             continue
         (out.never_made if launch.state == LaunchState.REQUESTED else out.gone).append(launch.id)
     return out
+
+
+def _listed_long_enough(launch: Launch, now: float, started_at: float) -> bool:
+    """Whether the cloud has had time to list the launch's instance if it made one."""
+    since = launch.launched_at or launch.requested_at
+    if now - since >= LISTING_GRACE_S:
+        return True
+    before_start = launch.state == LaunchState.REQUESTED and launch.requested_at < started_at
+    return before_start and now - started_at >= RESTART_GRACE_S
 
 
 async def reconcile(launcher: Launcher) -> list[str]:
@@ -89,7 +101,7 @@ async def _pass(launcher: Launcher, name: str, instances: list[Instance]) -> lis
     now = launcher.clock()
     async with launcher.db.write() as session:
         rows = await _rows(session, name, ids)
-        found = judge(instances, rows, launcher.in_flight, now, name)
+        found = judge(instances, rows, launcher.in_flight, now, name, launcher.started_at)
         by_launch = {i.launch_id: i for i in instances if i.launch_id}
         for launch_id in found.adopted:
             await launches.launched(session, launch_id, by_launch[launch_id], now)
