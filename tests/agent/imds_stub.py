@@ -4,8 +4,8 @@
 gives a token valid that long; every ``GET`` needs a valid ``X-aws-ec2-metadata-token`` or is
 refused with 401, as the real service refuses IMDSv1 reads when v2 is required.
 ``/latest/meta-data/spot/instance-action`` is 404 until :meth:`ImdsStub.notice`, then the
-notice's JSON. It runs on a thread of the test process, on 127.0.0.1; agents in other
-processes reach it by :attr:`url` (``--metadata-url``).
+notice's JSON. It runs on a thread of the test process, on 127.0.0.1 unless told another
+address; agents in other processes reach it by :attr:`url` (``--metadata-url``).
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ ACTION_PATH = "/latest/meta-data/spot/instance-action"
 
 
 class ImdsStub:
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         self.tokens: dict[str, float] = {}  # token -> expires at
         self.body: str | None = None  # the instance-action answer; None: 404
         self.status = 200  # what a notice is served with (a broken service: 500)
         self.puts = self.gets = self.refused = 0
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.server = ThreadingHTTPServer((host, 0), _handler(self))
         self.server.daemon_threads = True
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True,
                                         name="imds-stub")
@@ -36,7 +36,8 @@ class ImdsStub:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}"
 
     def notice(self, action: str = "terminate", at: float | None = None) -> float:
         """Serve an interruption notice: the machine goes at ``at`` (default: in 2 minutes,

@@ -7,7 +7,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bourse.core.interruption import BadNotice, Notice, parse_notice, parse_time, seconds_left
+from bourse.core.interruption import (
+    BadNotice,
+    Notice,
+    base_url,
+    parse_notice,
+    parse_time,
+    seconds_left,
+)
 
 NOON = datetime(2026, 12, 1, 12, 0, tzinfo=UTC).timestamp()
 
@@ -64,3 +71,25 @@ def test_a_notice_describes_itself_in_utc() -> None:
     assert Notice("stop", NOON).describe() == (
         "spot interruption notice: stop at 2026-12-01T12:00:00Z")
     assert parse_time(" 2026-12-01T12:00:00Z ") == NOON
+
+
+@pytest.mark.parametrize(("url", "base"), [
+    ("http://169.254.169.254", "http://169.254.169.254"),
+    ("http://169.254.169.254/", "http://169.254.169.254"),
+    ("http://[fd00:ec2::254]", "http://[fd00:ec2::254]"),
+    (" http://127.0.0.1:8111 ", "http://127.0.0.1:8111"),
+])
+def test_metadata_urls(url: str, base: str) -> None:
+    assert base_url(url) == base
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("169.254.169.254", "not an http:// URL"),
+    ("ftp://169.254.169.254", "not an http:// URL"),
+    ("http://", "not an http:// URL"),
+    ("http://169.254.169.254/latest/meta-data", "has a path"),
+    ("http://169.254.169.254?x=1", "has a path"),
+])
+def test_bad_metadata_urls_say_why(url: str, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        base_url(url)

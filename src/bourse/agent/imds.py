@@ -16,15 +16,21 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from urllib.parse import urlsplit
 
 import httpx
 
-from bourse.core.interruption import BadNotice, Notice, parse_notice, seconds_left
+from bourse.core.interruption import (
+    EXAMPLE_URL,
+    BadNotice,
+    Notice,
+    base_url,
+    parse_notice,
+    seconds_left,
+)
 from bourse.protocol.agent import Interruption, Preempt
 
 log = logging.getLogger("bourse.agent.imds")
-DEFAULT_URL = "http://169.254.169.254"  # EC2's link-local metadata address
+DEFAULT_URL = EXAMPLE_URL  # EC2's link-local metadata address
 URL_ENV = "BOURSE_METADATA_URL"
 TOKEN_PATH = "/latest/api/token"
 ACTION_PATH = "/latest/meta-data/spot/instance-action"
@@ -40,27 +46,32 @@ class MetadataError(Exception):
     """The metadata service did not answer as IMDSv2 does."""
 
 
-def check_url(url: str) -> str:
-    """The metadata service's base URL, without a trailing slash; ValueError saying why not."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{url!r} is not an http:// URL, e.g. {DEFAULT_URL}")
-    if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise ValueError(f"{url!r} has a path: give the service's base URL, e.g. {DEFAULT_URL}")
-    return f"{parts.scheme}://{parts.netloc}"
+class QuietPolls(logging.Filter):
+    """httpx logs every request at INFO: a look every 5 s would fill the agent's log with
+    "404 Not Found". What the looks find is logged here instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not any(ACTION_PATH in str(arg) for arg in record.args or ())
+
+
+def quiet_polls() -> None:
+    logger = logging.getLogger("httpx")
+    if not any(isinstance(f, QuietPolls) for f in logger.filters):
+        logger.addFilter(QuietPolls())
 
 
 class Metadata:
     """Reads from an IMDSv2 service with a session token, renewed before it lapses."""
 
-    def __init__(self, base_url: str, *, ttl_s: int = TOKEN_TTL_S,
+    def __init__(self, url: str, *, ttl_s: int = TOKEN_TTL_S,
                  clock: Callable[[], float] = time.monotonic,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         # trust_env=False: the service is on the machine itself, never behind a proxy
-        self._http = httpx.AsyncClient(base_url=check_url(base_url), timeout=TIMEOUT_S,
+        self._http = httpx.AsyncClient(base_url=base_url(url), timeout=TIMEOUT_S,
                                        trust_env=False, transport=transport)
         self.ttl_s, self.clock = ttl_s, clock
         self._token: str | None = None
+        quiet_polls()
         self._renew_at = 0.0
 
     async def aclose(self) -> None:

@@ -25,6 +25,7 @@ from bourse.cli.render import echo_json
 from bourse.cli.verification import render_probe
 from bourse.core.compute import Compute
 from bourse.core.cuda import PYTORCH_INDEX
+from bourse.core.interruption import base_url
 from bourse.core.ratelimit import LogLimit
 from bourse.core.verification import verify
 from bourse.protocol.common import Declared
@@ -198,7 +199,7 @@ def notice_of(ctx: click.Context, source: str, url: str | None,
                                      param_hint="--metadata-url")
         return None
     try:
-        return imds.check_url(url or imds.DEFAULT_URL), every_s
+        return base_url(url or imds.DEFAULT_URL), every_s
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--metadata-url") from None
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
+EXAMPLE_URL = "http://169.254.169.254"  # EC2's link-local metadata address
 ACTIONS = ("terminate", "stop", "hibernate")  # what EC2 documents; another word is kept as is
 MAX_ACTION = 64
 
@@ -69,3 +71,13 @@ def parse_time(value: object) -> float:
 def seconds_left(notice: Notice, now: float, cap: float = 3600.0) -> float:
     """Seconds until the machine goes, from ``now``: 0 once past, at most ``cap``."""
     return min(cap, max(0.0, notice.at - now))
+
+
+def base_url(url: str) -> str:
+    """A metadata service's base URL, without a trailing slash; ValueError saying why not."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname or " " in parts.netloc:
+        raise ValueError(f"{url!r} is not an http:// URL, e.g. {EXAMPLE_URL}")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ValueError(f"{url!r} has a path: give the service's base URL, e.g. {EXAMPLE_URL}")
+    return f"{parts.scheme}://{parts.netloc}"
