@@ -58,9 +58,11 @@ async def reclaim_node(session: AsyncSession, node_id: str, request: ReclaimRequ
 async def interrupt_node(session: AsyncSession, node_id: str, notice: Interruption,
                          now: float) -> list[Command]:
     """Reclaim a node whose agent relayed its cloud's interruption notice; nothing for a node
-    already reclaimed (the notice said again on a new connection), lost, or not sold as spot."""
+    already reclaimed (the notice said again on a new connection), lost or terminated, or not
+    sold as spot."""
     node = await session.get(Node, node_id, with_for_update=True)
-    if node is None or node.state in (NodeState.RECLAIMED, NodeState.LOST):
+    if node is None or node.state in (NodeState.RECLAIMED, NodeState.LOST,
+                                      NodeState.TERMINATED):
         return []
     if not (node.capabilities or {}).get("interruptible"):
         log.warning("node %s relayed an interruption notice but is not interruptible; its "
