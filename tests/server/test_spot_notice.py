@@ -189,6 +189,7 @@ async def running_job(exchange: Exchange, agent: Agent) -> str:
     job = await exchange.submit(command=["sh", "-c", TRAPPING], compute=SPOT)
     await exchange.tick()
     await until(lambda: _stdout_has(agent, job["id"], b"started"), timeout=60)
+    await until(lambda: _running(exchange, job["id"]), timeout=30)  # and the coordinator knows
     return str(job["id"])
 
 
@@ -239,6 +240,10 @@ async def test_a_coordinator_that_does_not_take_notices_is_never_sent_one(
 async def _verified(exchange: Exchange, node_id: str) -> bool:
     return exchange.state.hub.connected(node_id) and (
         await exchange.node_row(node_id)).verification_status in ("pass", "warn")
+
+
+async def _running(exchange: Exchange, job_id: str) -> bool:
+    return bool((await exchange.job(job_id))["state"] == "RUNNING")
 
 
 async def _attempt_ended(exchange: Exchange, job_id: str) -> bool:
