@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ SPOT = {"cpus": 1, "spot": "only"}
 # prints, then runs until SIGTERM, which it answers as a checkpointing job does
 TRAPPING = ("trap 'echo TERM; exit 143' TERM; echo started; "
             "while :; do sleep 0.05; done")
+STUBBORN = "trap 'echo TERM' TERM; echo started; while :; do sleep 0.05; done"  # till SIGKILL
 
 
 @pytest.fixture
@@ -110,6 +112,7 @@ class Link:
         self.exchange, self.node_id, self.accepts_notice = exchange, node_id, accepts_notice
         self.cut = False
         self.sent: list[str] = []  # the types the agent sent
+        self.received: list[str] = []  # and was sent
         self.ends: list[MemoryChannel] = []  # the coordinator's ends
         self.served: list[asyncio.Task[None]] = []
 
@@ -145,6 +148,7 @@ class Watched:
     async def receive(self) -> str:
         text = await self.inner.receive()
         frame = json.loads(text)
+        self.link.received.append(frame["type"])
         if frame["type"] == "welcome" and not self.link.accepts_notice:
             frame["body"]["accepts"].remove("interruption")
             return json.dumps(frame)
@@ -235,6 +239,21 @@ async def test_a_coordinator_that_does_not_take_notices_is_never_sent_one(
         assert "interruption" not in link.sent
         assert (await exchange.node_row(agent.cred.node_id if agent.cred else "")).state \
             == "online"
+
+
+async def test_the_coordinators_preempt_does_not_signal_the_job_again(
+        exchange: Exchange, tmp_path: Path, stub: ImdsStub) -> None:
+    async with spot_agent(exchange, tmp_path, stub) as (agent, link):
+        job = await exchange.submit(command=["sh", "-c", STUBBORN], compute=SPOT)
+        await exchange.tick()
+        await until(lambda: _stdout_has(agent, job["id"], b"started"), timeout=60)
+        await until(lambda: _running(exchange, job["id"]), timeout=30)
+        stub.notice(at=time.time() + 3)  # SIGTERM now, SIGKILL in 3 s
+        await until(lambda: _attempt_ended(exchange, job["id"]), timeout=30)
+        assert "preempt" in link.received  # the coordinator's came back, within the notice
+        stdout = agent.work_dir / "jobs" / job["id"] / "1" / "logs" / "stdout"
+        assert stdout.read_bytes().count(b"TERM") == 1  # the agent's own, not a second one
+        assert (await exchange.job(job["id"]))["attempts"][0]["state"] == "PREEMPTED"
 
 
 async def _verified(exchange: Exchange, node_id: str) -> bool:
