@@ -1,4 +1,5 @@
-"""The spot tests reuse the end-to-end harness (tests/e2e) and the data-plane one."""
+"""The spot tests reuse the end-to-end harness (tests/e2e), the data-plane one and the agent
+tests' metadata service stub."""
 
 from __future__ import annotations
 
@@ -8,3 +9,4 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "e2e"))
 sys.path.insert(0, str(HERE.parent / "dataplane"))
+sys.path.insert(0, str(HERE.parent / "agent"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from dataplane_harness import KEEP_ALIVE_S
@@ -15,10 +16,11 @@ HERE = Path(__file__).resolve().parent
 
 
 def spot_agent(exchange: Exchange, name: str, region: str, *, spot_price: float = 0.04,
-               cpus: int = 2, keep_alive: float = KEEP_ALIVE_S) -> Agent:
+               cpus: int = 2, keep_alive: float = KEEP_ALIVE_S,
+               args: Sequence[str] = ()) -> Agent:
     agent = Agent(exchange.cluster, name, exchange.coordinator.url, keep_alive, cpus=cpus)
     agent.proc.args += ["--interruptible", "--spot-price", str(spot_price),
-                        "--region", region, "--provider", "acme"]
+                        "--region", region, "--provider", "acme", *args]
     agent.start(exchange.client.create_enrollment(name=name).token)
     exchange.wait_connected(agent)
     return agent

@@ -27,7 +27,7 @@ import websockets
 from pydantic import ValidationError
 from websockets.exceptions import InvalidStatus
 
-from bourse.agent import credentials, interpreter, socket
+from bourse.agent import credentials, imds, interpreter, socket
 from bourse.agent.attempt import base_env
 from bourse.agent.bundles import BundleCache, BundleError
 from bourse.agent.containers import ContainerJobs, find_engine
@@ -47,6 +47,7 @@ from bourse.agent.tunnel import NodeTunnel
 from bourse.channel import Channel, ChannelClosed
 from bourse.core.backoff import backoff_delay
 from bourse.core.cuda import PYTORCH_INDEX
+from bourse.core.interruption import Notice
 from bourse.core.ratelimit import LogLimit
 from bourse.core.uri import parse_uri
 from bourse.protocol.agent import (
@@ -102,6 +103,8 @@ class AgentConfig:
 @dataclass(frozen=True)
 class Spot:
     price: float | None = None  # $/h; None: a share of the list price (placement)
+    notice_url: str | None = None  # watch this metadata service's interruption notice (IMDSv2)
+    notice_every_s: float = imds.POLL_S
 
 
 def advertised(caps: Capabilities, config: AgentConfig) -> Capabilities:
@@ -280,6 +283,9 @@ class Agent:
         self.failures = 0
         self.report: ProbeReport | None = None
         self.fingerprint: str | None = None  # of the hardware, from the last hello
+        self.session: Session | None = None  # the welcomed connection, while there is one
+        self.notice: Notice | None = None  # the cloud's interruption notice, once given
+        self._preempted: dict[tuple[str, int], float] = {}  # attempt -> its SIGKILL deadline
 
     def _hooks(self) -> HookChain:
         """Environment first (its PATH), then data (its variables), then the container
@@ -315,9 +321,13 @@ class Agent:
         await self.runtime.adopt()
         log.info("agent %s (node %s) starting; coordinator %s", self.config.name,
                  self.cred.node_id, self.config.server)
+        watching = self._watch_notice()
         try:
             await self._connect_forever()
         finally:
+            if watching is not None:
+                watching.cancel()
+                await asyncio.gather(watching, return_exceptions=True)
             await self.runtime.close()
             self.spool.close()
             self.sampler.gpus.close()
@@ -367,7 +377,12 @@ class Agent:
             self.lease.arm(welcomed.loss_window_s, hello_at)
             log.info("connected as node %s", welcomed.node_id)
             self.failures = 0  # a welcomed session resets the backoff
-            await session.run()
+            self.session = session
+            try:
+                await self._tell_notice(session)  # before the replay of the jobs' ends
+                await session.run()
+            finally:
+                self.session = None
 
     async def current_report(self) -> ProbeReport:
         """The last probe report, measured again when due or when the hardware changed."""
@@ -413,13 +428,46 @@ class Agent:
 
 
     def preempt(self, message: Preempt) -> None:
-        """The node is reclaimed: every attempt gets SIGTERM, and SIGKILL at the notice's end."""
+        """The node is reclaimed: every attempt gets SIGTERM, and SIGKILL at the notice's end
+        (an attempt already given an earlier end is left to it)."""
         log.warning("preemption notice: %s; stopping jobs within %.0f s", message.reason,
                     message.notice_s)
+        deadline = time.time() + message.notice_s
         for ref in self.runtime.running():
+            key = (ref.job_id, ref.attempt)
+            if self._preempted.get(key, float("inf")) <= deadline:
+                continue
+            self._preempted[key] = deadline
             self.cancel(CancelJob(job_id=ref.job_id, attempt=ref.attempt,
                                   grace_s=message.notice_s,
                                   reason=f"preempted: {message.reason}"))
+
+    def _watch_notice(self) -> asyncio.Task[None] | None:
+        spot = self.config.spot
+        if spot is None or spot.notice_url is None:
+            return None
+        log.info("watching the spot interruption notice at %s every %g s", spot.notice_url,
+                 spot.notice_every_s)
+        return asyncio.create_task(
+            imds.watcher(spot.notice_url, spot.notice_every_s, self.interrupted).run())
+
+    async def interrupted(self, notice: Notice) -> None:
+        """The cloud takes the machine back: tell the coordinator (which reclaims the node),
+        and stop the jobs within the notice whether it heard or not — the machine goes."""
+        if notice == self.notice:
+            return
+        self.notice = notice
+        log.warning("%s", notice.describe())
+        self.preempt(imds.preempt(notice, time.time()))  # the SIGTERMs go when this yields
+        if self.session is not None:
+            # takes the send lock (FIFO) before yielding: it goes out before the jobs' ends
+            await self._tell_notice(self.session)
+
+    async def _tell_notice(self, session: Session) -> None:
+        if self.notice is None or "interruption" not in session.accepts:
+            return
+        with contextlib.suppress(OSError, websockets.WebSocketException, ChannelClosed):
+            await session.send(imds.interruption(self.notice, time.time()))
 
 
 def reconnect_cap(keep_alive_s: float) -> float:

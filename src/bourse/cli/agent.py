@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
-from bourse.agent import interpreter
+from bourse.agent import imds, interpreter
 from bourse.agent.daemon import AgentConfig, Spot, run_agent
 from bourse.agent.indexes import PackageSources
 from bourse.agent.lock import hold
@@ -24,6 +25,7 @@ from bourse.cli.render import echo_json
 from bourse.cli.verification import render_probe
 from bourse.core.compute import Compute
 from bourse.core.cuda import PYTORCH_INDEX
+from bourse.core.interruption import base_url
 from bourse.core.ratelimit import LogLimit
 from bourse.core.verification import verify
 from bourse.protocol.common import Declared
@@ -35,6 +37,9 @@ LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # as protocol.common.L
 @click.option("--server", help="The coordinator's URL, e.g. http://10.0.0.5:8470.")
 @click.option("--token", help="One-time enrolment token (`bourse nodes enroll`); not needed "
               "once the node is enrolled.")
+@click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False),
+              help="Read the enrolment token from this file (keep it mode 0600): unlike "
+                   "--token, it never shows in the process list.")
 @click.option("--name", default=socket.gethostname(), show_default=True,
               help="Name shown for this node.")
 @click.option("--keep-alive", type=click.FloatRange(min=0.1), default=20.0, show_default=True,
@@ -62,6 +67,16 @@ LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # as protocol.common.L
 @click.option("--spot-price", type=click.FloatRange(min=0.0001, max=10_000), help="Spot "
               "price in $/h for the whole node (needs --interruptible); default: a share of "
               "its list price.")
+@click.option("--spot-notice", type=click.Choice(["none", "imds"]), default="none",
+              show_default=True, help="Watch the cloud's spot interruption notice: imds, the "
+              "instance metadata service (EC2, IMDSv2); on a notice the node's jobs "
+              "checkpoint and resume elsewhere (needs --interruptible).")
+@click.option("--metadata-url", metavar="URL", envvar=imds.URL_ENV,
+              help=f"The instance metadata service's base URL [env: {imds.URL_ENV}; "
+                   f"default: {imds.DEFAULT_URL}].")
+@click.option("--spot-notice-interval", type=click.FloatRange(min=0.1, max=300),
+              default=imds.POLL_S, show_default=True,
+              help="Seconds between looks at the interruption notice.")
 @click.option("--provider", "provider_label", help="Who sells this node (a label, e.g. "
               "acme-dc): placement avoids a provider whose node just failed a job.")
 @click.option("--region", metavar="REGION", help="Where this node is (a cloud region such as "
@@ -106,7 +121,9 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
           declare_gpus: str | None,
           declare_cpus: int | None, declare_memory: float | None, verify_every: float,
           storage_mb: int, cache_gb: float | None, interruptible: bool,
-          spot_price: float | None, provider_label: str | None, region: str | None,
+          spot_price: float | None, token_file: Path | None, spot_notice: str,
+          metadata_url: str | None, spot_notice_interval: float,
+          provider_label: str | None, region: str | None,
           python: str | None, index_url: str | None, extra_index_url: tuple[str, ...],
           find_links: tuple[str, ...], no_index: bool, torch_index: str,
           metrics_interval: float, job_users: str,
@@ -133,10 +150,12 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
     logging.getLogger("bourse.agent").info("jobs run with %s (Python %s)", job_python.path,
                                            job_python.version)
     config = AgentConfig(server=server.rstrip("/"), work_dir=work_dir, name=name,
-                         token=token, keep_alive_s=keep_alive, cpus=cpus, declared=declared,
+                         token=enrol_token(token, token_file), keep_alive_s=keep_alive,
+                         cpus=cpus, declared=declared,
                          verify_every_s=verify_every * 3600, storage_mb=storage_mb,
                          cache_bytes=int(cache_gb * (1 << 30)) if cache_gb else None,
-                         spot=spot_of(interruptible, spot_price),
+                         spot=spot_of(interruptible, spot_price, notice_of(
+                             ctx, spot_notice, metadata_url, spot_notice_interval)),
                          provider=label(provider_label, "--provider"),
                          region=label(region, "--region"),
                          sources=package_sources(index_url, extra_index_url, find_links,
@@ -157,11 +176,50 @@ def package_sources(index_url: str | None, extra: tuple[str, ...], find_links: t
                           no_index=no_index)
 
 
-def spot_of(interruptible: bool, price: float | None) -> Spot | None:
+def spot_of(interruptible: bool, price: float | None,
+            notice: tuple[str, float] | None = None) -> Spot | None:
     if price is not None and not interruptible:
         raise click.BadParameter("a spot price needs --interruptible (a node that cannot be "
                                  "reclaimed is sold on demand)", param_hint="--spot-price")
-    return Spot(price) if interruptible else None
+    if notice is not None and not interruptible:
+        raise click.BadParameter("watching the interruption notice needs --interruptible "
+                                 "(only spot capacity is reclaimed)", param_hint="--spot-notice")
+    if not interruptible:
+        return None
+    url, every_s = notice or (None, imds.POLL_S)
+    return Spot(price, notice_url=url, notice_every_s=every_s)
+
+
+def notice_of(ctx: click.Context, source: str, url: str | None,
+              every_s: float) -> tuple[str, float] | None:
+    """(the metadata service's URL, seconds between looks) when the notice is watched."""
+    if source == "none":
+        if url and ctx.get_parameter_source("metadata_url") == ParameterSource.COMMANDLINE:
+            raise click.BadParameter("it is read only with --spot-notice imds",
+                                     param_hint="--metadata-url")
+        return None
+    try:
+        return base_url(url or imds.DEFAULT_URL), every_s
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--metadata-url") from None
+
+
+def enrol_token(token: str | None, path: Path | None) -> str | None:
+    """The enrolment token, from --token or read from --token-file (not both)."""
+    if path is None:
+        return token
+    if token is not None:
+        raise click.BadParameter("give the token once: --token or --token-file",
+                                 param_hint="--token-file")
+    try:
+        text = path.expanduser().read_text().strip()
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {path}: {exc.strerror}",
+                                 param_hint="--token-file") from None
+    if not text or any(c.isspace() for c in text):
+        raise click.BadParameter(f"{path} does not hold one token (one line, no spaces)",
+                                 param_hint="--token-file")
+    return text
 
 
 def label(value: str | None, flag: str) -> str | None:

@@ -108,6 +108,17 @@ class Metrics(Wire):
     node: Sample | None = None
 
 
+class Interruption(Wire):
+    """The node's cloud takes the machine back (a spot interruption notice): it goes in
+    ``notice_s`` seconds. Optional: sent only to a coordinator whose ``welcome`` lists
+    ``interruption`` in ``accepts``, which reclaims the node (a ``preempt`` comes back); sent
+    again on each new connection until the machine goes."""
+
+    notice_s: float = Field(ge=0, le=3600, allow_inf_nan=False)
+    action: str = Field(default="terminate", min_length=1, max_length=64)  # the cloud's word
+    reason: str = Field(default="spot interruption notice", max_length=500)
+
+
 class Ack(Wire):
     ids: list[str] = Field(max_length=100_000)
 
@@ -198,6 +209,7 @@ class Preempt(Wire):
 AGENT_TO_SERVER: dict[str, type[Wire]] = {
     "hello": Hello, "heartbeat": Heartbeat, "job_event": JobEvent, "log_chunk": LogChunk,
     "probe_report": ProbeReportMessage, "ack": Ack, "error": Error, "metrics": Metrics,
+    "interruption": Interruption,
     # streams (bourse.protocol.stream): not acknowledged, not spooled
     "stream_opened": StreamOpened, "stream_data": StreamData, "stream_window": StreamWindow,
     "stream_close": StreamClose,

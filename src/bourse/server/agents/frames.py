@@ -18,6 +18,7 @@ from bourse.protocol.agent import (
     Error,
     Heartbeat,
     Hello,
+    Interruption,
     JobEvent,
     LogChunk,
     Metrics,
@@ -59,6 +60,11 @@ class Batch:
     metrics: list[Metrics] = field(default_factory=list)
     log_bytes: int = 0
     frames: list[tuple[Envelope, Wire]] = field(default_factory=list)
+
+    @property
+    def interruption(self) -> Interruption | None:
+        """The cloud takes the node back (the last notice the batch holds)."""
+        return next((b for _, b in reversed(self.frames) if isinstance(b, Interruption)), None)
 
     @property
     def frees_capacity(self) -> bool:

@@ -36,6 +36,7 @@ from bourse.server.services.agents import (
     record_log_chunks,
 )
 from bourse.server.services.metrics import record_metrics
+from bourse.server.services.reclaim import interrupt_node
 from bourse.server.services.secrets import SecretKeeper
 from bourse.server.services.verification import record_report
 
@@ -151,7 +152,8 @@ class Intake:
             if batch.ids:
                 connection.send(Ack(ids=batch.ids))
         self.dispatch.send(commands)
-        if timeline or any(b.events or b.chunks or b.reports for b in group.values()):
+        if timeline or any(b.events or b.chunks or b.reports or b.interruption
+                           for b in group.values()):
             self.notifier.notify()
         if any(b.reports for b in group.values()):
             self.on_change()  # a newly verified node can take work
@@ -161,6 +163,8 @@ class Intake:
         """One connection's messages, in the caller's transaction; secrets redacted first."""
         secrets = self.secrets if self.secrets.ready else None
         commands: list[Command] = []
+        if batch.interruption is not None:  # first: it decides how the attempts' ends count
+            commands += await interrupt_node(session, node_id, batch.interruption, now)
         if batch.chunks:
             patterns = None if secrets is None else await secrets.patterns(
                 session, {c.job_id for c in batch.chunks})

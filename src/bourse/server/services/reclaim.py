@@ -5,21 +5,29 @@ new instance, or the same machine given back); each of its active attempts is ma
 notice time, so however it ends — the job exits on SIGTERM, is SIGKILLed at the end of the
 notice, or the node goes silent — the attempt ends PREEMPTED and the job is retried
 (``services.lifecycle``). The agent is sent a ``preempt`` message after the commit.
+
+A node's own agent may say its cloud is taking it back (``interruption``: a spot interruption
+notice read from the instance's metadata): :func:`interrupt_node` reclaims it the same way,
+once per notice, and never refuses (an agent message that raised would be replayed forever).
 """
 
 from __future__ import annotations
+
+import logging
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.errors import InvalidInput, NotFound
 from bourse.core.states import NodeState
-from bourse.protocol.agent import Preempt
+from bourse.protocol.agent import Interruption, Preempt
 from bourse.protocol.api import ReclaimRequest, ReclaimResult
 from bourse.server.commands import Command
 from bourse.server.db.schema import Attempt, Node
 from bourse.server.services.jobs import active_attempt_states
 from bourse.server.services.lifecycle import add_event
+
+log = logging.getLogger(__name__)
 
 
 async def reclaim_node(session: AsyncSession, node_id: str, request: ReclaimRequest,
@@ -45,3 +53,21 @@ async def reclaim_node(session: AsyncSession, node_id: str, request: ReclaimRequ
     result = ReclaimResult(node_id=node.id, notice_s=request.notice_s,
                            attempts=[f"{a.job_id}/{a.number}" for a in attempts])
     return result, [Command(node.id, Preempt(notice_s=request.notice_s, reason=request.reason))]
+
+
+async def interrupt_node(session: AsyncSession, node_id: str, notice: Interruption,
+                         now: float) -> list[Command]:
+    """Reclaim a node whose agent relayed its cloud's interruption notice; nothing for a node
+    already reclaimed (the notice said again on a new connection), lost or terminated, or not
+    sold as spot."""
+    node = await session.get(Node, node_id, with_for_update=True)
+    if node is None or node.state in (NodeState.RECLAIMED, NodeState.LOST,
+                                      NodeState.TERMINATED):
+        return []
+    if not (node.capabilities or {}).get("interruptible"):
+        log.warning("node %s relayed an interruption notice but is not interruptible; its "
+                    "jobs end as the machine goes", node.name)
+        return []
+    request = ReclaimRequest(notice_s=notice.notice_s, reason=notice.reason)
+    _, commands = await reclaim_node(session, node_id, request, now)
+    return commands

@@ -1,0 +1,160 @@
+"""The user data of a launched instance: its checks, its size, and the script itself run with
+stand-ins for Python, pip and the agent (what it installs, writes and starts, and that the
+token never reaches a command line). tests/clouds/test_boot.py boots a real agent with it."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bourse.clouds.userdata import MAX_BYTES, user_data
+from bourse.core.errors import InvalidInput
+
+TOKEN = "e-Zm9vYmFyLXNlY3JldC10b2tlbi0xMjM0NTY3ODkw"
+LAUNCH: dict[str, Any] = dict(
+    server_url="https://bourse.example.com:8470", enrol_token=TOKEN, node_name="aws-i-0abc",
+    version="0.1.0", provider="aws", region="us-east-1", zone="use1-az1",
+    instance_type="p5.48xlarge", spot=True, spot_price=31.5, price=31.5)
+# logs its arguments, one per line, then a blank line; `-c` (the version check) fails, so the
+# script installs; `-m venv DIR` makes DIR a virtualenv of stand-ins
+FAKE_PYTHON = """#!/bin/sh
+for a in "$@"; do printf '%s\\n' "$a"; done >> "$CALLS"; echo >> "$CALLS"
+if [ "$1" = -c ]; then exit "${INSTALLED:-1}"; fi
+if [ "$1 $2" = "-m venv" ]; then
+  mkdir -p "$3/bin" && cp "$0" "$3/bin/python" && cp "$0" "$3/bin/bourse"
+fi
+"""
+
+
+def script(**changes: Any) -> str:
+    return user_data(**{**LAUNCH, **changes})
+
+
+def test_it_is_sh_far_under_ec2s_limit() -> None:
+    text = script(metadata_url="http://169.254.169.254", gpus="h100-80gb:8")
+    assert text.startswith("#!/bin/sh\n")
+    assert len(text.encode()) < MAX_BYTES // 2
+    subprocess.run(["sh", "-n"], input=text, text=True, check=True)  # parses
+    with pytest.raises(InvalidInput, match="over EC2's 16384") as refused:
+        script(server_url="https://" + "a" * 17000 + ".example.com")
+    assert refused.value.field == "server_url"
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    ({"server_url": "bourse.example.com"}, "server_url"),
+    ({"server_url": "https://h/\nreboot"}, "server_url"),
+    ({"enrol_token": "two words"}, "enrol_token"),
+    ({"enrol_token": "e-x\nBOURSE_TOKEN\nreboot"}, "enrol_token"),
+    ({"enrol_token": ""}, "enrol_token"),
+    ({"node_name": "a node"}, "node_name"),
+    ({"version": "latest"}, "version"),
+    ({"version": "0.1.0\nreboot"}, "version"),
+    ({"region": "us-east-1; reboot"}, "region"),
+    ({"zone": "use1-az1\nreboot"}, "zone"),
+    ({"instance_type": "p5.48xlarge$(reboot)"}, "instance_type"),
+    ({"spot_price": -1.0}, "spot_price"),
+    ({"price": float("nan")}, "price"),
+    ({"python": "python3 -c reboot"}, "python"),
+    ({"metadata_url": "http://169.254.169.254/latest"}, "metadata_url"),
+    ({"gpus": "h100 x8"}, "gpus"),
+])
+def test_bad_values_are_refused_naming_the_field(changes: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        script(**changes)
+    assert refused.value.field == field
+
+
+def run(text: str, root: Path, **env: str) -> Path:
+    """Run the script under ``root`` with the stand-ins; returns the calls' log."""
+    fakes = root / "fakes"
+    fakes.mkdir(parents=True)
+    python = fakes / "python3"
+    python.write_text(FAKE_PYTHON)
+    python.chmod(0o755)
+    calls = root / "calls"
+    subprocess.run(["/bin/sh", "-c", text], check=True, timeout=30, env={
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "CALLS": str(calls),
+        "BOURSE_BOOT_ROOT": str(root), "BOURSE_BOOT_USER": "root", **env})
+    return calls
+
+
+def calls_of(calls: Path) -> list[list[str]]:
+    """The stand-ins' calls, each its arguments."""
+    text = calls.read_text() if calls.exists() else ""
+    return [call.split("\n") for call in text.split("\n\n") if call]
+
+
+def agent_argv(calls: Path, timeout: float = 10.0) -> list[str]:
+    """The arguments the (stand-in) agent was started with (in the background)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        started = [call for call in calls_of(calls) if call[0] == "agent"]
+        if started:
+            return started[0]
+        time.sleep(0.02)
+    raise AssertionError(f"the agent was not started: {calls_of(calls)}")
+
+
+def test_it_installs_the_coordinators_version_and_starts_the_agent(tmp_path: Path) -> None:
+    python = str(tmp_path / "fakes" / "python3")
+    calls = run(script(python=python, metadata_url="http://127.0.0.1:8111",
+                       gpus="h100-80gb:8"), tmp_path)
+    argv = agent_argv(calls)
+    venv = tmp_path / "opt" / "bourse" / "venv"
+    make_venv, install, started = calls_of(calls)  # no venv at all: nothing to ask
+    assert make_venv == ["-m", "venv", str(venv)]
+    assert install == ["-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                       "bourse==0.1.0"]
+    assert started == argv
+    token_file = tmp_path / "etc" / "bourse" / "enrol-token"
+    assert argv == [
+        "agent", "--token-file", str(token_file),
+        "--work-dir", str(tmp_path / "var" / "lib" / "bourse" / "agent"),
+        "--server", "https://bourse.example.com:8470", "--name", "aws-i-0abc",
+        "--provider", "aws", "--region", "us-east-1", "--declare-gpus", "h100-80gb:8",
+        "--interruptible", "--spot-notice", "imds", "--spot-price", "31.5",
+        "--metadata-url", "http://127.0.0.1:8111"]
+    assert token_file.read_text() == TOKEN + "\n"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert TOKEN not in calls.read_text()  # in no command line
+    assert (tmp_path / "var" / "log" / "bourse" / "agent.log").exists()
+
+
+def test_a_machine_image_with_the_version_installed_skips_the_install(tmp_path: Path) -> None:
+    venv = tmp_path / "image-venv"
+    (venv / "bin").mkdir(parents=True)
+    for name in ("python", "bourse"):
+        (venv / "bin" / name).write_text(FAKE_PYTHON)
+        (venv / "bin" / name).chmod(0o755)
+    calls = run(script(), tmp_path, BOURSE_BOOT_VENV=str(venv), INSTALLED="0")
+    agent_argv(calls)
+    check, started = calls_of(calls)  # the version check said yes: no venv, no pip
+    assert check[0] == "-c" and check[-1] == "0.1.0" and started[0] == "agent"
+    assert started[1:3] == ["--token-file", str(tmp_path / "etc" / "bourse" / "enrol-token")]
+
+
+def test_an_on_demand_node_is_not_sold_as_spot(tmp_path: Path) -> None:
+    text = script(spot=False, spot_price=None, price=32.77)
+    assert "--interruptible" not in text and "--spot-notice" not in text
+    assert "on demand at $32.77/h" in text
+
+
+def test_values_are_quoted_for_the_shell() -> None:
+    text = script(server_url="https://h.example.com/bourse?x=1&y=$HOME")
+    assert shlex.quote("https://h.example.com/bourse?x=1&y=$HOME") in text
+
+
+def test_it_refuses_paths_with_quotes(tmp_path: Path) -> None:
+    root = tmp_path / "it's"
+    done = subprocess.run(["/bin/sh", "-c", script()], check=False, capture_output=True,
+                          text=True,
+                          env={"PATH": os.environ["PATH"], "BOURSE_BOOT_ROOT": str(root)})
+    assert done.returncode == 2 and "no quotes in paths" in done.stderr
+    assert not root.exists()
