@@ -89,7 +89,7 @@ async def submit_to_call(tmp: Path, runs: int) -> tuple[list[float], list[float]
                 t0 = time.perf_counter()
                 await run.exchange.submit(compute=A100X8, name=f"b{i}")
                 alone.append(time.perf_counter() - t0)
-                await _until(lambda: _called(cloud, i + 1))
+                await _until(lambda n=i + 1: _called(cloud, n))
                 launch.append(cloud.arrived[i] - t0)
         finally:
             task.cancel()
@@ -110,14 +110,14 @@ async def enrol_to_running(tmp: Path, runs: int) -> tuple[list[float], list[floa
         try:
             for i in range(runs):
                 job = await run.exchange.submit(compute=A100X8, name=f"e{i}")
-                await _until(lambda: _made(run, i + 1))
+                await _until(lambda n=i + 1: _made(run, n))
                 t0 = time.perf_counter()
                 agent = await _enrol_and_connect(run, live, i)
                 hello = time.perf_counter() - t0
                 start = await agent.expect("start_job")
                 await agent.event(job["id"], start["attempt"], "accepted")
                 await agent.event(job["id"], start["attempt"], "started", pid=1)
-                await _until(lambda: _running(run, job["id"]))
+                await _until(lambda job_id=job["id"]: _running(run, job_id))
                 found.append(time.perf_counter() - t0)
                 base.append(hello)
                 await agent.event(job["id"], start["attempt"], "exited", exit_code=0)
@@ -206,7 +206,7 @@ async def _tagged(run: Launching, count: int) -> None:
                                    requested_at=now, launched_at=now))
 
 
-def show(label: str, values: list[float], base: list[float], target: float, unit: str,
+def show(label: str, values: list[float], base: list[float], target: float, unit: str, *,
          scale: float = 1000.0) -> None:
     med, bmed = statistics.median(values), statistics.median(base)
     print(f"{label:<34} min/med/max {min(values) * scale:8.1f}/{med * scale:8.1f}/"

@@ -26,7 +26,8 @@ async def test_the_node_gauge_counts_every_state_zero_included(live: Live) -> No
     exchange.clock.advance(120)
     await exchange.tick()
     before = _gauges((await exchange.client.get("/metrics")).text, "bourse_nodes")
-    assert before == {"offline": 0, "online": 0, "lost": 1, "reclaimed": 0}
+    zero = {"launching": 0, "booting": 0, "terminated": 0}  # the exchange launched none
+    assert before == {"offline": 0, "online": 0, "lost": 1, "reclaimed": 0} | zero
 
     await exchange.enroll("waiting")  # enrolled, its agent not connected yet
     agents = []
@@ -42,7 +43,7 @@ async def test_the_node_gauge_counts_every_state_zero_included(live: Live) -> No
 
     text = (await exchange.client.get("/metrics")).text
     assert _gauges(text, "bourse_nodes") == {"offline": 1, "online": 1, "lost": 1,
-                                             "reclaimed": 1}
+                                             "reclaimed": 1} | zero
     for agent in agents:
         await agent.close()
 

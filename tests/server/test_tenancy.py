@@ -85,7 +85,7 @@ async def _alpha(exchange: Exchange) -> Alpha:
     assert secret.status_code == 201, secret.text
     ids = {"job_id": job.json()["id"], "node_id": node.json()["node_id"], "sha256": ALPHA_SHA,
            "token_id": token.json()["id"], "name": "ALPHA_SECRET_NAME",
-           "run_id": "r-alpha-run-5e1", "uri": ALPHA_OUT}
+           "run_id": "r-alpha-run-5e1", "uri": ALPHA_OUT, "project": "alpha-corp"}
     markers = {*ids.values(), "alpha-job-name-91c", "alpha-node-name-7f3", "alpha-corp",
                "alpha-token-name-44", "alpha-secret-value-0d2", "alpha-weights-1e9"}
     return Alpha(ids, markers)

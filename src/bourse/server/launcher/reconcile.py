@@ -46,7 +46,7 @@ class Findings:
     never_made: list[str] = field(default_factory=list)
 
 
-def judge(instances: Sequence[Instance], rows: dict[str, Launch], in_flight: set[str],
+def judge(instances: Sequence[Instance], rows: dict[str, Launch], in_flight: set[str], *,
           now: float, provider: str, started_at: float = float("-inf")) -> Findings:
     """Pure: the decisions of one pass over one cloud (``rows``: launches by id);
     ``started_at``: when this coordinator's launcher started."""
@@ -101,7 +101,8 @@ async def _pass(launcher: Launcher, name: str, instances: list[Instance]) -> lis
     now = launcher.clock()
     async with launcher.db.write() as session:
         rows = await _rows(session, name, ids)
-        found = judge(instances, rows, launcher.in_flight, now, name, launcher.started_at)
+        found = judge(instances, rows, launcher.in_flight, now=now, provider=name,
+                      started_at=launcher.started_at)
         by_launch = {i.launch_id: i for i in instances if i.launch_id}
         for launch_id in found.adopted:
             await launches.launched(session, launch_id, by_launch[launch_id], now)

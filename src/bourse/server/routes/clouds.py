@@ -32,17 +32,17 @@ async def list_launches(state: State, user: User,
     return LaunchList(launches=found)
 
 
-@router.get("/projects/{name}/limits", responses=responses(401, 404, 422))
-async def get_limits(name: ProjectPath, state: State, user: User) -> ProjectLimitsView:
+@router.get("/projects/{project}/limits", responses=responses(401, 404, 422))
+async def get_limits(project: ProjectPath, state: State, user: User) -> ProjectLimitsView:
     async with state.db.read() as session:
-        return await cloud_views.limits(session, name, user.scope, state.clock())
+        return await cloud_views.limits(session, project, user.scope, state.clock())
 
 
-@router.patch("/projects/{name}/limits", responses=responses(400, 401, 403, 404, 422))
-async def set_limits(name: ProjectPath, body: ProjectLimits, state: State,
+@router.patch("/projects/{project}/limits", responses=responses(400, 401, 403, 404, 422))
+async def set_limits(project: ProjectPath, body: ProjectLimits, state: State,
                      admin: Admin) -> ProjectLimitsView:
     """Set the clouds a project may launch on and its spending caps (admins)."""
     async with state.db.write() as session:
-        await cloud_views.set_limits(session, name, body, admin.scope)
+        await cloud_views.set_limits(session, project, body, admin.scope)
     async with state.db.read() as session:
-        return await cloud_views.limits(session, name, admin.scope, state.clock())
+        return await cloud_views.limits(session, project, admin.scope, state.clock())
