@@ -23,7 +23,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
@@ -86,9 +86,10 @@ def fake_gpus(bin_dir: Path, capture: str) -> None:
 
 
 def boot(script: str, capture: str, root: Path, *, prefix: Sequence[str] = (),
-         timeout: float = BOOT_TIMEOUT_S) -> Machine:
+         timeout: float = BOOT_TIMEOUT_S, env: Mapping[str, str] | None = None) -> Machine:
     """Run ``script`` as the first boot of a machine rooted at ``root`` whose GPUs are
-    ``capture``; ``prefix`` runs it elsewhere (``Netns.prefix``). Returns once the script
+    ``capture``; ``prefix`` runs it elsewhere (``Netns.prefix``); ``env``: more of the
+    machine's environment (its metadata service's URL, say). Returns once the script
     has finished (the agent then runs on); AssertionError with its output if it failed."""
     bin_dir = root / "usr" / "local" / "bin"
     fake_gpus(bin_dir, capture)
@@ -101,7 +102,8 @@ def boot(script: str, capture: str, root: Path, *, prefix: Sequence[str] = (),
     boot_log.parent.mkdir(parents=True, exist_ok=True)
     env = {"PATH": f"{bin_dir}:{Path(sys.prefix) / 'bin'}:/usr/sbin:/usr/bin:/sbin:/bin",
            "HOME": str(root / "root"), "LANG": "C.UTF-8", "BOURSE_BOOT_ROOT": str(root),
-           "BOURSE_BOOT_USER": getpass.getuser(), "BOURSE_BOOT_VENV": sys.prefix}
+           "BOURSE_BOOT_USER": getpass.getuser(), "BOURSE_BOOT_VENV": sys.prefix,
+           **(env or {})}
     with boot_log.open("ab") as out:
         proc = subprocess.Popen([*prefix, "/bin/sh", str(user_data)], env=env, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

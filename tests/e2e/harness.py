@@ -180,6 +180,7 @@ class Coordinator:
         self.credentials = cluster.root / "admin.json"
         self.args, self.env = list(args), env
         self.proc = self._spawn()
+        self._client: Client | None = None
 
     def _spawn(self) -> Proc:
         return self.cluster.spawn("coordinator", [
@@ -187,7 +188,6 @@ class Coordinator:
             "--port", str(self.port), "--keep-alive", str(self.keep_alive),
             "--loss-window", str(self.loss_window), "--credentials", str(self.credentials),
             *self.store, *self.args], env=self.env)
-        self._client: Client | None = None
 
     @property
     def url(self) -> str:

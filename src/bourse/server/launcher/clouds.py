@@ -17,6 +17,7 @@ from bourse.market.index import OfferIndex
 from bourse.server.config import CloudsConfig
 
 log = logging.getLogger(__name__)
+NOT_CHECKED = "not checked yet (the coordinator checks its clouds as it starts)"
 
 
 class Clouds:
@@ -27,10 +28,11 @@ class Clouds:
         self.providers = dict(providers)
         self.config = config
         self.status: dict[str, CloudCheck] = {
-            name: CloudCheck(name, False, "not checked yet") for name in self.providers}
+            name: CloudCheck(name, False, NOT_CHECKED) for name in self.providers}
         self._offers = {name: _in_regions(list(found), config.regions_of(name))
                         for name, found in (offers or _catalogue(self.providers)).items()}
         self._index: tuple[tuple[str, ...], OfferIndex] | None = None
+        self._pending: tuple[tuple[str, ...], OfferIndex] | None = None
 
     @classmethod
     def from_config(cls, config: CloudsConfig) -> Clouds:
@@ -73,8 +75,23 @@ class Clouds:
         return self.index().match(compute, limit=limit) if self.enabled else []
 
     def launchable(self, compute: Compute) -> bool:
-        """Whether some enabled cloud sells an offer that fits ``compute``."""
-        return bool(self.matches(compute, 1))
+        """Whether some cloud that is enabled, or not checked yet, sells an offer that fits
+        ``compute`` (a job submitted while the coordinator checks its clouds must not fail
+        for want of a cloud)."""
+        if self.matches(compute, 1):
+            return True
+        unchecked = [n for n, s in self.status.items() if s.reason == NOT_CHECKED]
+        return bool(unchecked) and bool(self._unchecked_index(tuple(unchecked)).match(
+            compute, limit=1))
+
+    def _unchecked_index(self, names: tuple[str, ...]) -> OfferIndex:
+        if self._pending is None or self._pending[0] != names:
+            self._pending = (names, OfferIndex([o for n in names for o in self._offers[n]]))
+        return self._pending[1]
+
+    def catalogue_size(self, name: str) -> int:
+        """How many offers the cloud's catalogue has in the regions in use."""
+        return len(self._offers.get(name, []))
 
 
 def _check(name: str, provider: Provider) -> CloudCheck:

@@ -34,7 +34,7 @@ def cloud_list(launcher: Launcher | None, config: CloudsConfig) -> CloudList:
         views.append(CloudView(name=name, enabled=status.enabled, reason=status.reason,
                                regions=list(status.regions or clouds.regions(name)),
                                identity=status.identity,
-                               offers=len(clouds.offers((name,)))))
+                               offers=clouds.catalogue_size(name)))
     return CloudList(clouds=views, idle_timeout_s=config.idle_timeout_s,
                      boot_timeout_s=config.boot_timeout_s)
 
