@@ -349,3 +349,33 @@ def _spec(exchange_id: str, launch_id: str) -> Any:
     return LaunchSpec(launch_id=launch_id, exchange_id=exchange_id, node_id="n-x",
                       project_id="default", region="us-east-1", instance_type="p4d.24xlarge",
                       user_data="", client_token=f"ct-{launch_id}")
+
+
+class PricedCloud(ScriptedCloud):
+    """A scripted cloud with a price and offering API (``clouds.refresh.PriceSource``): one
+    zone offers p4d.24xlarge, at a spot price of its own."""
+
+    def spot_prices(self, region: str, instance_types: Any) -> list[Any]:
+        from datetime import UTC, datetime
+
+        from bourse.clouds.refresh import SpotPrice
+        return [SpotPrice("p4d.24xlarge", "use1-az6", 3.21, datetime(2026, 12, 1, tzinfo=UTC))]
+
+    def offerings(self, region: str, instance_types: Any) -> set[tuple[str, str]]:
+        return {("p4d.24xlarge", "use1-az6")} if region == "us-east-1" else set()
+
+
+async def test_prices_and_zones_come_from_the_clouds_api_where_it_has_one(
+        tmp_path: Path, database_url: str) -> None:
+    async with launching(tmp_path, database_url, cloud=PricedCloud(),
+                         regions=("us-east-1",)) as run:
+        await run.exchange.submit(compute={"gpu": "a100:8", "spot": "only"})
+        await run.cycle()
+        [call] = run.cloud.calls
+        assert (call.zone, call.instance_type, call.spot) == ("use1-az6", "p4d.24xlarge", True)
+        [launch] = await launches_of(run)
+        assert launch.price == 3.21  # the API's spot price, not the catalogue's
+        listed = (await run.exchange.client.get("/api/v1/clouds")).json()
+        [aws] = [c for c in listed["clouds"] if c["name"] == "aws"]
+        assert aws["prices"].startswith("the cloud's API at ") and aws["prices_fetched_at"]
+        assert aws["offers"] == 1  # the one zone that offers it

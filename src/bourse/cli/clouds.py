@@ -35,6 +35,7 @@ def render_clouds(found: CloudList) -> str:
     rows = [[c.name, "yes" if c.enabled else "no", _regions(c.regions), str(c.offers),
              c.reason or (c.identity or "")] for c in found.clouds]
     lines = [table(CLOUD_HEADERS, rows, right=(3,))]
+    lines += [f"{c.name} prices and zones: {c.prices}" for c in found.clouds if c.enabled]
     if found.note:
         lines.append(found.note)
     if found.idle_timeout_s is not None and found.boot_timeout_s is not None:

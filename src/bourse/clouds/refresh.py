@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from bourse.clouds.base import CloudError
 from bourse.core.offer import Offer
@@ -31,6 +31,7 @@ class SpotPrice:
     at: datetime
 
 
+@runtime_checkable
 class PriceSource(Protocol):
     name: str
 

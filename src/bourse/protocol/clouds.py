@@ -17,7 +17,9 @@ class CloudView(Wire):
     reason: str | None = None  # why not, or a note
     regions: list[str] = Field(default_factory=list)
     identity: str | None = None
-    offers: int = 0  # launchable catalogue offers
+    offers: int = 0  # launchable offers (the catalogue's, as refreshed)
+    prices: str = "the shipped catalogue"  # where offers' prices and zones come from
+    prices_fetched_at: float | None = None  # when the cloud's API answered
 
 
 class CloudList(Wire):

@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 
 from bourse.clouds.base import CloudCheck, CloudError, Provider
+from bourse.clouds.refresh import PriceSource, Refreshed, refresh
 from bourse.core.compute import Compute
 from bourse.core.match import Match
 from bourse.core.offer import Offer
@@ -18,6 +20,17 @@ from bourse.server.config import CloudsConfig
 
 log = logging.getLogger(__name__)
 NOT_CHECKED = "not checked yet (the coordinator checks its clouds as it starts)"
+REFRESH_EVERY_S = 3600.0  # spot prices and zone offerings are asked again this often
+
+
+@dataclass(frozen=True)
+class Prices:
+    """Where a cloud's launchable offers come from: its API (``fetched_at``) or the shipped
+    catalogue; ``stale``: regions that fell back to the catalogue, and why."""
+
+    fetched_at: datetime | None = None
+    stale: Mapping[str, str] = field(default_factory=dict)
+    note: str | None = None  # why the API was not asked
 
 
 class Clouds:
@@ -29,8 +42,11 @@ class Clouds:
         self.config = config
         self.status: dict[str, CloudCheck] = {
             name: CloudCheck(name, False, NOT_CHECKED) for name in self.providers}
-        self._offers = {name: _in_regions(list(found), config.regions_of(name))
-                        for name, found in (offers or _catalogue(self.providers)).items()}
+        self._catalogue = {name: _in_regions(list(found), config.regions_of(name))
+                           for name, found in (offers or _catalogue(self.providers)).items()}
+        self._offers = dict(self._catalogue)
+        self.prices: dict[str, Prices] = {name: Prices(note="the shipped catalogue")
+                                          for name in self.providers}
         self._index: tuple[tuple[str, ...], OfferIndex] | None = None
         self._pending: tuple[tuple[str, ...], OfferIndex] | None = None
 
@@ -48,8 +64,26 @@ class Clouds:
             self.status[name] = await asyncio.to_thread(_check, name, provider)
             if not self.status[name].enabled:
                 log.warning("cloud %s disabled: %s", name, self.status[name].reason)
+        await self.refresh()
+
+    async def refresh(self) -> None:
+        """Spot prices and zone offerings from each enabled cloud's API (where it has one),
+        the shipped catalogue wherever the API cannot be asked; the index is made again."""
+        for name, provider in self.providers.items():
+            if self.status[name].enabled and isinstance(provider, PriceSource):
+                self._refresh(name, await asyncio.to_thread(
+                    refresh, provider, self._catalogue.get(name, []), datetime.now(UTC)))
+        self._index = None
         if self.enabled:
             await asyncio.to_thread(self.index)  # built now, not in the first job's launch
+
+    def _refresh(self, name: str, found: Refreshed) -> None:
+        if found.fetched_at is None:  # every region failed: the catalogue stays
+            self.prices[name] = Prices(None, found.stale, "the shipped catalogue (the API "
+                                       "could not be asked)")
+            return
+        self._offers[name] = [o for o in found.offers if o.provider == name]
+        self.prices[name] = Prices(found.fetched_at, found.stale)
 
     def disable(self, name: str, reason: str) -> None:
         log.warning("cloud %s disabled: %s", name, reason)

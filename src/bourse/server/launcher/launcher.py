@@ -47,7 +47,7 @@ from bourse.server.config import ServerConfig
 from bourse.server.db.database import Database
 from bourse.server.db.schema import Attempt, Job, Launch, Node, Project
 from bourse.server.launcher import decide
-from bourse.server.launcher.clouds import Clouds
+from bourse.server.launcher.clouds import REFRESH_EVERY_S, Clouds
 from bourse.server.launcher.reconcile import RESTART_GRACE_S, reconcile
 from bourse.server.notifier import Notifier
 from bourse.server.services import launches
@@ -110,8 +110,12 @@ class Launcher:
         self.started_at = self.clock()
         # at start, and again once the cloud had time to list what a crash left unrecorded
         passes = [self.started_at, self.started_at + RESTART_GRACE_S + 1.0]
+        next_refresh = self.clock() + REFRESH_EVERY_S
         while True:
             try:
+                if self.clock() >= next_refresh:
+                    next_refresh = self.clock() + REFRESH_EVERY_S
+                    await self.clouds.refresh()
                 if self.clock() >= passes[0]:
                     passes = passes[1:] or [self.clock() + self.config.clouds.reconcile_every_s]
                     await self.reconcile()

@@ -10,6 +10,7 @@ from bourse.core.errors import InvalidInput
 from bourse.protocol.clouds import CloudList, CloudView, ProjectLimits, ProjectLimitsView
 from bourse.server.access import Scope
 from bourse.server.config import CLOUDS, CloudsConfig
+from bourse.server.launcher.clouds import Prices
 from bourse.server.launcher.launcher import Launcher
 from bourse.server.services import launches
 from bourse.server.services.projects import get_project
@@ -31,10 +32,14 @@ def cloud_list(launcher: Launcher | None, config: CloudsConfig) -> CloudList:
             views.append(CloudView(name=name, enabled=False,
                                    reason="not enabled on this coordinator"))
             continue
+        prices = clouds.prices[name]
         views.append(CloudView(name=name, enabled=status.enabled, reason=status.reason,
                                regions=list(status.regions or clouds.regions(name)),
                                identity=status.identity,
-                               offers=clouds.catalogue_size(name)))
+                               offers=clouds.catalogue_size(name),
+                               prices=_prices(prices),
+                               prices_fetched_at=(prices.fetched_at.timestamp()
+                                                  if prices.fetched_at else None)))
     return CloudList(clouds=views, idle_timeout_s=config.idle_timeout_s,
                      boot_timeout_s=config.boot_timeout_s)
 
@@ -64,3 +69,13 @@ async def set_limits(session: AsyncSession, name: str, body: ProjectLimits,
         project.cap_hour = body.cap_hour
     if "cap_day" in given:
         project.cap_day = body.cap_day
+
+
+def _prices(prices: Prices) -> str:
+    if prices.fetched_at is None:
+        return prices.note or "the shipped catalogue"
+    text = f"the cloud's API at {prices.fetched_at:%Y-%m-%d %H:%M} UTC"
+    if prices.stale:
+        text += (f"; the shipped catalogue in {', '.join(sorted(prices.stale))} (the API "
+                 f"failed there: {next(iter(prices.stale.values()))})")
+    return text
