@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -117,3 +118,14 @@ def test_equal_computes_have_equal_shapes() -> None:
     b = Compute(gpu="a100:2", cpus=8).model_dump(mode="json")
     assert shape_of(a) == shape_of(b)
     assert shape_of(a) != shape_of(Compute("a100:1").model_dump(mode="json"))
+
+
+def test_a_launched_node_serves_only_its_project() -> None:
+    launched = replace(node("launched", gpus=8), reserved_for="a")
+    rooms = [Room.whole(launched)]
+    queues = {"b": [job("b1", "b", 0.0, gpu="a100-80gb:8")],
+              "a": [job("a1", "a", 1.0, gpu="a100-80gb:8")]}
+    found = plan(queues, rooms, now=NOW)
+    assert [(p.job.id, p.node_id) for p in found.placements] == [("a1", "launched")]
+    assert found.unfit == set()  # the shape fits: only b's project lacks a node for it
+    assert found.unfit_for == {(queues["b"][0].shape, "b")}

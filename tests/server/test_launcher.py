@@ -379,3 +379,35 @@ async def test_prices_and_zones_come_from_the_clouds_api_where_it_has_one(
         [aws] = [c for c in listed["clouds"] if c["name"] == "aws"]
         assert aws["prices"].startswith("the cloud's API at ") and aws["prices_fetched_at"]
         assert aws["offers"] == 1  # the one zone that offers it
+
+
+async def test_a_launched_node_serves_the_project_that_launched_it(
+        tmp_path: Path, database_url: str) -> None:
+    async with launching(tmp_path, database_url) as run, serve(run.exchange) as live:
+        mine = await run.exchange.submit(compute={"gpu": "a100:8"})
+        await run.cycle()
+        node_id, credential = await enrol(run)
+        agent = FakeAgent(live.ws_url, node_id, credential,
+                          capabilities(cpus=96, gpus=8, memory_gib=1152), name="launched")
+        await agent.connect()
+        try:
+            await run.tick()
+            await run.exchange.tick()
+            start = await agent.expect("start_job")
+            await agent.run_job(mine["id"], start["attempt"])
+            await agent.barrier()
+            other = await run.exchange.project_token("other-team")
+            made = await run.exchange.client.post(
+                "/api/v1/jobs", json={"command": ["true"], "compute": {"gpu": "a100:8"}},
+                headers={"Authorization": f"Bearer {other}"})
+            assert made.status_code == 201, made.text
+            await run.cycle()  # the idle node is the default project's: another one launches
+            assert not agent.received("start_job")[1:]
+            assert len(run.cloud.calls) == 2
+            assert run.cloud.calls[1].project_id == "other-team"
+            again = await run.exchange.submit(compute={"gpu": "a100:8"})  # reused at once
+            await run.cycle()
+            assert len(run.cloud.calls) == 2
+            assert (await agent.expect("start_job"))["job_id"] == again["id"]
+        finally:
+            await agent.close()

@@ -61,10 +61,14 @@ class NodeCapacity:
     verified_at: float | None = None
     tags: frozenset[str] = frozenset()
     project_id: str = "default"  # its provider's project
+    reserved_for: str | None = None  # a node the exchange launched serves its project only
 
     @property
     def on_demand(self) -> float:
         return self.price or self.list_price
+
+    def serves(self, project: str) -> bool:
+        return self.reserved_for is None or self.reserved_for == project
 
 
 @dataclass(frozen=True)
@@ -191,6 +195,8 @@ class Placement:
 class Plan:
     placements: list[Placement] = field(default_factory=list)
     unfit: set[str] = field(default_factory=set)  # shapes no free offer fits
+    # (shape, project): no free offer that serves the project fits (others' launched nodes)
+    unfit_for: set[tuple[str, str]] = field(default_factory=set)
     passed: list[Candidate] = field(default_factory=list)  # skipped: their shape is unfit
     exhausted: set[str] = field(default_factory=set)  # projects whose given queue ran out
 
@@ -210,12 +216,16 @@ def plan(queues: Mapping[str, Sequence[Candidate]], rooms: Sequence[Room], *, no
             break
         job = queues[project][heads[project]]
         heads[project] += 1
-        if job.shape in out.unfit:
+        if job.shape in out.unfit or (job.shape, job.project) in out.unfit_for:
             out.passed.append(job)
             continue
-        chosen = best_offer(job, [o for found in offers.values() for o in found], now)
+        chosen = best_offer(job, [o for node, found in offers.items()
+                                  if by_node[node].node.serves(project) for o in found], now)
         if chosen is None:
-            out.unfit.add(job.shape)
+            if all(room.node.reserved_for is None for room in rooms):
+                out.unfit.add(job.shape)
+            else:
+                out.unfit_for.add((job.shape, job.project))
             out.passed.append(job)
             continue
         room = by_node[chosen.offer.node_id or chosen.offer.id]

@@ -219,8 +219,8 @@ class Launcher:
             )).all()}
         for job in jobs:
             compute = spec_of(job).compute
-            if fits_any(compute, rooms):
-                continue  # placement's: a node has room for it
+            if fits_any(compute, [r for r in rooms if r.node.serves(job.project_id)]):
+                continue  # placement's: a node that serves its project has room for it
             await self._launch_for(job, projects.get(job.project_id), blocks, report)
 
     async def _launch_for(self, job: Job, project: Project | None, blocks: list[LaunchBlock],

@@ -71,7 +71,8 @@ class PlacementReport:
 
 def _node_rows(allow_unverified: bool, live: bool) -> Select[Any]:
     query = select(Node.id, Node.name, Node.price, Node.verified_at, Node.capabilities,
-                   Node.project_id, Node.tags).where(Node.capabilities.is_not(None))
+                   Node.project_id, Node.tags, Node.launch_id).where(
+        Node.capabilities.is_not(None))
     if live:
         query = query.where(Node.state == NodeState.ONLINE, Node.session.is_not(None))
         if not allow_unverified:
@@ -149,7 +150,7 @@ async def _rooms(session: AsyncSession, query: Select[Any]) -> list[Room]:
         if row.capabilities is None:  # enrolled, never said hello
             continue
         key = (row.id, row.name, row.price, row.verified_at, repr(row.capabilities),
-               row.project_id, repr(row.tags))
+               row.project_id, repr(row.tags), row.launch_id)
         node = _CAPACITY.get(key)
         if node is None:
             caps = await measured(session, row.id, row.verified_at, row.capabilities)
@@ -174,7 +175,8 @@ def capacity_of(node: Any, caps: Capabilities) -> NodeCapacity:
         region=caps.region, disk_gib=caps.disk_free_gib, driver=caps.driver,
         engines=frozenset(caps.engines), interruptible=caps.interruptible,
         spot_price=caps.spot_price, verified_at=node.verified_at,
-        tags=frozenset(node.tags or ()), project_id=node.project_id)
+        tags=frozenset(node.tags or ()), project_id=node.project_id,
+        reserved_for=node.project_id if node.launch_id else None)
 
 
 _MEASURED: dict[tuple[str, float | None, str], Capabilities] = {}
