@@ -28,7 +28,9 @@ from sim import CREDENTIALS, Sim
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "agent"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "dataplane"))
 
+from dataplane_harness import stop
 from harness import Cluster, Exchange
 from imds_stub import ImdsStub
 
@@ -101,7 +103,7 @@ def test_a_gpu_job_on_an_exchange_with_no_gpu_node(tmp_path: Path, sim: Sim,
     finally:
         for stub in metadata:
             stub.close()
-        exchange.cluster.close()
+        stop(exchange)  # the coordinator, then its embedded store, then what is left
 
 
 def _run_the_story(exchange: Exchange, sim: Sim, metadata: list[ImdsStub],
@@ -191,7 +193,7 @@ def test_a_coordinator_killed_mid_launch_leaves_exactly_what_should_exist(
         exchange.client.cancel(job.id)
         exchange.wait_for(lambda: not instances(sim, job.id), 60, "no instance left")
     finally:
-        exchange.cluster.close()
+        stop(exchange)
 
 
 def _one_live_launch(exchange: Exchange) -> bool:
