@@ -411,3 +411,19 @@ async def test_a_launched_node_serves_the_project_that_launched_it(
             assert (await agent.expect("start_job"))["job_id"] == again["id"]
         finally:
             await agent.close()
+
+
+async def test_a_booting_node_is_not_lost_however_long_it_boots(tmp_path: Path,
+                                                                database_url: str) -> None:
+    async with launching(tmp_path, database_url) as run:
+        await run.exchange.submit(compute={"gpu": "a100:8"})
+        await run.cycle()
+        [launch] = await launches_of(run)
+        run.exchange.clock.advance(300)  # many loss windows, within the boot timeout
+        report = await run.exchange.tick()
+        assert report.lost_nodes == []
+        assert (await run.exchange.node_row(launch.node_id)).state == NodeState.BOOTING
+        node_id, _ = await enrol(run)  # its window starts at its enrolment
+        run.exchange.clock.advance(0.5)
+        assert (await run.exchange.tick()).lost_nodes == []
+        assert (await run.exchange.node_row(node_id)).state == NodeState.OFFLINE

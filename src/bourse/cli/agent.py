@@ -64,9 +64,9 @@ LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # as protocol.common.L
               "most 100 GB.")
 @click.option("--interruptible", is_flag=True, help="Sell this node as spot capacity: "
               "cheaper, and reclaimable with notice (`bourse nodes reclaim`).")
-@click.option("--spot-price", type=click.FloatRange(min=0.0001, max=10_000), help="Spot "
-              "price in $/h for the whole node (needs --interruptible); default: a share of "
-              "its list price.")
+@click.option("--spot-price", type=click.FloatRange(min=0, min_open=True, max=10_000),
+              help="Spot price in $/h for the whole node (needs --interruptible); default: a "
+                   "share of its list price.")
 @click.option("--spot-notice", type=click.Choice(["none", "imds"]), default="none",
               show_default=True, help="Watch the cloud's spot interruption notice: imds, the "
               "instance metadata service (EC2, IMDSv2); on a notice the node's jobs "

@@ -20,9 +20,14 @@ from bourse.server.services.jobs import active_attempt_states
 from bourse.server.services.lifecycle import add_event, end_attempt
 
 
+_NOT_WATCHED = (NodeState.LOST, NodeState.LAUNCHING, NodeState.BOOTING, NodeState.TERMINATED)
+
+
 async def detect_lost_nodes(session: AsyncSession, now: float, window_s: float) -> list[str]:
-    """Nodes silent for longer than their loss window are lost, with their attempts."""
-    nodes = (await session.scalars(select(Node).where(Node.state != NodeState.LOST))).all()
+    """Nodes silent for longer than their loss window are lost, with their attempts. A node
+    the exchange is launching or booting is the launcher's to time out (its boot timeout), and
+    a terminated one is gone already."""
+    nodes = (await session.scalars(select(Node).where(Node.state.not_in(_NOT_WATCHED)))).all()
     lost = []
     for node in nodes:
         silent = now - (node.last_seen or node.created_at)

@@ -151,6 +151,7 @@ async def _enroll_launched(session: AsyncSession, node_id: str, keep_alive_s: fl
         raise Unauthorized("this enrolment token is for a launched node that is gone",
                            hint="the exchange terminated the instance; it launches another")
     node.keep_alive_s, node.state, node.updated_at = keep_alive_s, NodeState.OFFLINE, now
+    node.last_seen = now  # its loss window runs from its enrolment, not from its launch
     return await create_token(session, "node", now, name=node.name, node_id=node_id,
                               project_id=None)
 
