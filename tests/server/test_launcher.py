@@ -427,3 +427,30 @@ async def test_a_booting_node_is_not_lost_however_long_it_boots(tmp_path: Path,
         run.exchange.clock.advance(0.5)
         assert (await run.exchange.tick()).lost_nodes == []
         assert (await run.exchange.node_row(node_id)).state == NodeState.OFFLINE
+
+
+async def test_an_instance_the_cloud_took_away_loses_its_attempt(tmp_path: Path,
+                                                                 database_url: str) -> None:
+    async with launching(tmp_path, database_url) as run, serve(run.exchange) as live:
+        job = await run.exchange.submit(compute={"gpu": "a100:8"})
+        await run.cycle()
+        node_id, credential = await enrol(run)
+        agent = FakeAgent(live.ws_url, node_id, credential,
+                          capabilities(cpus=96, gpus=8, memory_gib=1152), name="launched")
+        await agent.connect()
+        try:
+            await run.tick()
+            await run.exchange.tick()
+            start = await agent.expect("start_job")
+            await agent.event(job["id"], start["attempt"], "accepted")
+            await agent.event(job["id"], start["attempt"], "started", pid=1)
+            await agent.barrier()
+            [instance] = run.cloud.alive()
+            run.cloud.terminate("us-east-1", [instance.id])  # the cloud took it back
+            run.exchange.clock.advance(120)  # past the listing grace
+            await run.launcher.reconcile()
+            attempt = await run.exchange.attempt_row(job["id"], 1)
+            assert attempt.state == "LOST" and "instance was terminated" in (attempt.reason or "")
+            assert (await run.exchange.job(job["id"]))["state"] == "PENDING"  # retried
+        finally:
+            await agent.close()

@@ -26,6 +26,7 @@ from bourse.core.offer import Offer
 from bourse.core.states import LAUNCH_IN_FLIGHT, LAUNCH_LIVE, JobState, LaunchState, NodeState
 from bourse.server.db.schema import Job, Launch, LaunchBlockRow, Node, Setting, Token
 from bourse.server.ids import new_id
+from bourse.server.services.liveness import lose_attempts
 from bourse.server.services.tokens import create_token
 
 EXCHANGE_ID = "exchange_id"
@@ -121,9 +122,14 @@ async def failed(session: AsyncSession, launch_id: str, reason: str, now: float)
 
 async def mark_terminating(session: AsyncSession, launch: Launch, reason: str,
                            now: float) -> None:
-    """Take the node out of placement and revoke its credentials; the cloud call follows."""
+    """Take the node out of placement and revoke its credentials; the cloud call follows. An
+    attempt still on it is lost now (a terminated node is not watched for silence, and its
+    agent can no longer report): its job is retried, PREEMPTED if it had notice."""
     launch.state, launch.reason = LaunchState.TERMINATING, reason
     launch.idle_since = None
+    node = await session.get(Node, launch.node_id)
+    if node is not None and node.state != NodeState.TERMINATED:
+        await lose_attempts(session, node, now, f"its instance was terminated: {reason}")
     await session.execute(update(Node).where(Node.id == launch.node_id).values(
         state=NodeState.TERMINATED, session=None, updated_at=now))
     await session.execute(update(Token).where(Token.node_id == launch.node_id,

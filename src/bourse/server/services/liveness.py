@@ -19,7 +19,6 @@ from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.services.jobs import active_attempt_states
 from bourse.server.services.lifecycle import add_event, end_attempt
 
-
 _NOT_WATCHED = (NodeState.LOST, NodeState.LAUNCHING, NodeState.BOOTING, NodeState.TERMINATED)
 
 
@@ -35,11 +34,12 @@ async def detect_lost_nodes(session: AsyncSession, now: float, window_s: float) 
             continue
         node.state, node.session, node.updated_at = NodeState.LOST, None, now
         lost.append(node.id)
-        await _lose_attempts(session, node, now, f"node {node.name} silent for {silent:.0f} s")
+        await lose_attempts(session, node, now, f"node {node.name} silent for {silent:.0f} s")
     return lost
 
 
-async def _lose_attempts(session: AsyncSession, node: Node, now: float, reason: str) -> None:
+async def lose_attempts(session: AsyncSession, node: Node, now: float, reason: str) -> None:
+    """End the node's active attempts LOST (PREEMPTED after a notice); their jobs retry."""
     attempts = (await session.scalars(select(Attempt).where(
         Attempt.node_id == node.id, Attempt.state.in_(active_attempt_states())))).all()
     for attempt in attempts:
