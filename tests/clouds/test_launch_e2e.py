@@ -44,7 +44,7 @@ JOB = Path(__file__).resolve().parent.parent / "spot" / "digits_job.py"
 # must find the job still training
 EPOCHS, STEP_SLEEP = "6", "0.2"
 NOTICE_S = 30  # EC2 gives two minutes; the job needs less to save
-IDLE_S = 10
+IDLE_S = 6
 
 
 def _ec2(sim: Sim) -> Any:

@@ -27,6 +27,7 @@ import psutil
 
 from bourse.protocol.api import JobDetail
 from bourse.sdk.client import Client
+from bourse.storage.seaweed import running_weed
 
 T = TypeVar("T")
 POLL_S = 0.02
@@ -136,6 +137,16 @@ class Cluster:
             kill_jobs(work_dir)
         for closer in reversed(self.closers):
             closer()
+        self._kill_stores()
+
+    def _kill_stores(self) -> None:
+        """Embedded stores outlive a coordinator killed with SIGKILL (by design: a restart
+        stops them): the test's are stopped here, found by their pid files in its root."""
+        for pid_file in self.root.rglob("weed.pid"):
+            pid = running_weed(pid_file.parent)
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 def kill_jobs(work_dir: Path) -> list[int]:
