@@ -1,10 +1,13 @@
-"""The RunInstances request a launch spec makes (pure)."""
+"""The RunInstances request a launch spec makes, and how responses' timestamps are read (pure)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 
-from bourse.clouds.aws_request import run_request
+import pytest
+
+from bourse.clouds.aws_request import parse_timestamp, run_request
 from bourse.clouds.base import LaunchSpec
 
 SPEC = LaunchSpec(launch_id="l-1", exchange_id="x-1", node_id="n-1", project_id="p-1",
@@ -65,3 +68,16 @@ def test_no_zone_lets_ec2_choose() -> None:
     request = run_request(replace(SPEC, zone=None), image="ami-1", zone_name=None,
                           root_device=None)
     assert "Placement" not in request
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("2026-12-02T01:02:03.000Z", datetime(2026, 12, 2, 1, 2, 3, tzinfo=UTC)),
+    ("2026-12-02T01:02:03Z", datetime(2026, 12, 2, 1, 2, 3, tzinfo=UTC)),
+    ("2026-12-02T01:02:03+00:00", datetime(2026, 12, 2, 1, 2, 3, tzinfo=UTC)),
+    ("2026-12-02T01:02:03", datetime(2026, 12, 2, 1, 2, 3, tzinfo=UTC)),
+    ("1796173416", datetime.fromtimestamp(1796173416, UTC)),  # epoch: botocore's parser
+    (1796173416.5, datetime.fromtimestamp(1796173416.5, UTC)),  # SSM's JSON: a number
+])
+def test_timestamps_are_read_fast_and_as_botocore_would(text: object,
+                                                         expected: datetime) -> None:
+    assert parse_timestamp(text) == expected

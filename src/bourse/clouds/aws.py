@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from botocore.exceptions import BotoCoreError, ClientError
 
 from bourse.clouds.aws_errors import cloud_error
-from bourse.clouds.aws_request import fail_fast, quiet_user_data, run_request
+from bourse.clouds.aws_request import fail_fast, fast_timestamps, quiet_user_data, run_request
 from bourse.clouds.base import TAG_EXCHANGE, CloudCheck, CloudError, Instance, LaunchSpec
 from bourse.clouds.refresh import SpotPrice, latest
 from bourse.core.launch import Failure
@@ -70,6 +70,7 @@ class AwsProvider:
             raise ValueError("AwsProvider needs at least one region (e.g. regions=['us-east-1'])")
         self.regions, self.image = tuple(regions), image
         self._session = session or boto3.session.Session()
+        fast_timestamps(self._session)
         self._endpoint = endpoint_url
         self._config = fail_fast(connect_timeout, read_timeout)
         self._lock = threading.Lock()  # a boto3 session makes clients one at a time

@@ -4,9 +4,11 @@ client uses, and the user data kept out of botocore's log."""
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from botocore.config import Config
+from botocore.utils import parse_timestamp as botocore_timestamp
 
 from bourse.clouds.base import LaunchSpec
 
@@ -47,6 +49,24 @@ def fail_fast(connect_timeout: float = 5.0, read_timeout: float = 30.0) -> Confi
     retries, not attempts: ``max_attempts=1`` would send a failed launch twice.)"""
     return Config(retries={"total_max_attempts": 1, "mode": "standard"},
                   connect_timeout=connect_timeout, read_timeout=read_timeout)
+
+
+def fast_timestamps(session: Any) -> None:
+    """Parse the responses' timestamps with ``datetime.fromisoformat`` (EC2 sends ISO 8601)
+    instead of botocore's dateutil parser, which is half of the CPU of reading a thousand
+    instances; anything it cannot read goes to botocore's parser."""
+    factory = session._session.get_component("response_parser_factory")
+    factory.set_parser_defaults(timestamp_parser=parse_timestamp)
+
+
+def parse_timestamp(value: Any) -> datetime:
+    if not isinstance(value, str):  # the JSON protocols' epoch seconds
+        return botocore_timestamp(value)
+    try:
+        found = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        return botocore_timestamp(value)
+    return found if found.tzinfo else found.replace(tzinfo=UTC)
 
 
 def _price(value: float) -> str:
