@@ -24,7 +24,7 @@ import psutil
 
 from _exchange import local_exchange
 from bourse.protocol.common import JobSpec
-from bourse.sdk.client import AsyncClient
+from bourse.sdk.async_client import AsyncClient
 from bourse.sdk.config import load_credentials
 
 

@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from bourse.core.errors import NotFound
 from bourse.protocol.api import JobView, LogChunkView
-from bourse.sdk.client import AsyncClient
+from bourse.sdk.async_client import AsyncClient
 from bourse.sdk.errors import Unauthorized, Unreachable
 
 pytestmark = pytest.mark.anyio

@@ -14,7 +14,7 @@ from types import ModuleType
 import pytest
 from sdk_fakes import TOKEN, job
 
-from bourse.sdk.client import AsyncClient
+from bourse.sdk.async_client import AsyncClient
 
 pytestmark = pytest.mark.anyio
 

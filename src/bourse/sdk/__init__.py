@@ -5,8 +5,9 @@ to its string: ``job.state == "SUCCEEDED"`` holds too).
 """
 
 from bourse.core.states import AttemptState, JobState, NodeState
+from bourse.sdk.async_client import AsyncClient
 from bourse.sdk.bundle import Bundle, pack
-from bourse.sdk.client import AsyncClient, Client
+from bourse.sdk.client import Client
 from bourse.sdk.config import Credentials, load_credentials, save_credentials
 from bourse.sdk.errors import (
     ApiError,

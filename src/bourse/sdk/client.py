@@ -1,4 +1,4 @@
-"""``Client`` and ``AsyncClient``: the exchange's REST API over httpx.
+"""``Client`` (and, in ``async_client``, ``AsyncClient``): the exchange's REST API over httpx.
 
 Both send the :class:`~bourse.sdk.core.Call` values built by :mod:`bourse.sdk.core`, so they
 differ only in how they wait. ``transport`` is httpx's seam: ``httpx.MockTransport`` in unit
@@ -8,12 +8,11 @@ tests, ``httpx.ASGITransport(app)`` to talk to an in-process server.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-import anyio
 import httpx
 
 from bourse.core.compute import Compute
@@ -48,7 +47,7 @@ from bourse.protocol.clouds import CloudList, LaunchView, ProjectLimitsView
 from bourse.protocol.common import JobSpec
 from bourse.protocol.metrics import MetricsView
 from bourse.sdk import access, clouds, core
-from bourse.sdk.bundle import aiter_file, iter_file
+from bourse.sdk.bundle import iter_file
 from bourse.sdk.config import resolve_credentials
 from bourse.sdk.core import Call, StoredBundle
 from bourse.sdk.errors import ServerError, Unreachable, WaitTimeout, transport_errors
@@ -61,24 +60,24 @@ DAY = 24 * 3600.0
 Source = Path | str | bytes
 
 
-def _dropped(url: str) -> Unreachable:
+def dropped(url: str) -> Unreachable:
     return Unreachable(f"the log stream from {url} ended before the job did",
                        hint="is the exchange restarting? retry `bourse logs -f`")
 
 
-def _body_headers(source: Source) -> dict[str, str]:
+def body_headers(source: Source) -> dict[str, str]:
     size = len(source) if isinstance(source, bytes) else Path(source).stat().st_size
     return {"Content-Type": "application/octet-stream", "Content-Length": str(size)}
 
 
-def _give_up(failures: int, delays: tuple[float, ...], error: Exception) -> float:
+def give_up(failures: int, delays: tuple[float, ...], error: Exception) -> float:
     delay = core.reconnect_delay(failures, delays)
     if delay is None:
         raise error
     return delay
 
 
-class _Base:
+class Base:
     reconnect_delays: tuple[float, ...] = RECONNECT_DELAYS
 
     def __init__(self, url: str | None, token: str | None) -> None:
@@ -89,7 +88,7 @@ class _Base:
         self._headers = core.headers(credentials.token)
 
 
-class Client(_Base):
+class Client(Base):
     """A blocking client; use it as a context manager to close its connections."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *,
@@ -191,11 +190,11 @@ class Client(_Base):
                 yield from self._follow_once(job_id, follower)
                 if follower.done:
                     return
-                error: Exception = _dropped(self.url)
+                error: Exception = dropped(self.url)
             except (Unreachable, ServerError) as exc:
                 error = exc
             failures = 1 if follower.received > seen else failures + 1
-            time.sleep(_give_up(failures, self.reconnect_delays, error))
+            time.sleep(give_up(failures, self.reconnect_delays, error))
             follower.reconnected()
 
     def _follow_once(self, job_id: str, follower: LogFollower) -> Iterator[FollowItem]:
@@ -263,7 +262,7 @@ class Client(_Base):
 
     def upload_bundle(self, source: Source, sha256: str) -> StoredBundle:
         """PUT a bundle: bytes as they are, a file streamed in chunks."""
-        headers = _body_headers(source)
+        headers = body_headers(source)
         content = source if isinstance(source, bytes) else iter_file(Path(source))
         return self._send(core.upload_bundle(sha256), content=content, headers=headers)
 
@@ -322,222 +321,3 @@ class Client(_Base):
 
     def health(self) -> bool:
         return self._send(core.health(self.url))
-
-
-class AsyncClient(_Base):
-    """The same API for asyncio (or trio): every method is a coroutine or async iterator."""
-
-    def __init__(self, url: str | None = None, token: str | None = None, *,
-                 timeout: float = 30.0,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
-        super().__init__(url, token)
-        self._http = httpx.AsyncClient(base_url=self._base_url, headers=self._headers,
-                                       timeout=timeout, transport=transport)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def _send(self, call: Call[T], **extra: Any) -> T:
-        with transport_errors(self.url):
-            response = await self._http.request(call.method, call.path, params=call.params,
-                                                json=call.json, **extra)
-        return call.read(response)
-
-    async def submit(self, spec: JobSpec) -> JobView:
-        return await self._send(core.submit(spec))
-
-    async def submit_many(self, specs: Sequence[JobSpec]) -> list[JobView]:
-        """Up to 1,000 jobs in one request, all accepted or none."""
-        return await self._send(core.submit_many(specs))
-
-    async def jobs(self, state: str | None = None, limit: int = 100,
-                   run: str | None = None) -> list[JobView]:
-        return await self._send(core.jobs(state, limit, run))
-
-    async def runs(self, limit: int = 50, app: str | None = None) -> list[RunView]:
-        return await self._send(core.runs(limit, app))
-
-    async def run(self, run_id: str) -> RunDetail:
-        return await self._send(core.run(run_id))
-
-    async def renew_lease(self, run_id: str) -> RunLease:
-        return await self._send(core.renew_lease(run_id))
-
-    async def end_lease(self, run_id: str) -> None:
-        await self._send(core.end_lease(run_id))
-
-    async def cancel_run(self, run_id: str,
-                         reason: str = "cancelled by its owner") -> RunCancelled:
-        return await self._send(core.cancel_run(run_id, reason))
-
-    async def job(self, job_id: str) -> JobDetail:
-        return await self._send(core.job(job_id))
-
-    async def cancel(self, job_id: str) -> JobView:
-        return await self._send(core.cancel(job_id))
-
-    async def events(self, job_id: str, after: int = 0) -> list[EventView]:
-        return await self._send(core.events(job_id, after))
-
-    async def logs(self, job_id: str, after: int = 0, limit: int = 1000) -> LogPage:
-        return await self._send(core.logs(job_id, after, limit))
-
-    async def job_metrics(self, job_id: str, since: float = 0.0,
-                          limit: int = 5000) -> MetricsView:
-        return await self._send(core.job_metrics(job_id, since, limit))
-
-    async def node_metrics(self, node_id: str, since: float = 0.0,
-                           limit: int = 5000) -> MetricsView:
-        return await self._send(core.node_metrics(node_id, since, limit))
-
-    async def iter_logs(self, job_id: str, after: int = 0) -> AsyncIterator[LogChunkView]:
-        while True:
-            page = await self.logs(job_id, after)
-            for chunk in page.chunks:
-                yield chunk
-            if page.done or not page.chunks:
-                return
-            after = page.cursor
-
-    async def follow(self, job_id: str, after: int = 0) -> AsyncIterator[FollowItem]:
-        follower, failures = LogFollower(after), 0
-        while True:
-            seen = follower.received
-            try:
-                async for item in self._follow_once(job_id, follower):
-                    yield item
-                if follower.done:
-                    return
-                error: Exception = _dropped(self.url)
-            except (Unreachable, ServerError) as exc:
-                error = exc
-            failures = 1 if follower.received > seen else failures + 1
-            await anyio.sleep(_give_up(failures, self.reconnect_delays, error))
-            follower.reconnected()
-
-    async def _follow_once(self, job_id: str,
-                           follower: LogFollower) -> AsyncIterator[FollowItem]:
-        call = core.follow(job_id, follower.cursor)
-        with transport_errors(self.url):
-            async with self._http.stream(call.method, call.path, params=call.params,
-                                         headers=SSE_HEADERS) as response:
-                if not response.is_success:
-                    await response.aread()
-                call.read(response)
-                async for line in response.aiter_lines():
-                    item = follower.feed(line)
-                    if item is not None:
-                        yield item
-                    if follower.done:
-                        return
-
-    async def wait(self, job_id: str, *, poll_s: float = 1.0,
-                   timeout_s: float | None = None) -> JobDetail:
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while not core.is_terminal(detail := await self.job(job_id)):
-            if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout(f"job {job_id} is still {detail.state} after {timeout_s}s")
-            await anyio.sleep(poll_s)
-        return detail
-
-    async def nodes(self) -> list[NodeView]:
-        return await self._send(core.nodes())
-
-    async def node(self, node_id: str) -> NodeView:
-        return await self._send(core.node(node_id))
-
-    async def reclaim(self, node_id: str, notice_s: float = 30.0,
-                      reason: str | None = None) -> ReclaimResult:
-        return await self._send(core.reclaim(node_id, notice_s, reason))
-
-    async def cost(self, by: str = "day", since: float | None = None) -> CostSummary:
-        return await self._send(core.cost(by, since))
-
-    async def clouds(self) -> CloudList:
-        return await self._send(clouds.clouds())
-
-    async def launches(self, live: bool = False) -> list[LaunchView]:
-        return await self._send(clouds.launches(live))
-
-    async def limits(self, project: str) -> ProjectLimitsView:
-        return await self._send(clouds.limits(project))
-
-    async def set_limits(self, project: str, **fields: Any) -> ProjectLimitsView:
-        return await self._send(clouds.set_limits(project, **fields))
-
-    async def create_enrollment(self, name: str | None = None,
-                                expires_in_s: float = DAY,
-                                project: str | None = None) -> EnrollmentToken:
-        """A one-time token enrolling a node into ``project`` (admins; a provider's own by
-        default)."""
-        return await self._send(core.create_enrollment(name, expires_in_s, project))
-
-    async def bundle_exists(self, sha256: str) -> bool:
-        return await self._send(core.bundle_exists(sha256))
-
-    async def upload_bundle(self, source: Source, sha256: str) -> StoredBundle:
-        headers = _body_headers(source)
-        content = source if isinstance(source, bytes) else aiter_file(Path(source))
-        return await self._send(core.upload_bundle(sha256), content=content, headers=headers)
-
-    async def ensure_bundle(self, source: Source, sha256: str) -> bool:
-        if await self.bundle_exists(sha256):
-            return False
-        await self.upload_bundle(source, sha256)
-        return True
-
-    async def data_summary(self, uri: str) -> DataSummary:
-        """What the exchange's store holds at ``uri``: objects, bytes, digest."""
-        return await self._send(core.data_summary(uri))
-
-    async def offers(self, compute: Compute | None = None, limit: int = 20,
-                     explain: bool = False) -> OfferList:
-        return await self._send(core.offers(compute, limit, explain))
-
-    # tenancy (admins manage projects and tokens; members their project's secrets)
-    async def projects(self) -> list[ProjectView]:
-        return await self._send(access.projects())
-
-    async def create_project(self, name: str, required_tags: Sequence[str] = ()) -> ProjectView:
-        return await self._send(access.create_project(name, list(required_tags)))
-
-    async def tokens(self) -> list[TokenView]:
-        return await self._send(access.tokens())
-
-    async def create_token(self, project: str = "default", role: Role = "member", *,
-                     name: str | None = None, expires_in_s: float | None = None) -> TokenCreated:
-        return await self._send(access.create_token(TokenCreate(
-            project=project, role=role, name=name, expires_in_s=expires_in_s)))
-
-    async def revoke_token(self, token_id: str) -> TokenView:
-        return await self._send(access.revoke_token(token_id))
-
-    async def secrets(self) -> list[SecretView]:
-        return await self._send(access.secrets())
-
-    async def set_secret(self, name: str, value: str) -> SecretView:
-        return await self._send(access.set_secret(name, value))
-
-    async def delete_secret(self, name: str) -> SecretView:
-        return await self._send(access.delete_secret(name))
-
-    async def audit(self, since: float | None = None, after: int = 0,
-              limit: int = 1000) -> AuditList:
-        return await self._send(access.audit(since, after, limit))
-
-    async def verify_audit(self) -> AuditVerdict:
-        return await self._send(access.verify_audit())
-
-    async def set_node_tags(self, node_id: str, tags: Sequence[str]) -> NodeView:
-        """A node's compliance tags (admin)."""
-        return await self._send(access.set_node_tags(node_id, list(tags)))
-
-    async def health(self) -> bool:
-        return await self._send(core.health(self.url))

@@ -1,9 +1,9 @@
 """What the sync and async clients share: building requests and reading answers (I/O-free).
 
 Each API operation is a function returning a :class:`Call`: the request to send and how to read
-its answer. :class:`~bourse.sdk.client.Client` and :class:`~bourse.sdk.client.AsyncClient` only
-send calls, so both speak the API identically and errors are mapped in one place
-(:func:`bourse.sdk.errors.error_for`).
+its answer. :class:`~bourse.sdk.client.Client` and
+:class:`~bourse.sdk.async_client.AsyncClient` only send calls, so both speak the API
+identically and errors are mapped in one place (:func:`bourse.sdk.errors.error_for`).
 """
 
 from __future__ import annotations

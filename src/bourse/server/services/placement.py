@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, case, func, or_, select, update
+from sqlalchemy import Select, and_, bindparam, case, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core import blocklist
@@ -38,7 +38,6 @@ from bourse.core.placement import (
     fits_any,
     plan,
     shape_of,
-    why_waiting,
 )
 from bourse.core.states import NODE_GONE, AttemptState, JobState, NodeState
 from bourse.market.pricing import list_price
@@ -46,10 +45,9 @@ from bourse.protocol.common import Capabilities, ProbeReport
 from bourse.server.access import Scope
 from bourse.server.commands import Command
 from bourse.server.db.schema import Attempt, Job, Node
-from bourse.server.services import claims
+from bourse.server.services import claims, waiting
 from bourse.server.services.agents import start_command
 from bourse.server.services.jobs import active_attempt_states
-from bourse.server.services.launches import in_flight_job_ids
 from bourse.server.services.lifecycle import set_job_state
 from bourse.server.services.specs import spec_of
 from bourse.server.services.verification import PLACEABLE
@@ -319,7 +317,7 @@ async def place_pending(session: AsyncSession, now: float, lease_s: float, *,
     ``memo``: what the passes over this database keep (the scheduler's; default: none)."""
     run = Pass(session, now, lease_s, batch, data_region, memo=memo or Memo(), full=full)
     if full:
-        run.report.failed += await _end_timed_out(session, now)
+        run.report.failed += await waiting.end_timed_out(session, now)
     # a quick pass first takes the groups the last pass read (the common case: a freed slot,
     # the same jobs waiting), and reads them again only if room is left that they did not use
     cached = not full and run.memo.groups is not None
@@ -336,7 +334,7 @@ async def place_pending(session: AsyncSession, now: float, lease_s: float, *,
         if {(g.project, g.shape) for g in fresh} - {(g.project, g.shape) for g in groups}:
             computes = await _pass(run, fresh)
     if full:
-        await _say_why(run, computes)
+        await waiting.say_why(run, computes)
     return run.report
 
 
@@ -348,7 +346,7 @@ async def _pass(run: Pass, groups: Sequence[Group]) -> dict[str, Compute]:
     run.shapes = set(computes)
     environments = [o for room in run.rooms for o in room.offers()]  # before any is taken
     run.unfit = {s for s, c in computes.items() if not fits_any(c, run.rooms)}
-    await _fail_never_runnable(run, groups, computes)
+    await waiting.fail_never_runnable(run, groups, computes)
     await _place_fitting(run, groups, environments)
     run.report.unplaced = max(0, sum(g.count for g in groups)
                               - (run.report.placed - placed_before)
@@ -485,107 +483,3 @@ def skipped_for_environment(compute: Compute, offers: Sequence[Offer],
         if lack is not None and lack[0] in ENVIRONMENT_CONSTRAINTS:
             found.append(f"{offer.instance_type}: {lack[1]}")
     return found[:most]
-
-
-# --- jobs that wait, and those that never could run ---------------------------------------------
-
-NO_NODE_YET = ("no node has joined this exchange yet (start one: `bourse agent --server URL "
-               "--token TOKEN`, or `bourse up`)")
-NOT_CONNECTED = "no verified node is connected"
-ALL_BUSY = "every connected node is busy"
-BUSY = "waiting for room: the nodes that can run it are busy or away"
-NONE_CONNECTED_CAN = "no connected node can run it now"
-TURN = ("waiting its turn: the free room that fits it went to older jobs (oldest first within "
-        "a project; the project with the fewest running jobs first between projects)")
-NEVER = ("no node on this exchange can ever run it: none of the {nodes} known node(s) has "
-         "what it asks, and no cloud offer can be launched")
-
-
-async def _fail_never_runnable(run: Pass, groups: Sequence[Group],
-                               computes: dict[str, Compute]) -> None:
-    """Fail, at once, first attempts of shapes that no known node could ever take (a retry
-    waits: its job ran once, so its node existed). An exchange no node has joined yet is not
-    judged: its jobs wait, saying so. A quick pass judges only shapes not found runnable yet;
-    the periodic pass judges every one again (a node may have gone)."""
-    memo = run.memo
-    unfit = sorted({g.shape for g in groups} & run.unfit)
-    if not run.full:  # a quick pass judges only shapes no pass has judged yet
-        unfit = [shape for shape in unfit if not memo.runnable.get((shape,))]
-    if not unfit:
-        return
-    known = await memo.known(run.session, fresh=run.full)
-    if not known and memo.launchable is None:
-        return
-    for shape in unfit:
-        compute = computes[shape]
-        runnable = fits_any(compute, known) or (
-            memo.launchable is not None and memo.launchable(compute))
-        memo.remember(memo.runnable, (shape,), runnable)
-        if not runnable:
-            reason = (NEVER.format(nodes=len(known)) + "\n"
-                      + why_waiting(compute, known))
-            run.report.failed += await _fail_shape(run, shape, reason)
-
-
-async def _fail_shape(run: Pass, shape: str, reason: str) -> int:
-    jobs = (await run.session.scalars(select(Job).where(
-        Job.state == JobState.PENDING.value, Job.shape == shape, Job.attempt == 0)
-        .with_for_update(skip_locked=True))).all()
-    for job in jobs:
-        job.reason, job.exit_code, job.pending_reason = reason, None, None
-        set_job_state(run.session, job, JobState.FAILED, run.now, reason)
-    return len(jobs)
-
-
-async def _say_why(run: Pass, computes: dict[str, Compute]) -> None:
-    """Tell each shape's waiting jobs why they wait, one statement per shape (only rows whose
-    reason changes are written)."""
-    memo = run.memo
-    room = tuple((r.node.id, r.cpus, r.memory_gib, len(r.devices)) for r in run.rooms)
-    for shape, compute in sorted(computes.items()):
-        if fits_any(compute, run.rooms):  # room is left that fits: its turn comes
-            reason = TURN
-        elif (shape, room, memo.version) in memo.reasons:
-            reason = memo.reasons[(shape, room, memo.version)]
-        else:
-            known = await memo.known(run.session)
-            reason = _unfit_reason(compute, run.rooms, known, memo.enrolled)
-            memo.remember(memo.reasons, (shape, room, memo.version), reason)
-        note = memo.note(shape) if memo.note is not None and reason != TURN else None
-        if note:
-            reason = f"{reason.split(chr(10), 1)[0]}\n{note}"
-        statement = _SAY if memo.launchable is None else _SAY_LAUNCHING
-        await run.session.execute(statement, {"of_shape": shape, "why": reason})
-
-
-_SAY = update(Job).where(
-    Job.state == JobState.PENDING.value, Job.shape == bindparam("of_shape"),
-    or_(Job.pending_reason.is_(None), Job.pending_reason != bindparam("why")),
-).values(pending_reason=bindparam("why")).execution_options(synchronize_session=False)
-# with clouds: a job a launch is under way for says so (the launcher writes its reason)
-_SAY_LAUNCHING = _SAY.where(Job.id.not_in(in_flight_job_ids()))
-
-
-def _unfit_reason(compute: Compute, rooms: Sequence[Room], known: Sequence[Room],
-                  enrolled: int) -> str:
-    if not rooms:
-        return NOT_CONNECTED if enrolled else NO_NODE_YET
-    free = any(room.offers() for room in rooms)
-    headline = BUSY if fits_any(compute, known) else NONE_CONNECTED_CAN
-    if not free:
-        return f"{headline} ({ALL_BUSY})"
-    return f"{headline}\n{why_waiting(compute, rooms)}"
-
-
-async def _end_timed_out(session: AsyncSession, now: float) -> int:
-    """Fail pending jobs that have waited past their ``pending_timeout_s``."""
-    jobs = (await session.scalars(select(Job).where(
-        Job.state == JobState.PENDING.value, Job.pending_until.is_not(None),
-        Job.pending_until < now).with_for_update(skip_locked=True))).all()
-    for job in jobs:
-        timeout = spec_of(job).pending_timeout_s
-        last = (job.pending_reason or "").split("\n", 1)[0]
-        job.reason = (f"waited {timeout:g} s without being placed (pending timeout)"
-                      + (f": {last}" if last else ""))
-        set_job_state(session, job, JobState.FAILED, now, job.reason)
-    return len(jobs)
