@@ -22,7 +22,7 @@ SPOT = LaunchView(id="l-1", node_id="n-1", node_name="aws-p4d", job_id="j-1", pr
                   instance_type="p4d.24xlarge", spot=True, price=12.0, on_demand=32.0,
                   instance_id="i-1", state=LaunchState.TERMINATED, requested_at=0.0,
                   launched_at=0.0, enrolled_at=60.0, terminated_at=3600.0, reason="idle",
-                  cost=12.0, boot_s=60.0, busy_s=2940.0, idle_s=600.0)
+                  cost=12.0, up_s=3600.0, boot_s=60.0, busy_s=2940.0, idle_s=600.0)
 
 
 def _answering(monkeypatch: pytest.MonkeyPatch, routes: dict[tuple[str, str], Any],

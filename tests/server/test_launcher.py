@@ -53,6 +53,19 @@ async def enrol(run: Launching, index: int = -1, **caps: Any) -> tuple[str, str]
     return made.json()["node_id"], made.json()["credential"]
 
 
+async def connected(live: Any, node_id: str, credential: str) -> FakeAgent:
+    """The launched machine's agent, connected: 8 GPUs as its offer (a p4d) says."""
+    agent = FakeAgent(live.ws_url, node_id, credential,
+                      capabilities(cpus=96, gpus=8, memory_gib=1152), name="launched")
+    await agent.connect()
+    return agent
+
+
+async def launched_agent(run: Launching, live: Any) -> FakeAgent:
+    """The last launch's machine boots: its agent enrols and connects."""
+    return await connected(live, *await enrol(run))
+
+
 async def test_a_job_no_node_can_take_launches_the_cheapest_fit(tmp_path: Path,
                                                                database_url: str) -> None:
     async with launching(tmp_path, database_url) as run:
@@ -92,9 +105,7 @@ async def test_the_launched_node_enrols_runs_the_job_and_ends_when_idle(
             "/api/v1/agent/enroll", json={"name": "x"},
             headers={"Authorization": f"Bearer {run.user_data[0]['enrol_token']}"})
         assert again.status_code == 401 and "already been used" in again.text
-        agent = FakeAgent(live.ws_url, node_id, credential,
-                          capabilities(cpus=96, gpus=8, memory_gib=1152), name="launched")
-        await agent.connect()
+        agent = await connected(live, node_id, credential)
         try:
             await run.tick()
             assert (await launches_of(run))[0].state == LaunchState.READY
@@ -386,10 +397,7 @@ async def test_a_launched_node_serves_the_project_that_launched_it(
     async with launching(tmp_path, database_url) as run, serve(run.exchange) as live:
         mine = await run.exchange.submit(compute={"gpu": "a100:8"})
         await run.cycle()
-        node_id, credential = await enrol(run)
-        agent = FakeAgent(live.ws_url, node_id, credential,
-                          capabilities(cpus=96, gpus=8, memory_gib=1152), name="launched")
-        await agent.connect()
+        agent = await launched_agent(run, live)
         try:
             await run.tick()
             await run.exchange.tick()
@@ -434,10 +442,7 @@ async def test_an_instance_the_cloud_took_away_loses_its_attempt(tmp_path: Path,
     async with launching(tmp_path, database_url) as run, serve(run.exchange) as live:
         job = await run.exchange.submit(compute={"gpu": "a100:8"})
         await run.cycle()
-        node_id, credential = await enrol(run)
-        agent = FakeAgent(live.ws_url, node_id, credential,
-                          capabilities(cpus=96, gpus=8, memory_gib=1152), name="launched")
-        await agent.connect()
+        agent = await launched_agent(run, live)
         try:
             await run.tick()
             await run.exchange.tick()

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import click
@@ -64,19 +63,15 @@ def launches(live: bool, as_json: bool) -> None:
     if not found:
         click.echo("no machine launched yet" + (" that is still live" if live else ""))
         return
-    click.echo(render_launches(found, time.time()))
+    click.echo(render_launches(found))
 
 
-def render_launches(found: list[LaunchView], now: float) -> str:
+def render_launches(found: list[LaunchView]) -> str:
     rows = [[v.id, v.node_name or v.node_id, v.state.value, v.zone or v.region, v.instance_type,
              "spot" if v.spot else "on-demand", f"{v.price:.4f}",
-             seconds(_up(v, now)), "-" if v.boot_s is None else seconds(v.boot_s),
+             seconds(v.up_s), "-" if v.boot_s is None else seconds(v.boot_s),
              seconds(v.idle_s), dollars(v.cost), (v.reason or "")[:60]] for v in found]
     return table(LAUNCH_HEADERS, rows, right=(6, 7, 8, 9, 10))
-
-
-def _up(v: LaunchView, now: float) -> float:
-    return 0.0 if v.launched_at is None else (v.terminated_at or now) - v.launched_at
 
 
 @click.command("limits")

@@ -37,19 +37,19 @@ def cost(by: str, since: str | None, as_json: bool) -> None:
     click.echo(table(headers, rows, right=(1, 2, 3, 4, 5, 6)))
     if summary.launched:
         click.echo("\nlaunched nodes (launch to termination, at their price):")
-        click.echo(launched_table(summary.launched, time.time()))
+        click.echo(launched_table(summary.launched))
 
 
 LAUNCHED_HEADERS = ("NODE", "JOB", "TYPE", "MARKET", "UP", "BOOT", "BUSY", "IDLE", "COST",
                     "ON DEMAND", "SAVED")
 
 
-def launched_table(views: list[LaunchView], now: float) -> str:
+def launched_table(views: list[LaunchView]) -> str:
     """Each launched node's cost, its boot and idle time apart from the time jobs ran, and
     for spot nodes what they saved against the same hours on demand."""
     rows = []
     for v in views:
-        up = 0.0 if v.launched_at is None else (v.terminated_at or now) - v.launched_at
+        up = v.up_s
         on_demand = None if v.on_demand is None else up / 3600 * v.on_demand
         saved = saving(v.cost, on_demand) if v.spot else None
         rows.append([v.node_name or v.node_id, v.job_id or "-", v.instance_type,

@@ -49,7 +49,8 @@ class LaunchView(Wire):
     enrolled_at: float | None = None
     terminated_at: float | None = None
     reason: str | None = None
-    cost: float = 0.0  # launch (or request) to termination (or now), at its price
+    cost: float = 0.0  # launch to termination (or now), at its price
+    up_s: float = 0.0  # launch to termination (or now): the time it cost
     boot_s: float | None = None  # launch to enrolment
     busy_s: float = 0.0  # attempts ran on it
     idle_s: float = 0.0  # up, enrolled, and not running attempts

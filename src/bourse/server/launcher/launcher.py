@@ -22,7 +22,6 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -260,10 +259,9 @@ class Launcher:
         if project is None or (project.cap_hour is None and project.cap_day is None):
             return None
         now = self.clock()
-        day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0,
-                                                       microsecond=0).timestamp()
         async with self.db.read() as session:
-            hourly, spent = await launches.project_spend(session, job.project_id, day, now)
+            hourly, spent = await launches.project_spend(session, job.project_id,
+                                                         launches.day_start(now), now)
         return over_cap(price, hourly, spent, project.cap_hour, project.cap_day)
 
     async def _try(self, job: Job, place: Match, tries: list[Try],

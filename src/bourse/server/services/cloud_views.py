@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.errors import InvalidInput
@@ -47,9 +45,8 @@ def cloud_list(launcher: Launcher | None, config: CloudsConfig) -> CloudList:
 async def limits(session: AsyncSession, name: str, scope: Scope,
                  now: float) -> ProjectLimitsView:
     project = await get_project(session, name, scope)
-    day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0,
-                                                   microsecond=0).timestamp()
-    hourly, spent = await launches.project_spend(session, project.id, day, now)
+    hourly, spent = await launches.project_spend(session, project.id,
+                                                 launches.day_start(now), now)
     return ProjectLimitsView(name=project.id, clouds=project.clouds, cap_hour=project.cap_hour,
                              cap_day=project.cap_day, running_per_hour=round(hourly, 6),
                              spent_today=round(spent, 6))

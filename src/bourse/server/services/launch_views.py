@@ -33,11 +33,10 @@ async def launch_views(session: AsyncSession, scope: Scope, now: float, *,
 def view(launch: Launch, node_name: str | None, spans: Sequence[tuple[float, float]],
          now: float) -> LaunchView:
     up = up_seconds(launch, now)
-    busy_s = _within(spans, launch.launched_at, launch.terminated_at or now)
-    boot = None
+    busy = min(_within(spans, launch.launched_at, launch.terminated_at or now), up)
+    boot = _booting(launch, now)  # still booting: the time so far
     if launch.launched_at is not None and launch.enrolled_at is not None:
         boot = max(0.0, launch.enrolled_at - launch.launched_at)
-    busy = min(busy_s, up)
     return LaunchView(
         id=launch.id, node_id=launch.node_id, node_name=node_name, job_id=launch.job_id,
         project=launch.project_id, provider=launch.provider, region=launch.region,
@@ -46,8 +45,8 @@ def view(launch: Launch, node_name: str | None, spans: Sequence[tuple[float, flo
         state=LaunchState(launch.state), requested_at=launch.requested_at,
         launched_at=launch.launched_at, enrolled_at=launch.enrolled_at,
         terminated_at=launch.terminated_at, reason=launch.reason,
-        cost=up / 3600 * launch.price, boot_s=boot if boot is not None else _booting(launch, now),
-        busy_s=busy, idle_s=max(0.0, up - busy - (boot or _booting(launch, now) or 0.0)))
+        cost=up / 3600 * launch.price, up_s=up, boot_s=boot, busy_s=busy,
+        idle_s=max(0.0, up - busy - (boot or 0.0)))
 
 
 def up_seconds(launch: Launch, now: float) -> float:

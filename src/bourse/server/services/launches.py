@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import delete, func, select, update
@@ -161,16 +162,19 @@ async def live(session: AsyncSession) -> list[Launch]:
         Launch.state.in_(LAUNCH_LIVE)).order_by(Launch.requested_at).with_for_update())).all())
 
 
+# the jobs a launch is under way for
+_IN_FLIGHT = select(Launch.job_id).where(Launch.state.in_(LAUNCH_IN_FLIGHT),
+                                         Launch.job_id.is_not(None))
+
+
 async def in_flight_jobs(session: AsyncSession) -> set[str]:
-    rows = await session.scalars(select(Launch.job_id).where(
-        Launch.state.in_(LAUNCH_IN_FLIGHT), Launch.job_id.is_not(None)))
-    return {r for r in rows.all() if r}
+    return {r for r in (await session.scalars(_IN_FLIGHT)).all() if r}
 
 
 def in_flight_job_ids() -> Any:
-    """A subquery of the jobs a launch is under way for (their reason is the launcher's)."""
-    return select(Launch.job_id).where(Launch.state.in_(LAUNCH_IN_FLIGHT),
-                                       Launch.job_id.is_not(None)).scalar_subquery()
+    """The same as a subquery (a job a launch is under way for: its reason is the
+    launcher's)."""
+    return _IN_FLIGHT.scalar_subquery()
 
 
 async def waiting_jobs(session: AsyncSession, now: float, limit: int) -> list[Job]:
@@ -196,6 +200,12 @@ async def add_blocks(session: AsyncSession, found: Sequence[LaunchBlock], now: f
             session.add(LaunchBlockRow(key=block.key, until=block.until, reason=block.reason))
         else:
             row.until, row.reason = max(row.until, block.until), block.reason
+
+
+def day_start(now: float) -> float:
+    """00:00 UTC of ``now``'s day: a project's daily cap counts from there."""
+    return datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0,
+                                                    microsecond=0).timestamp()
 
 
 async def project_spend(session: AsyncSession, project_id: str, day_start: float,
