@@ -50,11 +50,12 @@ class Clock:
 
 
 def capabilities(cpus: int = 2, memory_gib: float = 8.0, gpus: int = 0,
-                 gpu: GpuInfo = A100) -> Capabilities:
+                 gpu: GpuInfo = A100, network: str | None = None,
+                 address: str | None = None) -> Capabilities:
     return Capabilities(hostname="test-host", cpus=cpus, memory_gib=memory_gib,
                         disk_free_gib=100.0, gpus=[gpu] * gpus,
                         driver="550.54.15" if gpus else None, os="Linux", python="3.11",
-                        agent_version="test")
+                        agent_version="test", network=network, address=address)
 
 
 def job_spec(command: list[str] | None = None, **extra: Any) -> dict[str, Any]:
@@ -150,7 +151,7 @@ class Exchange:
         return job
 
     async def attempt_row(self, job_id: str, number: int) -> Attempt:
-        attempt: Attempt = await self.row(Attempt, (job_id, number))
+        attempt: Attempt = await self.row(Attempt, (job_id, number, 0))
         return attempt
 
     async def node_row(self, node_id: str) -> Node:

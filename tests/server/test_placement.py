@@ -248,20 +248,17 @@ async def test_jobs_of_one_batch_are_placed_in_batch_order(
     assert await _started(agent) == submitted
 
 
-async def test_a_multi_node_job_is_refused_not_run_on_one_node(
+async def test_a_multi_node_job_never_runs_on_one_node(
         live: Live, agent_factory: Factory) -> None:
-    """Placement ignores num_nodes; such a job was once started on a single node."""
+    """Placement once ignored num_nodes and started such a job on a single node."""
     exchange = live.exchange
-    agent: FakeAgent = await agent_factory(cpus=8)
-    for submit in ({"url": "/api/v1/jobs", "json": job_spec(compute={"num_nodes": 4})},
-                   {"url": "/api/v1/jobs/batch",
-                    "json": {"jobs": [job_spec(), job_spec(compute={"num_nodes": 2})]}}):
-        response = await exchange.client.post(**submit)
-        assert response.status_code == 422, response.text
-        assert response.json()["field"].endswith("compute.num_nodes")
-    assert (await exchange.client.get("/api/v1/jobs")).json()["jobs"] == []  # all or none
+    agent: FakeAgent = await agent_factory(cpus=8, network="lab", address="10.0.0.1")
+    job = (await exchange.submit(compute={"num_nodes": 2}))["id"]
     await exchange.tick()
     assert await _started(agent) == []
+    waiting = await exchange.job(job)
+    assert waiting["state"] == "PENDING"
+    assert "needs 2 nodes of one network" in waiting["pending_reason"]
 
 
 async def test_the_pending_reason_follows_the_nodes(live: Live, agent_factory: Factory) -> None:

@@ -260,6 +260,11 @@ class Compute(BaseModel):
         if not isinstance(data, dict):
             return data
         data = dict(data)
+        if "nodes" in data:  # Compute(..., nodes=N), as dstack writes it
+            if "num_nodes" in data:
+                raise InvalidInput("nodes and num_nodes both given", field="nodes",
+                                   hint="write one of them")
+            data["num_nodes"] = data.pop("nodes")
         gpu = data.get("gpu")
         if isinstance(gpu, str):
             data["gpu"] = parse_gpu(gpu)
@@ -316,11 +321,12 @@ class Compute(BaseModel):
     def _image(cls, value: str | None) -> str | None:
         return None if value is None else names.image(value)
 
-    @field_validator("num_nodes")
+    @field_validator("num_nodes", mode="before")
     @classmethod
-    def _nodes(cls, value: int) -> int:
-        if not 1 <= value <= MAX_NODES:
-            raise InvalidInput(f"num_nodes must be from 1 to {MAX_NODES}, got {value}",
+    def _nodes(cls, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_NODES:
+            raise InvalidInput(f"num_nodes must be a whole number from 1 to {MAX_NODES}, "
+                               f"got {value!r:.40}",
                                field="num_nodes")
         return value
 
@@ -354,6 +360,8 @@ class Compute(BaseModel):
             parts.append(f"spot={self.spot}")
         if self.max_price is not None:
             parts.append(f"<= ${self.max_price:.2f}/h")
+        if self.num_nodes > 1:
+            return f"{self.num_nodes} nodes, each {', '.join(parts)}"
         return ", ".join(parts)
 
 

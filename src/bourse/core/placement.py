@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -24,6 +24,7 @@ from typing import Any
 from bourse.core.blocklist import Block, tiers
 from bourse.core.compute import Compute
 from bourse.core.devices import Device, choose, groups, held, take, weight
+from bourse.core.gang import best_gang, shortfall
 from bourse.core.match import Match, explain, match
 from bourse.core.offer import Offer
 
@@ -62,6 +63,8 @@ class NodeCapacity:
     tags: frozenset[str] = frozenset()
     project_id: str = "default"  # its provider's project
     reserved_for: str | None = None  # a node the exchange launched serves its project only
+    network: str | None = None  # hosts it reaches (``core.gang``); None: it joins no gang
+    address: str | None = None  # where its gang peers dial it
 
     @property
     def on_demand(self) -> float:
@@ -181,10 +184,13 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Placement:
+    """An attempt placed on a node; a gang's members are placed together, rank 0 first."""
+
     job: Candidate
     match: Match
     need: Need
     node: NodeCapacity
+    rank: int = 0
 
     @property
     def node_id(self) -> str:
@@ -219,8 +225,9 @@ def plan(queues: Mapping[str, Sequence[Candidate]], rooms: Sequence[Room], *, no
         if job.shape in out.unfit or (job.shape, job.project) in out.unfit_for:
             out.passed.append(job)
             continue
-        chosen = best_offer(job, [o for node, found in offers.items()
-                                  if by_node[node].node.serves(project) for o in found], now)
+        serving = [o for node, found in offers.items()
+                   if by_node[node].node.serves(project) for o in found]
+        chosen = _choose(job, serving, by_node, now)
         if chosen is None:
             if all(room.node.reserved_for is None for room in rooms):
                 out.unfit.add(job.shape)
@@ -228,14 +235,34 @@ def plan(queues: Mapping[str, Sequence[Candidate]], rooms: Sequence[Room], *, no
                 out.unfit_for.add((job.shape, job.project))
             out.passed.append(job)
             continue
-        room = by_node[chosen.offer.node_id or chosen.offer.id]
-        need = assigned(job.compute, chosen.offer, room)
-        room.take(need)
-        offers[room.node.id] = room.offers()
+        for rank, found_match in enumerate(chosen):
+            room = by_node[found_match.offer.node_id or found_match.offer.id]
+            need = assigned(job.compute, found_match.offer, room)
+            room.take(need)
+            offers[room.node.id] = room.offers()
+            out.placements.append(Placement(job, found_match, need, room.node, rank))
         counts[project] = counts.get(project, 0) + 1
-        out.placements.append(Placement(job, chosen, need, room.node))
     out.exhausted = {p for p, queue in queues.items() if heads[p] >= len(queue)}
     return out
+
+
+def _choose(job: Candidate, offers: Sequence[Offer], by_node: Mapping[str, Room],
+            now: float) -> list[Match] | None:
+    """Where the job's attempt goes: one offer, or a gang's (``core.gang``)."""
+    if job.compute.num_nodes == 1:
+        one = best_offer(job, offers, now)
+        return None if one is None else [one]
+    return best_gang(job.compute, _with_cpus(job.compute, offers), networks(by_node.values()),
+                     blocklist=job.blocklist, now=now, near=job.near)
+
+
+def networks(rooms: Iterable[Room]) -> dict[str, str | None]:
+    return {room.node.id: room.node.network for room in rooms}
+
+
+def _with_cpus(compute: Compute, offers: Sequence[Offer]) -> list[Offer]:
+    cpus = Need.of(compute).cpus
+    return [o for o in offers if (o.cpus or 0) >= cpus - 1e-9]
 
 
 def next_project(queues: Mapping[str, Sequence[Candidate]], heads: Mapping[str, int],
@@ -279,13 +306,25 @@ def assigned(compute: Compute, offer: Offer, room: Room) -> Need:
 
 
 def fits_any(compute: Compute, rooms: Sequence[Room]) -> bool:
-    """Whether some room could take the Compute (capacity as given, blocklists aside)."""
-    cpus = Need.of(compute).cpus
-    offers = [o for room in rooms for o in room.offers() if (o.cpus or 0) >= cpus - 1e-9]
+    """Whether the rooms could take the Compute (capacity as given, blocklists aside): some
+    room, or for a gang, enough rooms of one network."""
+    offers = _with_cpus(compute, [o for room in rooms for o in room.offers()])
+    if compute.num_nodes > 1:
+        return best_gang(compute, offers, networks(rooms)) is not None
     return bool(match(compute, offers, limit=1))
 
 
+def member_fits(compute: Compute, rooms: Sequence[Room]) -> bool:
+    """Whether some room could take one node's share of the Compute (for a gang: one member;
+    more nodes may join its network)."""
+    return fits_any(compute.model_copy(update={"num_nodes": 1}), rooms)
+
+
 def why_waiting(compute: Compute, rooms: Sequence[Room], nearest: int = 3) -> str:
-    """The matcher's explanation over the free room, one line per constraint."""
+    """The matcher's explanation over the free room, one line per constraint (a gang's first
+    line says how many nodes of each network fit a member)."""
     offers = [o for room in rooms for o in room.offers()]
-    return "\n".join(explain(compute, offers, nearest=nearest).lines())
+    lines = explain(compute, offers, nearest=nearest).lines()
+    if compute.num_nodes > 1:
+        lines = [shortfall(compute, _with_cpus(compute, offers), networks(rooms)), *lines]
+    return "\n".join(lines)

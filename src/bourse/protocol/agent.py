@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from bourse.core.devices import DEVICE_ADDRESS
 from bourse.protocol.common import (
@@ -25,6 +25,7 @@ from bourse.protocol.common import (
     JobSpec,
     ProbeReport,
     Wire,
+    ip_literal,
 )
 from bourse.protocol.metrics import MAX_SAMPLES, JobSample, Sample
 from bourse.protocol.stream import (
@@ -74,7 +75,8 @@ class Heartbeat(Wire):
     time: float
 
 
-EventKind = Literal["accepted", "preparing", "started", "exited", "start_failed", "info"]
+EventKind = Literal["accepted", "preparing", "started", "exited", "start_failed", "info",
+                    "rendezvous"]
 
 
 class JobEvent(Wire):
@@ -170,6 +172,36 @@ class DataPlan(Wire):
 DeviceAddress = Annotated[str, Field(pattern=DEVICE_ADDRESS)]
 
 
+MAX_GANG = 1024  # core.compute.MAX_NODES
+
+
+class Gang(Wire):
+    """A member's place in its gang: its rank, every member's address by rank, and the port
+    rank 0 listens on — None in rank 0's own start: its agent chooses a free one, says which
+    (``rendezvous``), and the others are started with it. Before its process starts, each
+    member proves it reaches rank 0 there (rank 0 waits for all); ``timeout_s`` bounds it."""
+
+    rank: int = Field(ge=0, lt=MAX_GANG)
+    addresses: list[Annotated[str, Field(max_length=64)]] = Field(min_length=2,
+                                                                  max_length=MAX_GANG)
+    port: int | None = Field(default=None, ge=1, le=65535)
+    gpus_per_node: int = Field(default=0, ge=0, le=64)
+    timeout_s: float = Field(default=600.0, gt=0, le=86400)
+
+    @field_validator("addresses")
+    @classmethod
+    def _addresses(cls, value: list[str]) -> list[str]:
+        return [ip_literal(a) for a in value]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Gang:
+        if self.rank >= len(self.addresses):
+            raise ValueError(f"rank {self.rank} of a gang of {len(self.addresses)}")
+        if self.rank and self.port is None:
+            raise ValueError("a member other than rank 0 needs its gang's port")
+        return self
+
+
 class StartJob(Wire):
     job_id: JobId
     attempt: int = Field(ge=1)
@@ -182,6 +214,7 @@ class StartJob(Wire):
     # sees; [] none (a CPU job on a GPU node); None: not said (an older coordinator), the
     # job sees every GPU of the node
     gpus: list[DeviceAddress] | None = Field(default=None, max_length=64)
+    gang: Gang | None = None  # a member of a multi-node job
 
     def __repr__(self) -> str:  # keep secrets out of tracebacks and logs
         return f"StartJob(job_id={self.job_id!r}, attempt={self.attempt})"

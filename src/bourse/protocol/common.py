@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -163,6 +164,9 @@ class JobSpec(Wire):
 
 
 Label = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+# hosts that reach each other (a fleet, a cluster, a cloud zone): gangs are placed in one
+Network = Annotated[str, Field(min_length=1, max_length=128,
+                               pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")]
 
 
 class Capabilities(Wire):
@@ -187,6 +191,21 @@ class Capabilities(Wire):
     region: Label | None = None  # where the node is (a cloud region or a site name)
     engines: list[str] = Field(default_factory=list)  # docker, podman, nvidia-container-cli
     job_python: Tool | None = None  # the Python jobs run with (`bourse agent --python`)
+    network: Network | None = None  # `bourse agent --network`: gangs run within one
+    address: str | None = Field(default=None, max_length=64)  # where its gang peers dial it
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str | None) -> str | None:
+        return None if value is None else ip_literal(value)
+
+
+def ip_literal(value: str) -> str:
+    """An IPv4 or IPv6 address as written (``10.0.0.2``), or a clear error."""
+    try:
+        return str(ipaddress.ip_address(value.strip()))
+    except ValueError:
+        raise ValueError(f"{value!r:.70} is not an IP address (write e.g. 10.0.0.2)") from None
 
 
 class AttemptRef(Wire):

@@ -91,6 +91,7 @@ class ServerState:
         db, notifier, secrets = Database(config.db_url), Notifier(), SecretKeeper()
         connections = Connections()
         dispatch = Dispatch(db, notifier, connections, secrets, clock)
+        db.after_commit.append(dispatch.after_commit)
         launcher = (Launcher(db, Clouds.from_config(config.clouds), config, connections,
                              notifier, clock=clock) if config.clouds.enabled else None)
         scheduler = Scheduler(db, dispatch, connections, notifier, config, clock=clock,

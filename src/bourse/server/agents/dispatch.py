@@ -15,11 +15,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from bourse.core.errors import BourseError
 from bourse.protocol.agent import StartJob
 from bourse.server.agents.connections import Connections
-from bourse.server.commands import Command
+from bourse.server.commands import Command, noted_commands
 from bourse.server.dataplane import DataPlane, Failure
 from bourse.server.db.database import Database
 from bourse.server.notifier import Notifier
@@ -53,6 +54,10 @@ class Dispatch:
         self._queue.put_nowait(list(commands))
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._dispatch_all())
+
+    def after_commit(self, info: dict[str, Any]) -> None:
+        """Send what a committed transaction noted (``commands.note_commands``)."""
+        self.send(noted_commands(info))
 
     async def close(self) -> None:
         if self._task is not None:

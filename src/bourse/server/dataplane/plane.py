@@ -94,6 +94,8 @@ class DataPlane:
                         msg.attempt, exc.message)
             return Failure(command.node_id, msg.job_id, msg.attempt, exc.message)
         plan = data_plan(msg.spec, msg.job_id, self.root, self.settings, credentials)
+        if msg.gang is not None and msg.gang.rank:  # a gang's outputs are rank 0's
+            plan = plan.model_copy(update={"outputs": {}, "lightning_logs": None})
         return Command(command.node_id, msg.model_copy(update={"data": plan}))
 
     async def credentials(self, job_id: str, attempt: int, spec: JobSpec) -> ScopedCredentials:

@@ -129,6 +129,8 @@ class Job(Base):
     # the values of the env variables the spec marks secret, sealed (``services.secrets``);
     # ``spec`` holds them redacted
     sealed_env: Mapped[bytes | None] = mapped_column(LargeBinary)
+    # a gang's current attempt: its members' nodes, by rank (``services.gangs``)
+    members: Mapped[list[str] | None] = mapped_column(JSON)
     __table_args__ = (Index("ix_jobs_state_created", "state", "created_at"),
                       Index("ix_jobs_run", "run"),
                       Index("ix_jobs_project_created", "project_id", "created_at"),
@@ -140,6 +142,9 @@ class Attempt(Base):
     __tablename__ = "attempts"
     job_id: Mapped[str] = mapped_column(String(40), ForeignKey("jobs.id"), primary_key=True)
     number: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # a gang's member (``services.gangs``): its node rank; 0 for a one-node job
+    rank: Mapped[int] = mapped_column(Integer, primary_key=True, default=0,
+                                      server_default="0")
     node_id: Mapped[str] = mapped_column(String(40))
     state: Mapped[str] = mapped_column(String(16))
     placed_at: Mapped[float] = mapped_column(Float)
@@ -159,6 +164,8 @@ class Attempt(Base):
     preempt_at: Mapped[float | None] = mapped_column(Float)  # when its node gave notice
     checkpoint_at: Mapped[float | None] = mapped_column(Float)  # its last complete checkpoint
     lost_work_s: Mapped[float | None] = mapped_column(Float)  # work no checkpoint kept
+    address: Mapped[str | None] = mapped_column(String(64))  # a gang member's, as peers dial it
+    port: Mapped[int | None] = mapped_column(Integer)  # its gang's MASTER_PORT, once chosen
     __table_args__ = (Index("ix_attempts_node_state", "node_id", "state"),)
 
 
@@ -169,6 +176,7 @@ class Event(Base):
     id: Mapped[int] = mapped_column(ROW_ID, primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(String(40), ForeignKey("jobs.id"))
     attempt: Mapped[int] = mapped_column(Integer)
+    rank: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     agent_seq: Mapped[int | None] = mapped_column(Integer)
     time: Mapped[float] = mapped_column(Float)
     kind: Mapped[str] = mapped_column(String(32))
@@ -176,7 +184,8 @@ class Event(Base):
     message: Mapped[str] = mapped_column(Text, default="")
     data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     __table_args__ = (
-        UniqueConstraint("job_id", "attempt", "agent_seq", name="uq_events_agent_seq"),
+        UniqueConstraint("job_id", "attempt", "rank", "agent_seq",
+                         name="uq_events_agent_seq"),
         Index("ix_events_job", "job_id", "id"),
     )
 
@@ -186,13 +195,14 @@ class LogChunk(Base):
     id: Mapped[int] = mapped_column(ROW_ID, primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(String(40), ForeignKey("jobs.id"))
     attempt: Mapped[int] = mapped_column(Integer)
+    rank: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     seq: Mapped[int] = mapped_column(Integer)
     stream: Mapped[str] = mapped_column(String(8))
     offset: Mapped[int] = mapped_column(BigInteger)
     data: Mapped[bytes] = mapped_column(LargeBinary)
     time: Mapped[float] = mapped_column(Float)
     __table_args__ = (
-        UniqueConstraint("job_id", "attempt", "seq", name="uq_log_chunks_seq"),
+        UniqueConstraint("job_id", "attempt", "rank", "seq", name="uq_log_chunks_seq"),
         Index("ix_log_chunks_job", "job_id", "id"),
         # ids are cursors: never reused after rows move to the log archive (SQLite would
         # otherwise hand out max(id) + 1 again once the newest rows are deleted)

@@ -17,24 +17,22 @@ from typing import Any
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bourse.core.devices import held
 from bourse.core.states import AttemptState, JobState, NodeState, exit_outcome, late_success
 from bourse.core.uri import parse_uri
-from bourse.protocol.agent import CancelJob, Heartbeat, Hello, JobEvent, LogChunk, StartJob
+from bourse.protocol.agent import CancelJob, Heartbeat, Hello, JobEvent, LogChunk
 from bourse.protocol.common import AttemptRef
 from bourse.server.commands import Command
 from bourse.server.db.schema import Attempt, Event, Job, Node
 from bourse.server.logs.meter import LogMeter
-from bourse.server.services import launches, logs, verification
+from bourse.server.services import gangs, launches, logs, verification
 from bourse.server.services.jobs import CANCEL_GRACE_S, active_attempt_states
 from bourse.server.services.lifecycle import (
     add_event,
-    end_attempt,
     set_attempt_state,
     set_job_state,
     succeed_late,
 )
-from bourse.server.services.specs import spec_of
+from bourse.server.services.starts import start_command
 from bourse.storage.errors import InvalidURI
 from bourse.storage.jobenv import LIGHTNING_LOGS
 
@@ -101,16 +99,17 @@ async def _reconcile(session: AsyncSession, node_id: str, running: Sequence[Atte
         if key not in reported and key not in spared:
             job = await session.get(Job, attempt.job_id, with_for_update=True)
             assert job is not None
-            end_attempt(session, job, attempt, AttemptState.LOST, now=now,
-                        reason="the agent no longer has it")
+            await gangs.end(session, job, attempt, AttemptState.LOST, now=now,
+                            reason="the agent no longer has it")
     return commands
 
 
 async def _is_current(session: AsyncSession, node_id: str, job_id: str, number: int) -> bool:
-    attempt = await session.get(Attempt, (job_id, number))
+    attempt = await session.scalar(select(Attempt).where(
+        Attempt.job_id == job_id, Attempt.number == number, Attempt.node_id == node_id))
     job = await session.get(Job, job_id)
-    return (attempt is not None and job is not None and attempt.node_id == node_id
-            and job.attempt == number and AttemptState(attempt.state).active)
+    return (attempt is not None and job is not None and job.attempt == number
+            and AttemptState(attempt.state).active)
 
 
 async def _resend(session: AsyncSession, node_id: str) -> list[Command]:
@@ -123,7 +122,8 @@ async def _resend(session: AsyncSession, node_id: str) -> list[Command]:
         if job is None or job.attempt != attempt.number:
             continue
         if attempt.state == AttemptState.SCHEDULED.value:
-            commands.append(start_command(job, attempt))
+            commands += (await gangs.resend(session, job, attempt) if gangs.is_gang(job)
+                         else [start_command(job, attempt)])
         if job.cancel_requested:
             commands.append(Command(node_id, CancelJob(
                 job_id=job.id, attempt=attempt.number, grace_s=CANCEL_GRACE_S,
@@ -131,45 +131,32 @@ async def _resend(session: AsyncSession, node_id: str) -> list[Command]:
     return commands
 
 
-def start_command(job: Job, attempt: Attempt) -> Command:
-    env = {"BOURSE_JOB_ID": job.id, "BOURSE_ATTEMPT": str(attempt.number),
-           "BOURSE_NODE_ID": attempt.node_id}
-    if job.resume:
-        env["BOURSE_RESUME"] = "1"  # an earlier attempt was interrupted: resume its work
-    return Command(attempt.node_id, StartJob(job_id=job.id, attempt=attempt.number,
-                                             spec=spec_of(job), env=env,
-                                             gpus=given_devices(attempt.resources)))
-
-
-def given_devices(resources: dict[str, Any] | None) -> list[str] | None:
-    """The devices an attempt was given; None for one placed before devices were assigned
-    (it holds GPUs by count only: the agent shows it every GPU, as it did then)."""
-    addresses, anonymous = held(resources or {})
-    return None if anonymous else addresses
-
-
 async def record_job_events(session: AsyncSession, node_id: str, events: Sequence[JobEvent],
                             now: float) -> list[Command]:
     """Apply a batch of job events in a few statements: attempts, jobs and the sequence
     numbers already stored are read up front, then each new event is applied in order."""
     unique = list({(e.job_id, e.attempt, e.seq): e for e in events}.values())
-    attempts, jobs = await load_attempts_and_jobs(session,
-                                                  {(e.job_id, e.attempt) for e in unique})
-    ours = [e for e in unique
-            if (a := attempts.get((e.job_id, e.attempt))) is not None and a.node_id == node_id]
+    attempts, jobs = await load_attempts_and_jobs(
+        session, {(e.job_id, e.attempt) for e in unique}, node_id)
+    ours = [e for e in unique if (e.job_id, e.attempt) in attempts]
     seen = await _stored_seqs(session, ours)
-    fresh = [e for e in ours if (e.job_id, e.attempt, e.seq) not in seen]
+    fresh = [e for e in ours
+             if (e.job_id, e.attempt, attempts[(e.job_id, e.attempt)].rank, e.seq) not in seen]
     commands: list[Command] = []
     for event in fresh:
         attempt, job = attempts[(event.job_id, event.attempt)], jobs[event.job_id]
         data = without_nul(event.data)
         add_event(session, event.job_id, event.attempt, event.kind, event.time,
                   message=str(data.get("reason") or data.get("text") or ""), data=data,
-                  agent_seq=event.seq)
+                  agent_seq=event.seq, rank=attempt.rank)
         if job.attempt == event.attempt and AttemptState(attempt.state).active:
-            _apply(session, job, attempt, event, now)
-        elif event.kind == "exited" and _succeeded(data) and late_success(
-                AttemptState(attempt.state), JobState(job.state), job.cancel_requested):
+            if event.kind == "rendezvous":
+                commands += await gangs.rendezvous(session, job, attempt, data, now)
+            else:
+                await _apply(session, job, attempt, event, now)
+        elif event.kind == "exited" and not gangs.is_gang(job) and _succeeded(data) and \
+                late_success(AttemptState(attempt.state), JobState(job.state),
+                             job.cancel_requested):
             commands += await _late_success(session, job, attempt, data, now)
         elif event.kind in ("accepted", "started"):
             commands.append(Command(node_id, CancelJob(
@@ -188,7 +175,7 @@ def _succeeded(data: dict[str, Any]) -> bool:
 async def _late_success(session: AsyncSession, job: Job, late: Attempt, data: dict[str, Any],
                         now: float) -> list[Command]:
     """Take the success of an attempt given up earlier; cancel the one placed since."""
-    current = (await session.get(Attempt, (job.id, job.attempt))
+    current = (await session.get(Attempt, (job.id, job.attempt, 0))
                if job.attempt != late.number else None)
     outputs = data.get("outputs")
     succeed_late(session, job, late, current, now=now, outputs={
@@ -211,14 +198,16 @@ def without_nul(value: Any) -> Any:
     return value
 
 
-async def load_attempts(session: AsyncSession,
-                        keys: set[tuple[str, int]]) -> dict[tuple[str, int], Attempt]:
+async def load_attempts(session: AsyncSession, keys: set[tuple[str, int]],
+                        node_id: str) -> dict[tuple[str, int], Attempt]:
+    """The attempts of ``keys`` that ran on the node (a node holds one member of a gang)."""
     if not keys:
         return {}
     # by job id, then filtered here: SQLite does not use an index for row-value IN lists
     rows = (await session.scalars(select(Attempt).where(
         Attempt.job_id.in_({job for job, _ in keys})))).all()
-    return {(a.job_id, a.number): a for a in rows if (a.job_id, a.number) in keys}
+    return {(a.job_id, a.number): a for a in rows
+            if (a.job_id, a.number) in keys and a.node_id == node_id}
 
 
 # Statements the hub runs at every batch of agent messages, built once: building one costs
@@ -226,13 +215,13 @@ async def load_attempts(session: AsyncSession,
 _ATTEMPTS_AND_JOBS = (
     select(Attempt, Job).join(Job, Job.id == Attempt.job_id)
     .where(Attempt.job_id.in_(bindparam("jobs", expanding=True))).with_for_update(of=Job))
-_STORED_SEQS = select(Event.job_id, Event.attempt, Event.agent_seq).where(
+_STORED_SEQS = select(Event.job_id, Event.attempt, Event.rank, Event.agent_seq).where(
     Event.job_id.in_(bindparam("jobs", expanding=True)),
     Event.agent_seq.in_(bindparam("seqs", expanding=True)))
 
 
 async def load_attempts_and_jobs(
-        session: AsyncSession, keys: set[tuple[str, int]],
+        session: AsyncSession, keys: set[tuple[str, int]], node_id: str,
 ) -> tuple[dict[tuple[str, int], Attempt], dict[str, Job]]:
     """``load_attempts`` and their jobs (locked for update, as ``load_jobs``) in one
     statement."""
@@ -240,8 +229,8 @@ async def load_attempts_and_jobs(
         return {}, {}
     rows = (await session.execute(_ATTEMPTS_AND_JOBS,
                                   {"jobs": sorted({job for job, _ in keys})})).all()
-    attempts = {(a.job_id, a.number): a for a, _ in rows if (a.job_id, a.number) in keys}
-    return attempts, {j.id: j for a, j in rows if (a.job_id, a.number) in keys}
+    ours = [(a, j) for a, j in rows if (a.job_id, a.number) in keys and a.node_id == node_id]
+    return {(a.job_id, a.number): a for a, _ in ours}, {j.id: j for _, j in ours}
 
 
 async def load_jobs(session: AsyncSession, ids: set[str]) -> dict[str, Job]:
@@ -254,40 +243,49 @@ async def load_jobs(session: AsyncSession, ids: set[str]) -> dict[str, Job]:
 
 
 async def _stored_seqs(session: AsyncSession,
-                       events: Sequence[JobEvent]) -> set[tuple[str, int, int]]:
+                       events: Sequence[JobEvent]) -> set[tuple[str, int, int, int]]:
     if not events:
         return set()
     rows = await session.execute(_STORED_SEQS, {"jobs": sorted({e.job_id for e in events}),
                                                 "seqs": sorted({e.seq for e in events})})
-    return {(job, attempt, seq) for job, attempt, seq in rows.all() if seq is not None}
+    return {(job, attempt, rank, seq) for job, attempt, rank, seq in rows.all()
+            if seq is not None}
 
 
-def _apply(session: AsyncSession, job: Job, attempt: Attempt, event: JobEvent,
-           now: float) -> None:
+async def _apply(session: AsyncSession, job: Job, attempt: Attempt, event: JobEvent,
+                 now: float) -> None:
     data = event.data
     if event.kind == "accepted" and attempt.state == AttemptState.SCHEDULED.value:
         attempt.start_acked_at = now
         set_attempt_state(attempt, AttemptState.STARTING, now)
-        set_job_state(session, job, JobState.STARTING, now, "the node accepted the job")
+        if job.state == JobState.SCHEDULED.value:  # a gang's first member to accept moves it
+            set_job_state(session, job, JobState.STARTING, now,
+                          _member(attempt, job, "the node accepted the job"))
     elif event.kind == "started" and attempt.state in (AttemptState.SCHEDULED,
                                                        AttemptState.STARTING):
         attempt.started_at = event.time
         attempt.start_acked_at = attempt.start_acked_at or now
         job.progress = None
         set_attempt_state(attempt, AttemptState.RUNNING, now)
-        set_job_state(session, job, JobState.RUNNING, now, f"process {data.get('pid')} started")
+        if job.state != JobState.RUNNING.value:
+            set_job_state(session, job, JobState.RUNNING, now,
+                          _member(attempt, job, f"process {data.get('pid')} started"))
     elif event.kind == "exited":
-        _exited(session, job, attempt, data, now)
+        await _exited(session, job, attempt, data, now)
     elif event.kind in ("preparing", "info") and isinstance(data.get("text"), str):
         job.progress = data["text"][:500]  # inputs arriving, outputs leaving
     elif event.kind == "start_failed":
         reason = f"could not start: {data.get('reason', 'unknown error')}"
         outcome = AttemptState.CANCELLED if job.cancel_requested else AttemptState.FAILED
-        end_attempt(session, job, attempt, outcome, now=now, reason=reason)
+        await gangs.end(session, job, attempt, outcome, now=now, reason=reason)
 
 
-def _exited(session: AsyncSession, job: Job, attempt: Attempt, data: dict[str, Any],
-            now: float) -> None:
+def _member(attempt: Attempt, job: Job, text: str) -> str:
+    return f"rank {attempt.rank}: {text}" if gangs.is_gang(job) else text
+
+
+async def _exited(session: AsyncSession, job: Job, attempt: Attempt, data: dict[str, Any],
+                  now: float) -> None:
     """The process ended and the node uploaded its outputs, or says why it could not: a job
     whose outputs are not durable has not succeeded, whatever its exit code."""
     attempt.checkpoint_at = checkpoint_time(data.get("checkpoint")) or attempt.checkpoint_at
@@ -307,9 +305,9 @@ def _exited(session: AsyncSession, job: Job, attempt: Attempt, data: dict[str, A
         found |= {str(k): str(v) for k, v in outputs.items()}
     if found:
         job.outputs = {**(job.outputs or {}), **found}
-    end_attempt(session, job, attempt, outcome, now=now, reason=reason, exit_code=code,
-                stopped_at=_stopped_at(data.get("exited_at"), attempt.started_at, now),
-                signalled=data.get("signalled") is True)
+    await gangs.end(session, job, attempt, outcome, now=now, reason=reason, exit_code=code,
+                    stopped_at=_stopped_at(data.get("exited_at"), attempt.started_at, now),
+                    signalled=data.get("signalled") is True)
 
 
 def kept_outputs(job_id: str, kept: Any) -> dict[str, str]:
@@ -373,12 +371,12 @@ async def record_log_chunks(session: AsyncSession, node_id: str, chunks: Sequenc
 
     ``patterns``: what to redact from each job's output (``services.logs``); ``meter``: the
     coordinator's log rate limit."""
-    attempts = await load_attempts(session, {(c.job_id, c.attempt) for c in chunks})
-    owned = {key for key, attempt in attempts.items() if attempt.node_id == node_id}
-    rows = [{"job_id": c.job_id, "attempt": c.attempt, "seq": c.seq, "stream": c.stream,
+    attempts = await load_attempts(session, {(c.job_id, c.attempt) for c in chunks}, node_id)
+    rows = [{"job_id": c.job_id, "attempt": c.attempt,
+             "rank": attempts[(c.job_id, c.attempt)].rank, "seq": c.seq, "stream": c.stream,
              "offset": c.offset, "data": data, "time": c.time}
             for c in chunks
-            if (c.job_id, c.attempt) in owned and (data := _decode(c)) is not None]
+            if (c.job_id, c.attempt) in attempts and (data := _decode(c)) is not None]
     if meter is not None:
         rows = logs.metered(rows, attempts, meter, now)
         logs.note_limited(session, meter, now)

@@ -19,7 +19,6 @@ from bourse.core.errors import Conflict, InvalidInput, NotFound
 from bourse.core.placement import shape_of
 from bourse.core.states import ATTEMPT_ACTIVE, AttemptState, JobState
 from bourse.core.uri import StoreURI
-from bourse.protocol.agent import CancelJob
 from bourse.protocol.api import AttemptView, EventView, JobDetail, JobView, LogPage
 from bourse.protocol.common import JobSpec
 from bourse.server.access import Scope
@@ -37,7 +36,7 @@ from bourse.server.db.schema import (
 )
 from bourse.server.ids import new_id
 from bourse.server.logs.archive import LogArchive, merge, view
-from bourse.server.services import claims, secrets
+from bourse.server.services import claims, gangs, secrets
 from bourse.server.services.lifecycle import add_event, set_job_state
 from bourse.server.services.specs import remember, spec_of
 from bourse.storage.errors import StoreUnavailable
@@ -57,10 +56,6 @@ async def submit_job(session: AsyncSession, spec: JobSpec, project_id: str, now:
     (``BourseError``) is raised before anything is written: a group of submits
     (``server.submitter``) relies on that to accept the rest of the group in the same
     transaction."""
-    if spec.compute.num_nodes > 1:
-        raise InvalidInput(f"num_nodes={spec.compute.num_nodes}: jobs spanning several nodes "
-                           "are not supported by the exchange yet", field="compute.num_nodes",
-                           hint="submit one job per node, or use num_nodes=1")
     if spec.bundle and await session.get(BundleOwner, (spec.bundle, project_id)) is None:
         raise InvalidInput(f"code bundle {spec.bundle[:12]}… has not been uploaded",
                            field="bundle", hint="upload it first with PUT /api/v1/bundles/{sha}")
@@ -158,9 +153,7 @@ def cancel_row(session: AsyncSession, job: Job, now: float,
     job.cancel_requested = True
     job.updated_at = now
     add_event(session, job.id, job.attempt, "cancel", now, message=why or "cancel requested")
-    assert job.node_id is not None
-    return [Command(job.node_id, CancelJob(job_id=job.id, attempt=job.attempt,
-                                           grace_s=CANCEL_GRACE_S, reason=why or "cancelled"))]
+    return gangs.cancel_commands(job, CANCEL_GRACE_S, why or "cancelled")
 
 
 def stalled_in(job: Job) -> dict[str, Any] | None:

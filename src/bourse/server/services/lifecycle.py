@@ -32,11 +32,13 @@ ENDED_INFO = "ended_attempts"  # session.info: (job, attempt) ended in this tran
 
 def add_event(session: AsyncSession, job_id: str, attempt: int, kind: str, now: float, *,
               state: str | None = None, message: str = "",
-              data: dict[str, Any] | None = None, agent_seq: int | None = None) -> None:
-    """Append to a job's timeline (written in one statement when the transaction ends)."""
-    defer_insert(session, EVENTS, {"job_id": job_id, "attempt": attempt, "agent_seq": agent_seq,
-                                   "time": now, "kind": kind, "state": state,
-                                   "message": message, "data": data or {}})
+              data: dict[str, Any] | None = None, agent_seq: int | None = None,
+              rank: int = 0) -> None:
+    """Append to a job's timeline (written in one statement when the transaction ends).
+    ``rank``: the gang member it concerns (0 for a one-node job)."""
+    defer_insert(session, EVENTS, {"job_id": job_id, "attempt": attempt, "rank": rank,
+                                   "agent_seq": agent_seq, "time": now, "kind": kind,
+                                   "state": state, "message": message, "data": data or {}})
 
 
 def set_job_state(session: AsyncSession, job: Job, target: JobState, now: float,
@@ -68,10 +70,23 @@ def end_attempt(session: AsyncSession, job: Job, attempt: Attempt, outcome: Atte
 
     The attempt is noted in ``session.info[ENDED_INFO]``: once the transaction commits, the
     data plane revokes its store credentials (a network call, so never inside it)."""
-    if attempt.preempt_at is not None:
-        outcome = under_notice(outcome, stopped=signalled)
+    outcome = noticed(attempt, outcome, signalled)
     close_attempt(session, job, attempt, outcome, now=now, reason=reason,
                   exit_code=exit_code, stopped_at=stopped_at)
+    move_job(session, job, attempt, outcome, now=now, reason=reason, exit_code=exit_code)
+
+
+def noticed(attempt: Attempt, outcome: AttemptState, signalled: bool) -> AttemptState:
+    """The outcome of an attempt whose node gave notice: PREEMPTED unless it finished."""
+    if attempt.preempt_at is None:
+        return outcome
+    return under_notice(outcome, stopped=signalled)
+
+
+def move_job(session: AsyncSession, job: Job, attempt: Attempt, outcome: AttemptState, *,
+             now: float, reason: str, exit_code: int | None = None) -> None:
+    """Move the job on after its (closed) attempt ended so: to the outcome, or back to
+    PENDING for another attempt (``core.retry``). Nothing for a stale attempt."""
     if job.attempt != attempt.number or JobState(job.state).terminal:
         return  # a stale attempt ended: the job has moved on
     job.progress = None
@@ -91,8 +106,9 @@ def end_attempt(session: AsyncSession, job: Job, attempt: Attempt, outcome: Atte
 
 def close_attempt(session: AsyncSession, job: Job, attempt: Attempt, outcome: AttemptState, *,
                   now: float, reason: str, exit_code: int | None = None,
-                  stopped_at: float | None = None) -> None:
-    """End the attempt (its state, lost work and cost), leaving its job where it is."""
+                  stopped_at: float | None = None, note: bool = True) -> None:
+    """End the attempt (its state, lost work and cost), leaving its job where it is.
+    ``note``: the attempt's credentials go with it (a gang's go with its last member)."""
     set_attempt_state(attempt, outcome, now, reason)
     attempt.exit_code = exit_code
     if outcome.interrupted:
@@ -100,7 +116,13 @@ def close_attempt(session: AsyncSession, job: Job, attempt: Attempt, outcome: At
                                         attempt.checkpoint_at, attempt.preempt_at)
     job.cost = total_cost([job.cost, attempt_cost(attempt.price, attempt.started_at,
                                                   attempt.ended_at, now)])
-    session.info.setdefault(ENDED_INFO, []).append((job.id, attempt.number))
+    if note:
+        note_ended(session, job.id, attempt.number)
+
+
+def note_ended(session: AsyncSession, job_id: str, number: int) -> None:
+    """After the commit, the data plane revokes the attempt's credentials."""
+    session.info.setdefault(ENDED_INFO, []).append((job_id, number))
 
 
 def succeed_late(session: AsyncSession, job: Job, late: Attempt, current: Attempt | None, *,

@@ -16,8 +16,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bourse.core.liveness import loss_window
 from bourse.core.states import AttemptState, NodeState
 from bourse.server.db.schema import Attempt, Job, Node
+from bourse.server.services import gangs
 from bourse.server.services.jobs import active_attempt_states
-from bourse.server.services.lifecycle import add_event, end_attempt
+from bourse.server.services.lifecycle import add_event
 
 _NOT_WATCHED = (NodeState.LOST, NodeState.LAUNCHING, NodeState.BOOTING, NodeState.TERMINATED)
 
@@ -45,8 +46,9 @@ async def lose_attempts(session: AsyncSession, node: Node, now: float, reason: s
     for attempt in attempts:
         job = await session.get(Job, attempt.job_id, with_for_update=True)
         assert job is not None
-        end_attempt(session, job, attempt, AttemptState.LOST, now=now, reason=reason)
-        add_event(session, job.id, attempt.number, "node_lost", now, message=reason)
+        await gangs.end(session, job, attempt, AttemptState.LOST, now=now, reason=reason)
+        add_event(session, job.id, attempt.number, "node_lost", now, message=reason,
+                  rank=attempt.rank)
 
 
 async def expire_start_leases(session: AsyncSession, now: float) -> int:
@@ -60,8 +62,8 @@ async def expire_start_leases(session: AsyncSession, now: float) -> int:
     for attempt in expired:
         job = await session.get(Job, attempt.job_id, with_for_update=True)
         assert job is not None
-        end_attempt(session, job, attempt, AttemptState.LOST, now=now,
-                    reason="the node did not acknowledge the start in time")
+        await gangs.end(session, job, attempt, AttemptState.LOST, now=now,
+                        reason="the node did not acknowledge the start in time")
     return len(expired)
 
 

@@ -85,7 +85,8 @@ async def _tail(session: AsyncSession, row: Row, need: int) -> list[tuple[int, b
     sizes = (await session.execute(
         select(LogRow.id, func.length(LogRow.data)).where(
             LogRow.job_id == row["job_id"], LogRow.attempt == row["attempt"],
-            LogRow.stream == row["stream"], LogRow.seq < row["seq"])
+            LogRow.rank == row.get("rank", 0), LogRow.stream == row["stream"],
+            LogRow.seq < row["seq"])
         .order_by(LogRow.seq.desc()).limit(need))).all()
     ids, total = [], 0
     for row_id, size in sizes:

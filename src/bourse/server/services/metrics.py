@@ -62,9 +62,8 @@ def _row(node_id: str, sample: Sample, job_id: str | None,
 async def _current(session: AsyncSession, node_id: str,
                    samples: list[JobSample]) -> list[JobSample]:
     """The samples of attempts this node runs (a stale attempt's are dropped)."""
-    attempts = await load_attempts(session, {(s.job_id, s.attempt) for s in samples})
-    active = {key for key, a in attempts.items()
-              if a.node_id == node_id and AttemptState(a.state).active}
+    attempts = await load_attempts(session, {(s.job_id, s.attempt) for s in samples}, node_id)
+    active = {key for key, a in attempts.items() if AttemptState(a.state).active}
     return [s for s in samples if (s.job_id, s.attempt) in active]
 
 

@@ -45,11 +45,11 @@ from bourse.protocol.common import Capabilities, ProbeReport
 from bourse.server.access import Scope
 from bourse.server.commands import Command
 from bourse.server.db.schema import Attempt, Job, Node
-from bourse.server.services import claims, waiting
-from bourse.server.services.agents import start_command
+from bourse.server.services import claims, gangs, waiting
 from bourse.server.services.jobs import active_attempt_states
 from bourse.server.services.lifecycle import set_job_state
 from bourse.server.services.specs import spec_of
+from bourse.server.services.starts import start_command
 from bourse.server.services.verification import PLACEABLE
 
 PAGE = 16
@@ -174,7 +174,8 @@ def capacity_of(node: Any, caps: Capabilities) -> NodeCapacity:
         engines=frozenset(caps.engines), interruptible=caps.interruptible,
         spot_price=caps.spot_price, verified_at=node.verified_at,
         tags=frozenset(node.tags or ()), project_id=node.project_id,
-        reserved_for=node.project_id if node.launch_id else None)
+        reserved_for=node.project_id if node.launch_id else None, network=caps.network,
+        address=caps.address)
 
 
 _MEASURED: dict[tuple[str, float | None, str], Capabilities] = {}
@@ -405,14 +406,22 @@ async def _load(run: Pass, cursors: dict[str, tuple[float, str] | None],
 
 
 async def _apply(run: Pass, found: Plan, environments: Sequence[Offer]) -> None:
-    for placement in found.placements:
-        job = run.jobs[placement.job.id]
+    for members in by_job(found.placements):
+        job = run.jobs[members[0].job.id]
         # looked up only for a job about to get credentials, not at every pass it waits
         if spec_of(job).inputs and await _inputs_taken(run.session, job, run.now):
             run.report.failed += 1
             continue
-        run.report.commands.append(_place(run, job, placement, environments))
+        run.report.commands.append(_place(run, job, members, environments))
         run.report.placed += 1
+
+
+def by_job(placements: Sequence[Placement]) -> list[list[Placement]]:
+    """Placements grouped by job, in order: one for a job, a gang's members by rank."""
+    groups: dict[str, list[Placement]] = {}
+    for placement in placements:
+        groups.setdefault(placement.job.id, []).append(placement)
+    return list(groups.values())
 
 
 async def _active_by_project(session: AsyncSession) -> dict[str, int]:
@@ -442,11 +451,22 @@ async def _inputs_taken(session: AsyncSession, job: Job, now: float) -> bool:
     return True
 
 
-def _place(run: Pass, job: Job, placement: Placement,
+def _place(run: Pass, job: Job, members: Sequence[Placement],
            environments: Sequence[Offer]) -> Command:
-    compute, chosen, node = spec_of(job).compute, placement.match, placement.node
+    """The attempt's rows (one per member of a gang) and the start of its rank 0."""
     job.attempt += 1
-    job.node_id, job.pending_reason = node.id, None
+    job.node_id, job.pending_reason = members[0].node.id, None
+    attempts = [_attempt(run, job, m, environments) for m in members]
+    if len(members) == 1:
+        set_job_state(run.session, job, JobState.SCHEDULED, run.now,
+                      f"placed on {attempts[0].placement}")
+        return start_command(job, attempts[0])
+    return gangs.placed(run.session, job, attempts, run.now)
+
+
+def _attempt(run: Pass, job: Job, placement: Placement,
+             environments: Sequence[Offer]) -> Attempt:
+    compute, chosen, node = spec_of(job).compute, placement.match, placement.node
     kind = "spot" if chosen.spot else "on-demand"
     text = (f"{node.name}: cheapest fit at ${chosen.price:.4f}/h ({kind}) for "
             f"{compute.describe()}")
@@ -456,16 +476,15 @@ def _place(run: Pass, job: Job, placement: Placement,
     skipped = skipped_for_environment(compute, environments)
     if skipped:
         text += f" (skipped {'; '.join(skipped)})"
-    attempt = Attempt(job_id=job.id, number=job.attempt, node_id=node.id,
+    attempt = Attempt(job_id=job.id, number=job.attempt, rank=placement.rank, node_id=node.id,
                       state=AttemptState.SCHEDULED.value, placed_at=run.now,
                       start_deadline=run.now + run.lease_s, placement=text,
                       resources=placement.need.resources(), price=chosen.price,
                       list_price=node.on_demand * share_of(compute, chosen.offer),
-                      spot=chosen.spot,
+                      spot=chosen.spot, address=node.address,
                       provider=chosen.offer.provider, region=chosen.offer.region)
     run.session.add(attempt)
-    set_job_state(run.session, job, JobState.SCHEDULED, run.now, f"placed on {text}")
-    return start_command(job, attempt)
+    return attempt
 
 
 ENVIRONMENT_CONSTRAINTS = frozenset({"environment", "image"})

@@ -11,7 +11,7 @@ from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.compute import Compute
-from bourse.core.placement import Room, fits_any, why_waiting
+from bourse.core.placement import Room, fits_any, member_fits, why_waiting
 from bourse.core.states import JobState
 from bourse.server.db.schema import Job
 from bourse.server.services.launches import in_flight_job_ids
@@ -37,7 +37,8 @@ NEVER = ("no node on this exchange can ever run it: none of the {nodes} known no
 async def fail_never_runnable(run: Pass, groups: Sequence[Group],
                                computes: dict[str, Compute]) -> None:
     """Fail, at once, first attempts of shapes that no known node could ever take (a retry
-    waits: its job ran once, so its node existed). An exchange no node has joined yet is not
+    waits: its job ran once, so its node existed; a gang waits when some node could take a
+    member: more may join its network). An exchange no node has joined yet is not
     judged: its jobs wait, saying so. A quick pass judges only shapes not found runnable yet;
     the periodic pass judges every one again (a node may have gone)."""
     memo = run.memo
@@ -51,7 +52,7 @@ async def fail_never_runnable(run: Pass, groups: Sequence[Group],
         return
     for shape in unfit:
         compute = computes[shape]
-        runnable = fits_any(compute, known) or (
+        runnable = member_fits(compute, known) or (
             memo.launchable is not None and memo.launchable(compute))
         memo.remember(memo.runnable, (shape,), runnable)
         if not runnable:
