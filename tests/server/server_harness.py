@@ -50,7 +50,7 @@ class Clock:
 
 
 def capabilities(cpus: int = 2, memory_gib: float = 8.0, gpus: int = 0,
-                 gpu: GpuInfo = A100, network: str | None = None,
+                 gpu: GpuInfo = A100, *, network: str | None = None,
                  address: str | None = None) -> Capabilities:
     return Capabilities(hostname="test-host", cpus=cpus, memory_gib=memory_gib,
                         disk_free_gib=100.0, gpus=[gpu] * gpus,

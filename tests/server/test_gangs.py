@@ -112,11 +112,11 @@ async def _gang_on_two_of_three(
     job = response.json()["id"]
     await exchange.tick()
     starts = {a: s for a in agents for s in await _starts(a)}
-    (first, start), = starts.items()
+    (first, _), = starts.items()
     await first.event(job, 1, "rendezvous", port=29600)
     for agent in agents:
         if agent is not first:
-            starts |= {agent: s for s in await _starts(agent)}
+            starts.update((agent, s) for s in await _starts(agent))
     assert len(starts) == 2
     return job, starts
 
@@ -152,7 +152,7 @@ async def test_cancelling_a_gang_stops_every_member(live: Live, agent_factory: F
 async def test_two_gangs_on_three_nodes_one_runs_the_other_waits_holding_nothing(
         live: Live, agent_factory: Factory) -> None:
     exchange = live.exchange
-    agents = await _nodes(agent_factory, 3, cpus=1)
+    await _nodes(agent_factory, 3, cpus=1)
     first = (await exchange.submit(compute={"num_nodes": 2, "cpus": 1}))["id"]
     exchange.clock.advance(1)
     second = (await exchange.submit(compute={"num_nodes": 2, "cpus": 1}))["id"]

@@ -91,6 +91,8 @@ class AgentConfig:
     spot: Spot | None = None  # sold as interruptible capacity, reclaimable with notice
     provider: str | None = None
     region: str | None = None  # where the node is (a cloud region or a site name)
+    network: str | None = None  # hosts it reaches (multi-node jobs run within one)
+    address: str | None = None  # where those hosts reach it
     sources: PackageSources | None = None  # job environments' packages; None: pip's config
     torch_index: str = PYTORCH_INDEX
     metrics_interval_s: float = 5.0  # 0: send no resource samples
@@ -113,6 +115,7 @@ def advertised(caps: Capabilities, config: AgentConfig) -> Capabilities:
         "interruptible": config.spot is not None,
         "spot_price": config.spot.price if config.spot else None,
         "provider": config.provider, "region": config.region,
+        "network": config.network, "address": config.address,
         "job_python": config.python.tool() if config.python else None})
 
 

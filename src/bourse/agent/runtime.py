@@ -38,9 +38,9 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from bourse.agent import shim
+from bourse.agent import gang, shim
 from bourse.agent.attempt import StartError, base_env, exit_info, job_env, prepare
 from bourse.agent.execs import drop_beside, save_beside
 from bourse.agent.fence import FENCED_REASON, Lease
@@ -55,6 +55,7 @@ from bourse.core.ratelimit import LogLimit
 from bourse.protocol.agent import LOG_CHUNK_BYTES, StartJob
 from bourse.protocol.common import AttemptRef
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
@@ -129,7 +130,7 @@ class Runtime:
         self._log_limit = log_limit or LogLimit()
         self._hooks = hooks or AttemptHooks()
         self._isolation = isolation or Isolation()
-        self._preparing: dict[Key, asyncio.Future[dict[str, str]]] = {}
+        self._preparing: dict[Key, asyncio.Future[Any]] = {}  # a cancel cancels them
         self._work_dir = work_dir
         self._spool = spool
         self._poll = poll_interval
@@ -267,18 +268,51 @@ class Runtime:
 
     async def _launch(self, key: Key, adir: AttemptDir, msg: StartJob,
                       bundle: Path | None) -> None:
-        cwd = await self._prepare(adir, msg, bundle)
+        meeting = await self._host(key, msg)
+        if isinstance(meeting, str):
+            self._fail_start(key, meeting)
+            return
+        try:
+            await self._launch_prepared(key, adir, msg, bundle, meeting)
+        finally:
+            if meeting is not None:
+                meeting.close()
+
+    async def _host(self, key: Key, msg: StartJob) -> gang.Meeting | str | None:
+        """Rank 0 of a gang: its port, held and said (``rendezvous``) before it prepares."""
+        if msg.gang is None or msg.gang.rank:
+            return None
+        meeting = await gang.host(msg.gang)
+        if not isinstance(meeting, str):
+            self._emitter(key)("rendezvous", {"address": msg.gang.addresses[0],
+                                              "port": meeting.port})
+        return meeting
+
+    async def _launch_prepared(self, key: Key, adir: AttemptDir, msg: StartJob,
+                               bundle: Path | None, meeting: gang.Meeting | None) -> None:
+        cwd = self._went_on(key, await self._prepare(adir, msg, bundle))
+        if cwd is None:
+            return
+        data = self._went_on(key, await self._prepare_data(key, adir, msg))
+        if data is None:
+            return
+        met = self._went_on(key, await self._meet(key, msg, meeting))
+        if met is not None:
+            self._spawn(key, adir, msg, cwd, {**data, **met})
+
+    def _went_on(self, key: Key, step: T | str) -> T | None:
+        """A preparation step's result; None when the start stops there (given up or
+        cancelled meanwhile, or the step failed: then the start fails, saying why)."""
         if not self._goes_on(key):
-            return
-        if isinstance(cwd, str):
-            self._fail_start(key, cwd)
-            return
-        data = await self._prepare_data(key, adir, msg)
-        if not self._goes_on(key):
-            return
-        if isinstance(data, str):
-            self._fail_start(key, data)
-            return
+            return None
+        if isinstance(step, str):
+            self._fail_start(key, step)
+            return None
+        return step
+
+    def _spawn(self, key: Key, adir: AttemptDir, msg: StartJob, cwd: Path,
+               data: dict[str, str]) -> None:
+        """``data``: the variables of its data plan and of its gang."""
         try:
             user = self._isolation.hand_over(adir)
             base = self._base_env | (user.env(adir.tmp) if user else {})
@@ -330,6 +364,29 @@ class Runtime:
             log.error("preparing attempt %s failed", key, exc_info=error)
             return f"preparing the job failed: {error}"
         return task.result()
+
+    async def _meet(self, key: Key, msg: StartJob,
+                    meeting: gang.Meeting | None) -> dict[str, str] | str:
+        """A gang member's rendezvous (``agent.gang``): its variables, or why it failed. A
+        task, so that a cancel stops the wait."""
+        if msg.gang is None:
+            return {}
+        timeout = msg.gang.timeout_s
+        waiting = meeting.gather(timeout) if meeting is not None else gang.join(msg.gang, timeout)
+        task: asyncio.Future[str | None] = asyncio.ensure_future(waiting)
+        self._preparing[key] = task
+        try:
+            await asyncio.wait([task])
+        finally:
+            self._preparing.pop(key, None)
+        if task.cancelled():
+            return "the rendezvous was interrupted"
+        error = task.result()
+        if error is not None:
+            return error
+        port = meeting.port if meeting is not None else msg.gang.port
+        assert port is not None
+        return gang.environment(msg.gang, port)
 
     def _emitter(self, key: Key) -> Emit:
         def emit(kind: str, data: dict[str, Any]) -> None:

@@ -10,12 +10,14 @@ import socket
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import click
 from click.core import ParameterSource
 
 from bourse.agent import imds, interpreter
 from bourse.agent.daemon import AgentConfig, Spot, run_agent
+from bourse.agent.gang import outbound_address
 from bourse.agent.indexes import PackageSources
 from bourse.agent.lock import hold
 from bourse.agent.probe import ProbeOptions, run_probe
@@ -28,9 +30,10 @@ from bourse.core.cuda import PYTORCH_INDEX
 from bourse.core.interruption import base_url
 from bourse.core.ratelimit import LogLimit
 from bourse.core.verification import verify
-from bourse.protocol.common import Declared
+from bourse.protocol.common import Declared, ip_literal
 
 LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # as protocol.common.Label
+NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")  # as protocol.common.Network
 
 
 @click.group(invoke_without_command=True)
@@ -82,6 +85,14 @@ LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # as protocol.common.L
 @click.option("--region", metavar="REGION", help="Where this node is (a cloud region such as "
               "us-east-1, or a site name): jobs whose data lives there prefer it, and "
               "placement avoids a region whose node just failed a job.")
+@click.option("--network", metavar="NAME", envvar="BOURSE_NETWORK",
+              help="The network this node shares with others that reach it (a fleet, a "
+                   "cluster, a cloud zone): multi-node jobs run on nodes of one network "
+                   "[env: BOURSE_NETWORK; default: none, the node runs no multi-node job].")
+@click.option("--address", metavar="IP", envvar="BOURSE_ADDRESS",
+              help="Where the other nodes of its network reach this one [env: BOURSE_ADDRESS; "
+                   "default with --network: the address this machine reaches the "
+                   "coordinator from].")
 @click.option("--python", "python", metavar="PATH", envvar="BOURSE_AGENT_PYTHON",
               help="The Python jobs run with: its bin directory goes first on their PATH, "
                    "so python, pip and its console scripts resolve there; job environments "
@@ -123,8 +134,9 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
           storage_mb: int, cache_gb: float | None, interruptible: bool,
           spot_price: float | None, token_file: Path | None, spot_notice: str,
           metadata_url: str | None, spot_notice_interval: float,
-          provider_label: str | None, region: str | None,
-          python: str | None, index_url: str | None, extra_index_url: tuple[str, ...],
+          provider_label: str | None, region: str | None, network: str | None,
+          address: str | None, python: str | None, index_url: str | None,
+          extra_index_url: tuple[str, ...],
           find_links: tuple[str, ...], no_index: bool, torch_index: str,
           metrics_interval: float, job_users: str,
           tmpfs_size: str | None, log_rate: str, log_burst: str, log_level: str) -> None:
@@ -158,6 +170,7 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
                              ctx, spot_notice, metadata_url, spot_notice_interval)),
                          provider=label(provider_label, "--provider"),
                          region=label(region, "--region"),
+                         **gang_place(network, address, server),
                          sources=package_sources(index_url, extra_index_url, find_links,
                                                  no_index),
                          torch_index=torch_index, metrics_interval_s=metrics_interval,
@@ -220,6 +233,28 @@ def enrol_token(token: str | None, path: Path | None) -> str | None:
         raise click.BadParameter(f"{path} does not hold one token (one line, no spaces)",
                                  param_hint="--token-file")
     return text
+
+
+def gang_place(network: str | None, address: str | None, server: str) -> dict[str, str | None]:
+    """``--network`` and ``--address`` checked; the address found when only the network is
+    given (the one this machine reaches the coordinator from)."""
+    if network is not None and not NETWORK.match(network):
+        raise click.BadParameter("use 1-128 letters, digits, '.', '_', ':', '/' and '-', "
+                                 "starting with a letter or digit, e.g. lab or "
+                                 "aws:us-east-1a", param_hint="--network")
+    if address is not None:
+        try:
+            address = ip_literal(address)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--address") from None
+    elif network is not None:
+        parsed = urlsplit(server)
+        address = outbound_address(parsed.hostname or "127.0.0.1",
+                                   parsed.port or (443 if parsed.scheme == "https" else 80))
+        if address is None:
+            raise click.BadParameter("cannot tell which address the other nodes reach this "
+                                     "one at: give it", param_hint="--address")
+    return {"network": network, "address": address}
 
 
 def label(value: str | None, flag: str) -> str | None:

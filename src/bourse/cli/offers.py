@@ -31,6 +31,7 @@ def compute_from_flags(flags: dict[str, Any]) -> Compute:
         "exclude_providers": flags.get("exclude_provider") or None,
         "torch": flags.get("torch"), "cuda": flags.get("cuda"), "tags": flags.get("tag") or None,
         "packages": list(flags.get("package") or ()) or None, "image": flags.get("image"),
+        "num_nodes": flags.get("nodes"),
     }
     try:
         return Compute(**{k: v for k, v in fields.items() if v is not None})
@@ -46,7 +47,7 @@ FLAGS = {"regions": "--region", "exclude_regions": "--exclude-region",
          "tags": "--tag", "packages": "--package", "gpu_memory": "--gpu-memory",
          "max_price": "--max-price", "gpu": "--gpu", "gpus": "--gpus", "cpus": "--cpus",
          "memory": "--memory", "disk": "--disk", "spot": "--spot", "torch": "--torch",
-         "cuda": "--cuda", "image": "--image"}
+         "cuda": "--cuda", "image": "--image", "num_nodes": "--nodes"}
 
 
 def compute_options(command: Any) -> Any:
@@ -79,6 +80,9 @@ def compute_options(command: Any) -> Any:
                      "holds, e.g. 'six==1.17.0' (repeatable)."),
         click.option("--image", help="Run in this container image (nodes with docker or "
                      "podman only)."),
+        click.option("--nodes", type=int, help="Nodes that run it together, each with all of "
+                     "the above (a multi-node job: nodes of one network, started together, "
+                     "MASTER_ADDR/NODE_RANK... set; default 1)."),
     ]
     for option in reversed(options):
         command = option(command)
