@@ -7,7 +7,9 @@ the same parameters only if DDP really averaged their gradients. At the end ever
 
     CHECKSUM rank=<global rank> world=<world size> <sha256 of its parameters>
 
-and, given a folder as its one argument, writes that line to <folder>/checksum-<rank>.txt.
+and, given a folder as its first argument, writes that line to <folder>/checksum-<rank>.txt.
+A second argument sets the number of steps (60 by default: a second or two; more leaves time to
+cut a link in the middle of training).
 """
 
 from __future__ import annotations
@@ -60,9 +62,10 @@ def report(trainer: L.Trainer, model: nn.Module, folder: str | None) -> None:
 
 
 def main() -> None:
+    steps = int(sys.argv[2]) if len(sys.argv) > 2 else STEPS
     L.seed_everything(0, verbose=False)
     trainer = L.Trainer(accelerator="cpu", devices=1, num_nodes=int(os.environ["NNODES"]),
-                        strategy="ddp", max_steps=STEPS, logger=False,
+                        strategy="ddp", max_steps=steps, logger=False,
                         enable_progress_bar=False, enable_model_summary=False,
                         enable_checkpointing=False)
     model = Regressor()

@@ -9,7 +9,9 @@ parameters only if DDP really averaged their gradients. At the end every rank pr
 
     CHECKSUM rank=<global rank> world=<world size> <sha256 of its parameters>
 
-and, given a folder as its one argument, writes that line to <folder>/checksum-<rank>.txt.
+and, given a folder as its first argument, writes that line to <folder>/checksum-<rank>.txt.
+A second argument sets the number of steps (60 by default: a second or two; more leaves time to
+cut a link in the middle of training).
 """
 
 from __future__ import annotations
@@ -40,20 +42,20 @@ def checksum(model: nn.Module) -> str:
     return digest.hexdigest()
 
 
-def train(model: nn.Module) -> None:
+def train(model: nn.Module, steps: int) -> None:
     data = dataset()
     sampler = DistributedSampler(data, seed=0)  # this rank's shard, reshuffled each epoch
     loader = DataLoader(data, batch_size=BATCH, sampler=sampler)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     step, epoch = 0, 0
-    while step < STEPS:
+    while step < steps:
         sampler.set_epoch(epoch)
         for x, y in loader:
             optimizer.zero_grad()
             nn.functional.mse_loss(model(x), y).backward()
             optimizer.step()
             step += 1
-            if step == STEPS:
+            if step == steps:
                 return
         epoch += 1
 
@@ -62,7 +64,7 @@ def main() -> None:
     dist.init_process_group("gloo")  # env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
-    train(DistributedDataParallel(model))
+    train(DistributedDataParallel(model), int(sys.argv[2]) if len(sys.argv) > 2 else STEPS)
     rank, world = dist.get_rank(), dist.get_world_size()
     line = f"CHECKSUM rank={rank} world={world} {checksum(model)}"
     print(line, flush=True)
