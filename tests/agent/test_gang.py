@@ -99,3 +99,9 @@ def test_a_bad_gang_is_refused_naming_what_is_wrong(body: dict[str, object],
                                                     message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Gang.model_validate(body)
+
+
+def test_a_launcher_s_variables_in_the_agent_s_environment_never_reach_a_member() -> None:
+    env = {"PATH": "/bin", "RANK": "3", "SLURM_NTASKS": "2", "PET_NNODES": "9",
+           "TORCHELASTIC_RUN_ID": "x", "LOCAL_RANK": "1", "HOME": "/root"}
+    assert gang.without_leaks(env) == {"PATH": "/bin", "HOME": "/root"}

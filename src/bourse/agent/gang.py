@@ -137,6 +137,18 @@ def _why(error: Exception | None) -> str:
     return str(error) if error is not None and str(error) else "timed out"
 
 
+# what a launcher (torchrun, SLURM, MPI) leaves in the agent's own environment would make a
+# member's torchrun or Lightning take another rank or world than its gang's
+LEAKS = ("RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
+         "MASTER_ADDR", "MASTER_PORT", "NODE_RANK")
+LEAK_PREFIXES = ("TORCHELASTIC_", "PET_", "SLURM_", "OMPI_", "PMI_", "PMIX_")
+
+
+def without_leaks(env: dict[str, str]) -> dict[str, str]:
+    """The agent's environment less what would confuse a gang member's launcher."""
+    return {k: v for k, v in env.items() if k not in LEAKS and not k.startswith(LEAK_PREFIXES)}
+
+
 def environment(gang: Gang, port: int) -> dict[str, str]:
     """What torchrun, Lightning and plain torch.distributed read, for this member."""
     nodes = len(gang.addresses)

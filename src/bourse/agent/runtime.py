@@ -316,6 +316,8 @@ class Runtime:
         try:
             user = self._isolation.hand_over(adir)
             base = self._base_env | (user.env(adir.tmp) if user else {})
+            if msg.gang is not None:
+                base = gang.without_leaks(base)
             argv, env = self._hooks.command(msg, adir, cwd, job_env(base, adir.tmp, msg, data))
             if user is not None and msg.spec.compute.image is None:
                 argv = user.wrap(argv)  # a container's user is the engine's --user

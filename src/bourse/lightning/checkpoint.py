@@ -117,14 +117,17 @@ class BourseCheckpoint(L.Callback):
         raise SIGTERMException(SIGTERM_EXIT) from exception  # interrupted, not finished
 
     def save(self, trainer: L.Trainer) -> None:
-        """Upload the trainer's state now (once per step: a second save of a step is skipped)."""
-        if not self.uri or self._saved_step == trainer.global_step or not trainer.is_global_zero:
+        """Upload the trainer's state now (once per step: a second save of a step is skipped).
+        Every rank of a distributed run takes part (Lightning's ``save_checkpoint`` ends with a
+        barrier); rank 0 writes and uploads."""
+        if not self.uri or self._saved_step == trainer.global_step:
             return
         with tempfile.TemporaryDirectory(prefix="bourse-ckpt-") as tmp:
             trainer.save_checkpoint(Path(tmp) / CHECKPOINT_FILE)
-            saved = asyncio.run(save_checkpoint(_opener(), Path(tmp), self.uri,
-                                                step=trainer.global_step))
-        self.saved.append(saved.name)
+            if trainer.is_global_zero:
+                saved = asyncio.run(save_checkpoint(_opener(), Path(tmp), self.uri,
+                                                    step=trainer.global_step))
+                self.saved.append(saved.name)
         self._saved_step, self._last_save = trainer.global_step, time.monotonic()
 
 

@@ -22,6 +22,7 @@ from bourse.protocol.metrics import StallView
 
 class AttemptView(Wire):
     number: int
+    rank: int = 0  # a gang member's node rank (several rows share a number)
     node_id: str
     node_name: str | None = None
     state: AttemptState

@@ -164,9 +164,10 @@ def resolve_spec(spec: JobSpec, job_id: str, root: StoreURI | None) -> JobSpec:
     A job that names no data gets no data plan: issuing and revoking an attempt's key costs
     the store's IAM API a few hundred milliseconds, which short jobs that need no store
     should not pay (and the exchange's start rate with them). A job that may run on spot
-    capacity gets its checkpoint prefix too: it is how it survives a reclaim."""
+    capacity gets its checkpoint prefix too: it is how it survives a reclaim; so does a gang,
+    which is retried whole when one member is lost."""
     check_spec(spec, root)
-    wants = uses_data(spec) or spec.compute.spot != "never"
+    wants = uses_data(spec) or spec.compute.spot != "never" or spec.compute.num_nodes > 1
     if root is None or spec.checkpoint is not None or not wants:
         return spec
     return spec.model_copy(update={"checkpoint": checkpoint_of(spec, job_id, root)})

@@ -179,7 +179,8 @@ async def job_detail(session: AsyncSession, job: Job, scope: Scope, now: float) 
     """A job with its attempts, each priced; the job's cost includes a running attempt's. The
     names of nodes are shown only to their own project."""
     attempts = (await session.scalars(
-        select(Attempt).where(Attempt.job_id == job.id).order_by(Attempt.number))).all()
+        select(Attempt).where(Attempt.job_id == job.id).order_by(Attempt.number,
+                                                                 Attempt.rank))).all()
     names = {n.id: n.name for n in (await session.scalars(scope.filter(
         select(Node).where(Node.id.in_({a.node_id for a in attempts})), Node.project_id))).all()}
     views = [attempt_view(a, names.get(a.node_id), now) for a in attempts]
@@ -196,7 +197,7 @@ def attempt_view(a: Attempt, node_name: str | None, now: float) -> AttemptView:
     billed = billed_seconds(a.started_at, a.ended_at, now)
     listed = on_demand_rate(a.price, a.list_price, a.spot)
     return AttemptView(
-        number=a.number, node_id=a.node_id, node_name=node_name, state=a.state,
+        number=a.number, rank=a.rank, node_id=a.node_id, node_name=node_name, state=a.state,
         placed_at=a.placed_at, started_at=a.started_at, ended_at=a.ended_at,
         exit_code=a.exit_code, reason=a.reason, placement=a.placement, price_per_hour=a.price,
         cost=attempt_cost(a.price, a.started_at, a.ended_at, now),
