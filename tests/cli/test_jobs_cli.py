@@ -105,6 +105,21 @@ def test_show(exchange: FakeExchange) -> None:
     assert "placement #2: only node left" in out
 
 
+def test_show_lists_each_member_of_a_gang(exchange: FakeExchange) -> None:
+    exchange.add_job(job_view("g", "RUNNING", node_id="n1", attempt=1))
+    exchange.jobs["g"]["spec"] = {"command": ["python", "t.py"],
+                                  "compute": {"num_nodes": 2}}
+    exchange.attempts["g"] = [
+        {"number": 1, "rank": r, "node_id": f"n{r}", "node_name": f"box-{r}",
+         "state": "RUNNING", "placed_at": NOW - 100, "placement": f"member {r}"}
+        for r in (0, 1)]
+    out = run("jobs", "show", "g").stdout
+    assert "compute    2 nodes, each no GPU" in out
+    rows = out.split("attempts\n")[1].splitlines()
+    assert [row.split()[:2] for row in rows[1:3]] == [["1.0", "box-0"], ["1.1", "box-1"]]
+    assert "placement #1.1: member 1" in out
+
+
 def test_show_json(exchange: FakeExchange) -> None:
     seed(exchange)
     data = json.loads(run("jobs", "show", "j1", "--json").stdout)

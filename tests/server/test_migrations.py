@@ -159,3 +159,41 @@ async def test_store_claims_take_in_what_earlier_jobs_wrote(empty_database_url: 
         await db.close()
     assert [tuple(r) for r in found] == [("bourse", "data/a/m/", "alpha", "j-1"),
                                          ("res", "ckpt/", "beta", "j-2")]
+
+
+async def test_gangs_key_earlier_attempts_as_rank_0_and_keep_log_cursors(
+        empty_database_url: str) -> None:
+    """0016: attempts, events and log chunks written before gangs are rank 0; log chunk ids
+    (cursors) are never handed out again, even after the newest rows were archived away."""
+    db = Database(empty_database_url)
+    try:
+        async with db.engine.begin() as connection:
+            await connection.run_sync(_upgrade_to("0015"))
+            for statement in (
+                    "INSERT INTO jobs (id, state, spec, created_at, updated_at, attempt,"
+                    " cancel_requested, retries_used, max_retries, avoid_nodes)"
+                    " VALUES ('j-1', 'RUNNING', '{}', 0, 0, 1, false, 0, 3, '[]')",
+                    "INSERT INTO attempts (job_id, number, node_id, state, placed_at,"
+                    " start_deadline, resources) VALUES ('j-1', 1, 'n-1', 'RUNNING', 0, 0, '{}')",
+                    "INSERT INTO events (job_id, attempt, agent_seq, time, kind, message, data)"
+                    " VALUES ('j-1', 1, 0, 0, 'started', '', '{}')",
+                    *[f"INSERT INTO log_chunks (job_id, attempt, seq, stream, \"offset\", "
+                      f"data, time) VALUES ('j-1', 1, {i}, 'stdout', 0, '', 0)"
+                      for i in (1, 2, 3)],
+                    "DELETE FROM log_chunks WHERE id = 3"):
+                await connection.execute(text(statement))
+        await db.migrate()
+        async with db.engine.begin() as connection:
+            found = {q: (await connection.execute(text(q))).all() for q in (
+                "SELECT job_id, number, rank FROM attempts", "SELECT rank FROM events",
+                "SELECT id, rank FROM log_chunks ORDER BY id")}
+            await connection.execute(text(
+                "INSERT INTO log_chunks (job_id, attempt, rank, seq, stream, \"offset\", data, "
+                "time) VALUES ('j-1', 1, 1, 1, 'stdout', 0, '', 0)"))
+            newest = await connection.scalar(text("SELECT max(id) FROM log_chunks"))
+    finally:
+        await db.close()
+    assert found["SELECT job_id, number, rank FROM attempts"] == [("j-1", 1, 0)]
+    assert found["SELECT rank FROM events"] == [(0,)]
+    assert found["SELECT id, rank FROM log_chunks ORDER BY id"] == [(1, 0), (2, 0)]
+    assert newest == 4  # not 3: a follower's cursor past 3 would skip it

@@ -77,9 +77,11 @@ def describe_job(job: JobDetail, timeline: list[EventView]) -> list[str]:
     if timeline:
         lines += ["", "timeline"] + [f"  {_event_line(e)}" for e in timeline]
     if job.attempts:
-        rows = [_attempt_row(a) for a in job.attempts]
+        gang = job.spec.compute.num_nodes > 1
+        rows = [_attempt_row(a, gang) for a in job.attempts]
         lines += ["", "attempts", _indent(table(ATTEMPT_HEADERS, rows, right=(0, 6, 7, 8, 9)))]
-        lines += [f"  placement #{a.number}: {a.placement}" for a in job.attempts if a.placement]
+        lines += [f"  placement #{a.number}{f'.{a.rank}' if gang else ''}: {a.placement}"
+                  for a in job.attempts if a.placement]
     return lines
 
 
@@ -124,8 +126,9 @@ def _event_line(event: EventView) -> str:
     return "  ".join(parts)
 
 
-def _attempt_row(a: AttemptView) -> list[str]:
-    return [str(a.number), a.node_name or a.node_id, a.state, clock(a.placed_at),
+def _attempt_row(a: AttemptView, gang: bool) -> list[str]:
+    number = f"{a.number}.{a.rank}" if gang else str(a.number)  # a gang's: attempt.rank
+    return [number, a.node_name or a.node_id, a.state, clock(a.placed_at),
             clock(a.started_at), clock(a.ended_at),
             "-" if a.exit_code is None else str(a.exit_code),
             dollars(a.price_per_hour) + (" spot" if a.spot else ""),

@@ -68,7 +68,8 @@ def shortfall(compute: Compute, offers: Sequence[Offer],
     found = match(compute, offers)
     nodes = {m.offer.node_id or m.offer.id for m in found}
     groups = by_network(found, networks, len(nodes) or 1)
-    head = f"needs {size} nodes of one network, each with {compute.describe()}"
+    member = compute.model_copy(update={"num_nodes": 1}).describe()
+    head = f"needs {size} nodes of one network, each with {member}"
     if not nodes:
         return f"{head}: no free node fits one member"
     if not groups:
@@ -82,5 +83,5 @@ def shortfall(compute: Compute, offers: Sequence[Offer],
 
 
 def _names(group: Sequence[Match], most: int = 4) -> list[str]:
-    names = [m.offer.instance_type for m in group[:most]]
+    names = sorted(m.offer.instance_type for m in group)[:most]
     return names + ([f"+{len(group) - most}"] if len(group) > most else [])
