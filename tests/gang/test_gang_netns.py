@@ -5,6 +5,7 @@ identical parameters on every rank."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,13 +29,17 @@ class Lan:
                                       args=["--network", "lan"]) for i in range(bridge.count)]
 
     def run(self, command: list[str]) -> dict[int, str]:
-        """The job's stdout on each node, by the address of the node it ran on."""
+        """The job's stdout on each node, by the node's index; what the exchange has of it
+        must hold both members' lines."""
         job = self.exchange.client.submit(JobSpec.model_validate({
             "command": command, "compute": {"num_nodes": 2, "cpus": 1}}))
         final = self.exchange.wait_ended(job.id, 180)
         out = {i: a.stdout(job.id, final.attempt).decode() for i, a in enumerate(self.agents)}
         assert final.state == "SUCCEEDED", (final, out, self.exchange.cluster.logs())
         assert final.attempt == 1
+        stored = b"".join(base64.b64decode(c.data) for c in
+                          self.exchange.client.iter_logs(job.id)).decode()
+        assert sorted(stored.count(f"rank={r} ") for r in (0, 1)) == [1, 1], stored
         return out
 
 
