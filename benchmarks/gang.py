@@ -6,7 +6,9 @@ Each run, alternated: a one-node job (the baseline, same run), then a 4-node gan
 timed from its submit to every member RUNNING (the job detail polled every 10 ms), then
 cancelled and waited for. The figure is the gang's time less the baseline's of the same run
 (targets: p50 <= 1 s, p99 <= 2 s beyond it); the rendezvous count is the gangs whose first
-attempt started on all four nodes (target: every one, 50 of 50).
+attempt started on all four nodes (target: every one, 50 of 50). Then, as many times, two gangs
+of three submitted at once on the four nodes, which cannot both run: each must end (a short
+command), neither retried — a deadlock or a partial hold would leave one waiting forever.
 
     python benchmarks/gang.py [--runs 50] [--nodes 4]
 """
@@ -49,6 +51,18 @@ def started(exchange: Exchange, nodes: int) -> tuple[float, bool]:
     return took, detail.attempt == 1
 
 
+def compete(exchange: Exchange, size: int) -> tuple[float, bool]:
+    """Two gangs of ``size`` submitted at once: seconds until both ended; whether both
+    succeeded on their first attempt."""
+    spec = JobSpec.model_validate({"command": ["true"], "compute": {"num_nodes": size,
+                                                                    "cpus": 1}})
+    begun = time.perf_counter()
+    jobs = [exchange.client.submit(spec) for _ in range(2)]
+    finals = [exchange.wait_ended(job.id, 60) for job in jobs]
+    took = time.perf_counter() - begun
+    return took, all(f.state == "SUCCEEDED" and f.attempt == 1 for f in finals)
+
+
 def _all_running(detail: JobDetail, nodes: int) -> bool:
     current = [a for a in detail.attempts if a.number == detail.attempt]
     return len(current) == nodes and all(a.state == "RUNNING" for a in current)
@@ -85,6 +99,11 @@ def main() -> None:
                 gang.append(whole)
                 extra.append(whole - one)
                 met += ok
+            pairs, clean = [], 0
+            for _ in range(args.runs):
+                took, ok = compete(exchange, args.nodes - 1)
+                pairs.append(took)
+                clean += ok
         finally:
             cluster.close()
     print(f"{args.runs} runs, alternated, {args.nodes} real agents on loopback")
@@ -94,6 +113,8 @@ def main() -> None:
     ratio = statistics.median(gang) / statistics.median(single)
     print(f"ratio gang / baseline (p50)   {ratio:.2f}")
     print(f"rendezvous on the first attempt: {met} of {args.runs}")
+    print(describe(f"two {args.nodes - 1}-node gangs, both", pairs))
+    print(f"competing pairs that both succeeded first time: {clean} of {args.runs}")
 
 
 if __name__ == "__main__":

@@ -286,3 +286,17 @@ def test_a_stage_without_compute_anywhere_in_the_flow_is_refused_first(
         project.run()
 
     assert_nothing_ran(project, capsys.readouterr().out)
+
+
+def test_a_multi_node_stage_is_refused_in_local_mode_before_it_starts(
+        project: Project, capsys: pytest.CaptureFixture[str]) -> None:
+    """A local stage is one process: one asking for two nodes would wait for ever."""
+    setup = "self.stage = Stage(compute=Compute('cpu', nodes=2))"
+    project.write("app.py", flow(setup, "self.stage.run()").replace("self.canary.run()\n", ""))
+
+    with pytest.raises(InvalidInput) as refused:
+        project.run()
+
+    assert str(refused.value).startswith(
+        "compute.num_nodes: stage 'Stage' asks for 2 nodes, and a local run is one process")
+    assert_nothing_ran(project, capsys.readouterr().out)

@@ -235,3 +235,14 @@ def test_lightning_machine_names_say_what_they_stood_for(gpu: str, says: str) ->
         Compute(gpu)
     assert refused.value.field == "gpu"
     assert says in str(refused.value)
+
+
+def test_nodes_is_num_nodes_as_dstack_writes_it() -> None:
+    assert Compute("cpu", nodes=3).num_nodes == 3
+    assert Compute(nodes=2).describe() == "2 nodes, each no GPU"
+    for bad, says in (({"nodes": 2, "num_nodes": 2}, "nodes and num_nodes both given"),
+                      ({"nodes": True}, "num_nodes must be a whole number"),
+                      ({"nodes": "2"}, "num_nodes must be a whole number"),
+                      ({"nodes": 0}, "from 1 to 1024")):
+        with pytest.raises(InvalidInput, match=says):
+            Compute(**bad)

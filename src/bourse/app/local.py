@@ -105,6 +105,7 @@ class LocalBackend(Backend):
 
     def start(self, work: Work, call: Call, slot: str) -> LocalHandle:
         check_local(work.name, _packages(work))
+        _one_node(work)
         stage_dir = self.run_dir / slot
         outputs = {name: stage_dir / "outputs" / name for name in call.outputs}
         checkpoint = stage_dir / "checkpoints"
@@ -125,6 +126,17 @@ class LocalBackend(Backend):
         return LocalHandle(work, call, proc,
                            outputs={n: Data(u) for n, u in output_uris.items()},
                            checkpoint=checkpoint.as_uri() + "/", started=time.monotonic())
+
+
+def _one_node(work: Work) -> None:
+    """A local stage is one process on this machine: a multi-node one would wait forever for
+    members that never come."""
+    nodes = work.compute.num_nodes if isinstance(work.compute, Compute) else 1
+    if nodes > 1:
+        raise InvalidInput(f"stage {work.name!r} asks for {nodes} nodes, and a local run is "
+                           "one process on this machine", field="compute.num_nodes",
+                           hint="run the app on an exchange (without --local), or give the "
+                                "stage one node to try it locally")
 
 
 def _packages(work: Work) -> tuple[str, ...]:
