@@ -72,7 +72,7 @@ async def _latency(session: AsyncSession) -> Family:
         func.coalesce(func.sum(case((latency <= bound, 1), else_=0)), 0)
         for bound in LATENCY_BOUNDS]
     row = (await session.execute(select(*columns).select_from(Attempt).join(
-        Job, Job.id == Attempt.job_id).where(Attempt.number == 1))).one()
+        Job, Job.id == Attempt.job_id).where(Attempt.number == 1, Attempt.rank == 0))).one()
     count, total, *cumulative = row
     return exposition.histogram(
         "bourse_placement_latency_seconds", "Seconds from a job's submission to its first "

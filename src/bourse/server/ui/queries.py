@@ -59,7 +59,8 @@ async def attempt_times(session: AsyncSession,
     wanted = set(job_ids)
     if not wanted:
         return {}
-    current = and_(Attempt.job_id == Job.id, Attempt.number == Job.attempt)
+    current = and_(Attempt.job_id == Job.id, Attempt.number == Job.attempt,
+                   Attempt.rank == 0)  # a gang's: its rank 0's
     rows = await session.execute(select(Attempt.job_id, Attempt.started_at, Attempt.ended_at)
                                  .join(Job, current).where(Job.id.in_(wanted)))
     return {row[0]: (row[1], row[2]) for row in rows}
