@@ -337,3 +337,15 @@ def test_gangs_share_one_security_group_and_have_a_placement_group_each(
     assert aws.release_gang(REGION, "g-1") is True
     assert aws.release_gang(REGION, "g-1") is True  # gone already: not an error
     assert aws.gang_groups(spec.exchange_id, [REGION]) == [(REGION, "g-2")]
+
+
+def test_a_permission_missing_for_gangs_fails_the_gang_not_the_cloud(sim: Sim,
+                                                                     spec: LaunchSpec) -> None:
+    sim.proxy.reset([Rule(action="CreatePlacementGroup", error={
+        "code": "UnauthorizedOperation", "status": 403,
+        "message": "You are not authorized to perform this operation."})])
+    with pytest.raises(CloudError) as refused:
+        provider(sim).place_gang(spec.exchange_id, "g-9", REGION, "use1-az1", "p4d.24xlarge")
+    assert refused.value.failure is Failure.CONFIG  # one-node launches go on
+    assert refused.value.code == "UnauthorizedOperation"
+    assert "ec2:CreatePlacementGroup" in refused.value.message

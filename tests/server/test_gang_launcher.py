@@ -69,6 +69,9 @@ async def test_a_gang_lands_in_one_zone_runs_on_its_nodes_and_goes_when_idle(
         assert [f["network"] for f in run.user_data] == [f"aws:{zone}"] * 2
         rows = await launches_of(run)
         assert [(r.gang, r.state) for r in rows] == [(first.gang, LaunchState.BOOTING)] * 2
+        await run.tick()
+        waiting = (await run.exchange.job(job["id"]))["pending_reason"]
+        assert waiting.startswith(f"launching 2 x aws {rows[0].region} ({zone}) {itype}")
         agents = [await member(run, live, i) for i in range(2)]
         try:
             await run.tick()

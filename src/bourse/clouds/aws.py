@@ -56,11 +56,22 @@ OFFERINGS_BATCH = 100  # instance types per filter of DescribeInstanceTypeOfferi
 _NOT_TERMINATED = ["pending", "running", "shutting-down", "stopping", "stopped"]
 _INSTANCE_ID = re.compile(r"i-[0-9a-f]+")
 _EPOCH = datetime.fromtimestamp(0, UTC)
+GANG_PERMISSIONS = ("ec2:DescribeVpcs, ec2:DescribeSecurityGroups, ec2:CreateSecurityGroup, "
+                    "ec2:AuthorizeSecurityGroupIngress, ec2:DescribeInstanceTypes, "
+                    "ec2:CreatePlacementGroup, ec2:DescribePlacementGroups and "
+                    "ec2:DeletePlacementGroup")
 _CHECK_TYPE: Final = "t3.micro"  # the dry-run launch of check(): any type the account may run
 
 
 def _where(spec: LaunchSpec) -> str:
     return f"{spec.region}/{spec.zone or '*'}/{spec.instance_type}"
+
+
+def _gang_error(error: CloudError) -> CloudError:
+    if error.failure is not Failure.AUTH or error.code == "NoCredentialsError":
+        return error
+    return CloudError(Failure.CONFIG, error.code, f"{error.message} (a multi-node job also "
+                      f"needs {GANG_PERMISSIONS})", where=error.where)
 
 
 class AwsProvider:
@@ -306,10 +317,14 @@ class AwsProvider:
 
     def place_gang(self, exchange_id: str, gang: str, region: str, zone: str | None,
                    instance_type: str) -> GangPlace:
+        """The gang's placement group and security group. A permission missing for them is
+        a configuration error of the gang's (its job fails saying which), not of the cloud's:
+        one-node launches go on."""
         try:
             return self._place_gang(exchange_id, gang, region, zone, instance_type)
         except (ClientError, BotoCoreError) as exc:
-            raise cloud_error(exc, where=f"{region}/{zone or '*'}/{instance_type}") from exc
+            raise _gang_error(cloud_error(
+                exc, where=f"{region}/{zone or '*'}/{instance_type}")) from exc
 
     def _place_gang(self, exchange_id: str, gang: str, region: str, zone: str | None,
                     instance_type: str) -> GangPlace:

@@ -53,6 +53,10 @@ def network_of(offer: Offer) -> str:
     return f"{offer.provider}:{offer.zone or offer.region}"
 
 
+class _Ended(Exception):
+    """A member's launch was ended while the cloud made its instance (the job ended)."""
+
+
 @dataclass
 class _Gang:
     """One gang launch under way: its place, its rows, and the members launched so far."""
@@ -124,6 +128,9 @@ async def _launch(launcher: Launcher, gang: _Gang, tries: list[Try],
             await _record(launcher, gang, member, instance)
     except CloudError as exc:
         return await _give_up(launcher, gang, exc, tries, blocks)
+    except _Ended:
+        await _abandon(launcher, gang, "its job ended while its gang was launched", None)
+        return "failed"
     tries.append(try_of(gang.place, "launched", ", ".join(i.id for i in gang.launched)))
     log.info("launched gang %s of job %s: %d x %s (%s)", gang.id, gang.job.id, gang.size,
              decide.describe(gang.place), ", ".join(i.id for i in gang.launched))
@@ -168,8 +175,7 @@ async def _record(launcher: Launcher, gang: _Gang, member: launches.Requested,
     async with launcher.db.write() as session:
         kept = await launches.launched(session, member.launch.id, instance, launcher.clock())
     if kept is None:  # ended while the call ran: the gang cannot come up
-        raise CloudError(Failure.UNKNOWN, "LaunchEnded", "the launch was ended while the "
-                         "cloud made its instance", where=instance.id)
+        raise _Ended
 
 
 async def _give_up(launcher: Launcher, gang: _Gang, exc: CloudError, tries: list[Try],
@@ -184,11 +190,10 @@ async def _give_up(launcher: Launcher, gang: _Gang, exc: CloudError, tries: list
     blocks += found
     why = f"its gang could not be launched whole ({which}: {detail})"
     async with launcher.db.write() as session:
-        await _end_rows(session, gang, detail, why, now)
         await launches.add_blocks(session, found, now)
         if exc.failure is Failure.CONFIG:
             await launcher.fail_job(session, gang.job.id, gang.place, detail, now)
-    await _terminate(launcher, gang)
+    await _abandon(launcher, gang, why, detail)
     if exc.failure is Failure.AUTH:
         launcher.clouds.disable(gang.place.offer.provider, f"launching was refused: {detail}")
     log.info("gang launch of %d x %s failed at %s (%s): %s", gang.size,
@@ -196,18 +201,26 @@ async def _give_up(launcher: Launcher, gang: _Gang, exc: CloudError, tries: list
     return "failed" if exc.failure is Failure.CONFIG else "next"
 
 
-async def _end_rows(session: AsyncSession, gang: _Gang, detail: str, why: str,
+async def _abandon(launcher: Launcher, gang: _Gang, why: str, detail: str | None) -> None:
+    """End every row of the gang (``detail``: the failing member's own reason) and terminate
+    the members launched."""
+    async with launcher.db.write() as session:
+        await _end_rows(session, gang, detail, why, launcher.clock())
+    await _terminate(launcher, gang)
+
+
+async def _end_rows(session: AsyncSession, gang: _Gang, detail: str | None, why: str,
                     now: float) -> None:
     launched = set(gang.launched_ids())
     for member in gang.members:
         row = await session.get(Launch, member.launch.id, with_for_update=True)
-        if row is None:
+        if row is None or row.state not in (LaunchState.REQUESTED, LaunchState.BOOTING):
             continue
         if row.id in launched or row.instance_id is not None:
             await launches.mark_terminating(session, row, why, now)
         else:
-            await launches.failed(session, row.id, detail if row.id == _failing(gang)
-                                  else why, now)
+            await launches.failed(session, row.id, detail if detail and row.id == _failing(
+                gang) else why, now)
 
 
 def _failing(gang: _Gang) -> str:
@@ -275,6 +288,9 @@ async def sweep(launcher: Launcher, name: str, provider: Provider) -> list[str]:
     instances shut down: the next pass tries again). Returns the gangs whose group went."""
     if not isinstance(provider, GangPlacement):
         return []
+    async with launcher.db.read() as session:
+        if not await launches.any_gang(session, name):
+            return []  # never a gang: no call (nor a warning where the policy lacks it)
     exchange = await launcher.exchange_id()
     try:
         groups = await asyncio.to_thread(provider.gang_groups, exchange,

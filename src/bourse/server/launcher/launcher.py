@@ -21,6 +21,7 @@ import contextlib
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -162,15 +163,18 @@ class Launcher:
                     idle_timeout_s=cfg.idle_timeout_s))
                 jobs[launch.id] = job
             broken = await gangs.broken(session, judged, self.in_flight)
+            sizes = Counter(launch.gang for launch, _, _ in judged.values() if launch.gang)
             for launch_id, (launch, _, found) in judged.items():
                 ending = await self._apply(session, launch, jobs[launch_id],
-                                           broken.get(launch_id, found), now)
+                                           broken.get(launch_id, found), now,
+                                           members=sizes.get(launch.gang, 1))
                 if ending is not None:
                     endings.append(ending)
         return endings
 
     async def _apply(self, session: AsyncSession, launch: Launch, job: Job | None,
-                     found: decide.Verdict, now: float) -> Ending | None:
+                     found: decide.Verdict, now: float, *, members: int) -> Ending | None:
+        """Carry out a verdict (``members``: how many launches of its gang are live)."""
         if found.step == "terminate":
             if launch.state != LaunchState.TERMINATING:
                 log.info("launch %s (%s): terminating: %s", launch.id, launch.instance_type,
@@ -189,7 +193,7 @@ class Launcher:
         elif found.step == "idle" and launch.idle_since is None:
             launch.idle_since = now
         elif found.step == "wait" and job is not None and job.state == JobState.PENDING:
-            _say(job, f"{_launching(launch)} — {now - launch.requested_at:.0f} s"
+            _say(job, f"{_launching(launch, members)} — {now - launch.requested_at:.0f} s"
                       f"{' (booting)' if launch.state == LaunchState.BOOTING else ''}")
         return None
 
@@ -436,10 +440,10 @@ def _count(nodes: int) -> str:
     return f"{nodes} x " if nodes > 1 else ""
 
 
-def _launching(launch: Launch) -> str:
+def _launching(launch: Launch, members: int = 1) -> str:
     where = launch.region + (f" ({launch.zone})" if launch.zone else "")
     kind = "spot" if launch.spot else "on-demand"
-    return f"launching {launch.provider} {where} {launch.instance_type} {kind}"
+    return f"launching {_count(members)}{launch.provider} {where} {launch.instance_type} {kind}"
 
 
 def _say(job: Job, text: str) -> None:

@@ -171,6 +171,12 @@ async def gang_members(session: AsyncSession, gangs: Collection[str]) -> list[La
         Launch.gang.in_(list(gangs))).order_by(Launch.requested_at, Launch.id))).all())
 
 
+async def any_gang(session: AsyncSession, provider: str) -> bool:
+    """Whether the exchange ever launched a gang on ``provider``."""
+    return await session.scalar(select(Launch.id).where(
+        Launch.provider == provider, Launch.gang.is_not(None)).limit(1)) is not None
+
+
 async def live_gangs(session: AsyncSession, gangs: Collection[str]) -> set[str]:
     """Those of these gangs that have a live launch."""
     if not gangs:
