@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from bourse.core.compute import Compute
@@ -99,7 +101,7 @@ def test_a_gang_that_never_came_up_whole_ends_whole(
 
 def test_a_gangs_places_have_a_zone() -> None:
     offers = [o for o in catalog_offers(("aws",)) if o.region == "us-east-1"]
-    zoneless = [o.model_copy(update={"zone": None}) for o in offers[:20]]
+    zoneless = [replace(o, id=f"{o.id}-anywhere", zone=None) for o in offers]
     compute = Compute(gpu="a100:8", num_nodes=2)
     found = match(compute, [*offers, *zoneless])
     tries, _ = candidates(compute, found, [], blocks=[], now=1.0)

@@ -72,7 +72,7 @@ def tagged_groups(ec2: EC2Client, exchange_id: str) -> list[str]:
     out = []
     for group in groups:
         tags = {t["Key"]: t["Value"] for t in group.get("Tags", [])}
-        if tags.get(TAG_GANG) and group.get("State") != "deleted":
+        if tags.get(TAG_GANG) and group.get("State") not in ("deleting", "deleted"):
             out.append(tags[TAG_GANG])
     return out
 

@@ -167,7 +167,7 @@ class Launcher:
             for launch_id, (launch, _, found) in judged.items():
                 ending = await self._apply(session, launch, jobs[launch_id],
                                            broken.get(launch_id, found), now,
-                                           members=sizes.get(launch.gang, 1))
+                                           members=sizes.get(launch.gang or "", 1))
                 if ending is not None:
                     endings.append(ending)
         return endings
