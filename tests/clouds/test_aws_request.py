@@ -81,3 +81,15 @@ def test_no_zone_lets_ec2_choose() -> None:
 def test_timestamps_are_read_fast_and_as_botocore_would(text: object,
                                                          expected: datetime) -> None:
     assert parse_timestamp(text) == expected
+
+
+def test_a_gang_member_goes_into_its_placement_group_with_its_security_group() -> None:
+    member = replace(SPEC, gang="g-1", placement_group="bourse-g-1",
+                     security_groups=("sg-1",))
+    request = run_request(member, image="ami-1", zone_name="us-east-1b", root_device=None)
+    assert request["Placement"] == {"AvailabilityZone": "us-east-1b", "GroupName": "bourse-g-1"}
+    assert request["SecurityGroupIds"] == ["sg-1"]
+    tags = {t["Key"]: t["Value"] for t in request["TagSpecifications"][0]["Tags"]}
+    assert tags["bourse:gang"] == "g-1"
+    alone = run_request(SPEC, image="ami-1", zone_name="us-east-1b", root_device=None)
+    assert "SecurityGroupIds" not in alone  # the default VPC's default group

@@ -312,3 +312,40 @@ def test_check_leaves_out_a_region_that_does_not_answer(sim: Sim) -> None:
     assert check.enabled and check.regions == (REGION,)
     assert check.reason == ("us-west-2: AuthFailure: AWS was not able to validate the "
                             "provided access credentials")
+
+
+def test_gangs_share_one_security_group_and_have_a_placement_group_each(
+        sim: Sim, spec: LaunchSpec) -> None:
+    aws, ec2 = provider(sim), sim.client("ec2")
+    first = aws.place_gang(spec.exchange_id, "g-1", REGION, "use1-az1", "p4d.24xlarge")
+    second = provider(sim).place_gang(spec.exchange_id, "g-2", REGION, "use1-az1",
+                                      "p4d.24xlarge")  # another coordinator: found again
+    assert (first.placement_group, second.placement_group) == ("bourse-g-1", "bourse-g-2")
+    assert first.security_groups == second.security_groups and first.note is None
+    named = ec2.describe_security_groups(Filters=[  # type: ignore[attr-defined]
+        {"Name": "group-name", "Values": [f"bourse-gang-{spec.exchange_id}"]}])
+    assert [g["GroupId"] for g in named["SecurityGroups"]] == list(first.security_groups)
+    small = aws.place_gang(spec.exchange_id, "g-3", REGION, "use1-az1", "t3.micro")
+    assert small.placement_group is None and small.security_groups == first.security_groups
+    assert small.note is not None and "t3.micro does not support cluster placement" in small.note
+    member = aws.launch(another(spec, gang="g-1", placement_group="bourse-g-1",
+                                security_groups=first.security_groups))
+    assert sorted(aws.gang_groups(spec.exchange_id, [REGION])) == [(REGION, "g-1"),
+                                                                   (REGION, "g-2")]
+    assert aws.release_gang(REGION, "g-1") is False  # EC2 refuses while an instance is in it
+    aws.terminate(REGION, [member.id])
+    assert aws.release_gang(REGION, "g-1") is True
+    assert aws.release_gang(REGION, "g-1") is True  # gone already: not an error
+    assert aws.gang_groups(spec.exchange_id, [REGION]) == [(REGION, "g-2")]
+
+
+def test_a_permission_missing_for_gangs_fails_the_gang_not_the_cloud(sim: Sim,
+                                                                     spec: LaunchSpec) -> None:
+    sim.proxy.reset([Rule(action="CreatePlacementGroup", error={
+        "code": "UnauthorizedOperation", "status": 403,
+        "message": "You are not authorized to perform this operation."})])
+    with pytest.raises(CloudError) as refused:
+        provider(sim).place_gang(spec.exchange_id, "g-9", REGION, "use1-az1", "p4d.24xlarge")
+    assert refused.value.failure is Failure.CONFIG  # one-node launches go on
+    assert refused.value.code == "UnauthorizedOperation"
+    assert "ec2:CreatePlacementGroup" in refused.value.message

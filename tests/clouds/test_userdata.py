@@ -64,6 +64,7 @@ def test_it_is_sh_far_under_ec2s_limit() -> None:
     ({"python": "python3 -c reboot"}, "python"),
     ({"metadata_url": "http://169.254.169.254/latest"}, "metadata_url"),
     ({"gpus": "h100 x8"}, "gpus"),
+    ({"network": "aws:use1-az1; reboot"}, "network"),
 ])
 def test_bad_values_are_refused_naming_the_field(changes: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidInput) as refused:
@@ -158,3 +159,13 @@ def test_it_refuses_paths_with_quotes(tmp_path: Path) -> None:
                           env={"PATH": os.environ["PATH"], "BOURSE_BOOT_ROOT": str(root)})
     assert done.returncode == 2 and "no quotes in paths" in done.stderr
     assert not root.exists()
+
+
+def test_a_gang_member_declares_its_network_and_leaves_its_address_to_the_agent(
+        tmp_path: Path) -> None:
+    calls = run(script(spot=False, spot_price=None, network="aws:use1-az1",
+                       python=str(tmp_path / "fakes" / "python3")), tmp_path)
+    argv = agent_argv(calls)
+    assert argv[argv.index("--network") + 1] == "aws:use1-az1"
+    assert "--address" not in argv  # the agent's default: where it reaches the coordinator from
+    assert "--network" not in script()

@@ -81,3 +81,11 @@ def test_caps_refuse_with_the_figures(
     price, hourly, spent, cap_hour, cap_day, says = case
     found = over_cap(price, hourly, spent, cap_hour, cap_day)
     assert (found is None) if says is None else (found is not None and says in found)
+
+
+def test_a_gangs_members_count_together_against_the_cap() -> None:
+    assert over_cap(10.0, 0.0, 0.0, 15.0, None) is None
+    found = over_cap(10.0, 0.0, 0.0, 15.0, None, nodes=2)
+    assert found is not None and "these 2 cost $20.00/h" in found
+    daily = over_cap(10.0, 0.0, 85.0, None, 100.0, nodes=2)
+    assert daily is not None and "these 2 nodes cost $20.00/h" in daily

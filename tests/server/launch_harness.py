@@ -2,8 +2,9 @@
 
 ``ScriptedCloud`` implements the provider seam (``bourse.clouds.base.Provider``) in memory:
 instances are made and listed like a cloud would, and a script of errors per (zone, type,
-spot) makes chosen calls fail with the class the real provider would raise. The launch
-path against the real EC2 API (moto) is in ``tests/clouds``; this one exercises the
+spot) makes chosen calls fail with the class the real provider would raise; ``PlacingCloud``
+also places gangs (``clouds.base.GangPlacement``) as EC2 does, a placement group per gang. The
+launch path against the real EC2 API (moto) is in ``tests/clouds``; this one exercises the
 coordinator's decisions around it, on both databases, with a controlled clock.
 """
 
@@ -18,7 +19,15 @@ from typing import Any
 
 from server_harness import Exchange, open_exchange
 
-from bourse.clouds.base import CloudCheck, CloudError, CloudState, Instance, LaunchSpec
+from bourse.clouds.base import (
+    TAG_GANG,
+    CloudCheck,
+    CloudError,
+    CloudState,
+    GangPlace,
+    Instance,
+    LaunchSpec,
+)
 from bourse.core.launch import Failure
 from bourse.market.catalogs import catalog_offers
 from bourse.server.config import CloudsConfig
@@ -29,8 +38,9 @@ from bourse.server.launcher.launcher import Launcher
 @dataclass
 class ScriptedCloud:
     name: str = "aws"
-    # (zone or "*", instance type or "*", "spot" | "on-demand" | "*") -> errors to raise, in turn
-    errors: dict[tuple[str, str, str], list[CloudError]] = field(default_factory=dict)
+    # (zone or "*", instance type or "*", "spot" | "on-demand" | "*") -> errors to raise, in
+    # turn (None: that call succeeds)
+    errors: dict[tuple[str, str, str], list[CloudError | None]] = field(default_factory=dict)
     instances: dict[str, Instance] = field(default_factory=dict)
     calls: list[LaunchSpec] = field(default_factory=list)
     terminated: list[str] = field(default_factory=list)
@@ -41,9 +51,12 @@ class ScriptedCloud:
         return CloudCheck(self.name, True, None, ("us-east-1",), "arn:aws:iam::123:user/t")
 
     def fail(self, failure: Failure, code: str, *, zone: str = "*", instance_type: str = "*",
-             market: str = "*", times: int = 1, quota: str | None = None) -> None:
+             market: str = "*", times: int = 1, quota: str | None = None,
+             after: int = 0) -> None:
+        """Fail ``times`` matching calls, once ``after`` matching calls have succeeded."""
         key = (zone, instance_type, market)
-        self.errors.setdefault(key, []).extend(
+        self.errors.setdefault(key, []).extend([None] * after)
+        self.errors[key].extend(
             CloudError(failure, code, f"scripted {code}", where=zone, quota=quota)
             for _ in range(times))
 
@@ -55,7 +68,10 @@ class ScriptedCloud:
         for key in itertools.product((spec.zone or "*", "*"), (spec.instance_type, "*"),
                                      (market, "*")):
             if self.errors.get(key):
-                raise self.errors[key].pop(0)
+                error = self.errors[key].pop(0)
+                if error is None:
+                    break
+                raise error
         instance = Instance(f"i-{next(self._ids):08x}", spec.region, spec.instance_type,
                             "pending", spec.zone, spec.spot, None, spec.tags())
         self.instances[instance.id] = instance
@@ -75,6 +91,38 @@ class ScriptedCloud:
 
     def alive(self) -> list[Instance]:
         return [i for i in self.instances.values() if i.alive]
+
+
+@dataclass
+class PlacingCloud(ScriptedCloud):
+    """A scripted cloud that places gangs: a placement group per gang, as EC2 makes them, none
+    for ``no_cluster`` types (as EC2's t3 has none), and one security group; a group in use
+    is not deleted, as EC2 refuses."""
+
+    groups: dict[str, tuple[str, str]] = field(default_factory=dict)  # gang -> region, exchange
+    released: list[str] = field(default_factory=list)
+    no_cluster: set[str] = field(default_factory=set)
+
+    def place_gang(self, exchange_id: str, gang: str, region: str, zone: str | None,
+                   instance_type: str) -> GangPlace:
+        if instance_type in self.no_cluster:
+            return GangPlace(None, ("sg-gang",), f"{instance_type} has no cluster placement")
+        self.groups[gang] = (region, exchange_id)
+        return GangPlace(f"bourse-{gang}", ("sg-gang",))
+
+    def gang_groups(self, exchange_id: str, regions: Sequence[str]) -> list[tuple[str, str]]:
+        return [(region, gang) for gang, (region, exchange) in self.groups.items()
+                if exchange == exchange_id and region in regions]
+
+    def release_gang(self, region: str, gang: str) -> bool:
+        if any(i.tags.get(TAG_GANG) == gang for i in self.alive()):
+            return False
+        if self.groups.pop(gang, None) is not None:
+            self.released.append(gang)
+        return True
+
+    def gang_of(self, gang: str) -> list[Instance]:
+        return [i for i in self.alive() if i.tags.get(TAG_GANG) == gang]
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from bourse.core.compute import Compute
@@ -9,7 +11,7 @@ from bourse.core.launch import Failure, blocks_for
 from bourse.core.match import match
 from bourse.core.states import LaunchState, NodeState
 from bourse.market.catalogs import catalog_offers
-from bourse.server.launcher.decide import Facts, candidates, verdict
+from bourse.server.launcher.decide import Facts, Member, broken_gang, candidates, verdict
 
 T0 = 1000.0
 BOOT, IDLE = 900.0, 600.0
@@ -74,3 +76,36 @@ def test_prefer_tries_spot_then_on_demand_by_price_less_the_blocked() -> None:
     assert all(not m.spot for m in never)
     nowhere, _ = candidates(compute, spot, on_demand, blocks=[], now=1.0, clouds=["gcp"])
     assert nowhere == []
+
+
+R, B, Y = LaunchState.REQUESTED, LaunchState.BOOTING, LaunchState.READY
+F, T = LaunchState.FAILED, LaunchState.TERMINATED
+
+
+@pytest.mark.parametrize(("states", "busy", "ending", "ended"), [
+    ((B, B), (), (), []),  # on its way up
+    ((Y, Y), (), (), []),  # up whole
+    ((Y, F), (), (), []),  # up whole once: members are nodes of their own now
+    ((B, F), (), (), ["l0"]),  # a crash between members: the one made goes
+    ((R, B, F), (), (), ["l0", "l1"]),
+    ((B, B), (), ("l1",), ["l0"]),  # one ends now (boot timeout, not what it said)
+    ((Y, B, T), (), (), ["l0", "l1"]),  # the ready one too: no gang can run on them
+    ((Y, B, T), ("l0",), (), ["l1"]),  # work runs on it: it stays
+])
+def test_a_gang_that_never_came_up_whole_ends_whole(
+        states: tuple[LaunchState, ...], busy: tuple[str, ...], ending: tuple[str, ...],
+        ended: list[str]) -> None:
+    members = [Member(f"l{i}", state, busy=f"l{i}" in busy) for i, state in enumerate(states)]
+    assert broken_gang(members, set(ending)) == ended
+
+
+def test_a_gangs_places_have_a_zone() -> None:
+    offers = [o for o in catalog_offers(("aws",)) if o.region == "us-east-1"]
+    zoneless = [replace(o, id=f"{o.id}-anywhere", zone=None) for o in offers]
+    compute = Compute(gpu="a100:8", num_nodes=2)
+    found = match(compute, [*offers, *zoneless])
+    tries, _ = candidates(compute, found, [], blocks=[], now=1.0)
+    assert tries and all(m.offer.zone is not None for m in tries)
+    one, _ = candidates(Compute(gpu="a100:8"), match(Compute(gpu="a100:8"), zoneless), [],
+                        blocks=[], now=1.0)
+    assert one  # a one-node job takes a zone-less offer

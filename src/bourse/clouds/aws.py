@@ -11,7 +11,8 @@ made, but not forever (its tokens are kept for a limited time) and not in simula
 token is looked up first (``client-token`` filter); a crash between the call and its commit
 never makes a second instance. Instances require IMDSv2 (``HttpTokens=required``) and
 terminate on shutdown; the zone ids of the catalogue (``use1-az1``, the same in every
-account) are mapped to this account's zone names.
+account) are mapped to this account's zone names. A multi-node job's members go into a
+cluster placement group of their own and a security group open between them (``aws_gang``).
 """
 
 from __future__ import annotations
@@ -24,9 +25,17 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from bourse.clouds import aws_gang
 from bourse.clouds.aws_errors import cloud_error
 from bourse.clouds.aws_request import fail_fast, fast_timestamps, quiet_user_data, run_request
-from bourse.clouds.base import TAG_EXCHANGE, CloudCheck, CloudError, Instance, LaunchSpec
+from bourse.clouds.base import (
+    TAG_EXCHANGE,
+    CloudCheck,
+    CloudError,
+    GangPlace,
+    Instance,
+    LaunchSpec,
+)
 from bourse.clouds.refresh import SpotPrice, latest
 from bourse.core.launch import Failure
 
@@ -47,11 +56,22 @@ OFFERINGS_BATCH = 100  # instance types per filter of DescribeInstanceTypeOfferi
 _NOT_TERMINATED = ["pending", "running", "shutting-down", "stopping", "stopped"]
 _INSTANCE_ID = re.compile(r"i-[0-9a-f]+")
 _EPOCH = datetime.fromtimestamp(0, UTC)
+GANG_PERMISSIONS = ("ec2:DescribeVpcs, ec2:DescribeSecurityGroups, ec2:CreateSecurityGroup, "
+                    "ec2:AuthorizeSecurityGroupIngress, ec2:DescribeInstanceTypes, "
+                    "ec2:CreatePlacementGroup, ec2:DescribePlacementGroups and "
+                    "ec2:DeletePlacementGroup")
 _CHECK_TYPE: Final = "t3.micro"  # the dry-run launch of check(): any type the account may run
 
 
 def _where(spec: LaunchSpec) -> str:
     return f"{spec.region}/{spec.zone or '*'}/{spec.instance_type}"
+
+
+def _gang_error(error: CloudError) -> CloudError:
+    if error.failure is not Failure.AUTH or error.code == "NoCredentialsError":
+        return error
+    return CloudError(Failure.CONFIG, error.code, f"{error.message} (a multi-node job also "
+                      f"needs {GANG_PERMISSIONS})", where=error.where)
 
 
 class AwsProvider:
@@ -292,6 +312,47 @@ class AwsProvider:
                         self._terminate(region, [one])
                 return
             ids = [i for i in ids if i not in unknown]
+
+    # gangs (``aws_gang``)
+
+    def place_gang(self, exchange_id: str, gang: str, region: str, zone: str | None,
+                   instance_type: str) -> GangPlace:
+        """The gang's placement group and security group. A permission missing for them is
+        a configuration error of the gang's (its job fails saying which), not of the cloud's:
+        one-node launches go on."""
+        try:
+            return self._place_gang(exchange_id, gang, region, zone, instance_type)
+        except (ClientError, BotoCoreError) as exc:
+            raise _gang_error(cloud_error(
+                exc, where=f"{region}/{zone or '*'}/{instance_type}")) from exc
+
+    def _place_gang(self, exchange_id: str, gang: str, region: str, zone: str | None,
+                    instance_type: str) -> GangPlace:
+        ec2 = self._ec2(region)
+        group = aws_gang.security_group(ec2, exchange_id, region)
+        cluster = self._cached(("cluster", region, instance_type), lambda: str(
+            aws_gang.supports_cluster(ec2, instance_type)))
+        if cluster != "True":
+            return GangPlace(None, (group,), (
+                f"{instance_type} does not support cluster placement groups: the members are "
+                f"launched in {zone or region} without one"))
+        return GangPlace(aws_gang.make_placement_group(ec2, exchange_id, gang), (group,))
+
+    def gang_groups(self, exchange_id: str, regions: Sequence[str]) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        for region in regions:
+            try:
+                out += [(region, g) for g in aws_gang.tagged_groups(self._ec2(region),
+                                                                    exchange_id)]
+            except (ClientError, BotoCoreError) as exc:
+                raise cloud_error(exc, where=region) from exc
+        return out
+
+    def release_gang(self, region: str, gang: str) -> bool:
+        try:
+            return aws_gang.delete_placement_group(self._ec2(region), gang)
+        except (ClientError, BotoCoreError) as exc:
+            raise cloud_error(exc, where=region) from exc
 
     # prices and availability
 

@@ -99,6 +99,11 @@ def run_request(spec: LaunchSpec, *, image: str, zone_name: str | None,
         "InstanceInitiatedShutdownBehavior": "terminate"}
     if zone_name is not None:
         request["Placement"] = {"AvailabilityZone": zone_name}
+    if spec.placement_group is not None:
+        request["Placement"] = {**request.get("Placement", {}),
+                                "GroupName": spec.placement_group}
+    if spec.security_groups:  # in place of the default VPC's default group
+        request["SecurityGroupIds"] = list(spec.security_groups)
     if spec.spot:
         request["InstanceMarketOptions"] = _market(spec)
     if spec.disk_gib is not None and root_device is not None:

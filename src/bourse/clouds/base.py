@@ -2,7 +2,9 @@
 
 A provider is synchronous and stateless between calls (the launcher runs it in a thread): it
 checks its credentials, launches one instance for a :class:`LaunchSpec`, lists the instances
-the exchange tagged, and terminates instances. Every failure of a call is a
+the exchange tagged, and terminates instances. A provider that can also place a multi-node
+job's members close together and open them to each other implements :class:`GangPlacement`
+(EC2: a cluster placement group, a security group between its members). Every failure of a call is a
 :class:`CloudError` whose ``failure`` (``core.launch.Failure``) says what the exchange does
 next — try another zone, block a region's family, fail the job, disable the cloud, back off.
 New clouds implement :class:`Provider`; nothing else in the coordinator knows a cloud's API.
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from bourse.core.launch import Failure
 
@@ -24,6 +26,7 @@ TAG_LAUNCH = "bourse:launch"
 TAG_NODE = "bourse:node"
 TAG_JOB = "bourse:job"
 TAG_PROJECT = "bourse:project"
+TAG_GANG = "bourse:gang"  # the gang launch its instance (or placement group) belongs to
 
 
 @dataclass(frozen=True)
@@ -47,12 +50,17 @@ class LaunchSpec:
     job_id: str | None = None
     disk_gib: int | None = None
     image: str | None = None  # the machine image; None: the provider's default
+    gang: str | None = None  # the gang launch it is a member of
+    placement_group: str | None = None  # the gang's (``GangPlace``)
+    security_groups: tuple[str, ...] = ()  # the gang's; none: the provider's default
 
     def tags(self) -> dict[str, str]:
         out = {TAG_EXCHANGE: self.exchange_id, TAG_LAUNCH: self.launch_id,
                TAG_NODE: self.node_id, TAG_PROJECT: self.project_id}
         if self.job_id:
             out[TAG_JOB] = self.job_id
+        if self.gang:
+            out[TAG_GANG] = self.gang
         return out
 
 
@@ -135,4 +143,35 @@ class Provider(Protocol):
 
     def terminate(self, region: str, instance_ids: Sequence[str]) -> None:
         """Terminate instances (already terminated or unknown ids are not an error)."""
+        ...
+
+
+@dataclass(frozen=True)
+class GangPlace:
+    """Where a gang's members are launched, made once before the first of them.
+    ``placement_group``: None when the instance type has none (``note`` says so, for the
+    job's timeline); ``security_groups``: those that let the members reach each other."""
+
+    placement_group: str | None = None
+    security_groups: tuple[str, ...] = ()
+    note: str | None = None
+
+
+@runtime_checkable
+class GangPlacement(Protocol):
+    """A cloud that places a gang's members close together and lets them reach each other.
+    A provider without it has a gang's members launched in one zone as they are."""
+
+    def place_gang(self, exchange_id: str, gang: str, region: str, zone: str | None,
+                   instance_type: str) -> GangPlace:
+        """Make (or find again) the gang's placement group and network rules."""
+        ...
+
+    def gang_groups(self, exchange_id: str, regions: Sequence[str]) -> list[tuple[str, str]]:
+        """(region, gang id) of every placement group tagged with ``exchange_id``."""
+        ...
+
+    def release_gang(self, region: str, gang: str) -> bool:
+        """Delete the gang's placement group: True once it is gone (or was never made),
+        False while instances are still in it."""
         ...

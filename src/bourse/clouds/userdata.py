@@ -28,6 +28,7 @@ from bourse.core.interruption import base_url
 
 MAX_BYTES = 16 * 1024  # EC2's limit on user data, before base64
 LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # as the agent's --region, --name
+NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")  # as the agent's --network
 TOKEN = re.compile(r"^[!-~]{8,512}$")  # printable ASCII, no space: one line, never a heredoc end
 GPUS = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}(:[1-9][0-9]{0,2})?$")  # the agent checks it
 PYTHON = re.compile(r"^[A-Za-z0-9_./+-]{1,200}$")
@@ -140,10 +141,17 @@ fi
 def user_data(*, server_url: str, enrol_token: str, node_name: str, version: str,
               provider: str, region: str, zone: str | None, instance_type: str, spot: bool,
               spot_price: float | None, price: float | None, python: str = "python3",
-              metadata_url: str | None = None, gpus: str | None = None) -> str:
+              metadata_url: str | None = None, gpus: str | None = None,
+              network: str | None = None) -> str:
     """The boot script of one launched instance (see the module's docstring). ``gpus``: what
-    the offer claims (``h100-80gb:8``), declared by the agent so verification checks it."""
+    the offer claims (``h100-80gb:8``), declared by the agent so verification checks it.
+    ``network``: a gang member's ``--network``; its ``--address`` is left to the agent's
+    default, the address the machine reaches the coordinator from (on a cloud, its private
+    address, which its gang peers in the same network reach)."""
     _check(server_url, enrol_token, node_name, version, python)
+    if network is not None and not NETWORK.match(network):
+        raise InvalidInput(f"network {network!r}: use 1-128 letters, digits, '.', '_', ':', "
+                           "'/' and '-', starting with a letter or digit", field="network")
     for field, value in (("provider", provider), ("region", region), ("zone", zone),
                          ("instance_type", instance_type)):
         if value is not None:
@@ -157,7 +165,7 @@ def user_data(*, server_url: str, enrol_token: str, node_name: str, version: str
     args = agent_args(server_url=server_url, node_name=node_name, provider=provider,
                       region=region, spot=spot, spot_price=spot_price or price,
                       metadata_url=None if metadata_url is None else _metadata(metadata_url),
-                      gpus=gpus)
+                      gpus=gpus, network=network)
     script = "".join((
         HEAD.format(server=server_url, name=node_name, provider=provider, region=region,
                     zone=zone or "(any zone)", instance_type=instance_type,
@@ -174,12 +182,14 @@ def user_data(*, server_url: str, enrol_token: str, node_name: str, version: str
 
 def agent_args(*, server_url: str, node_name: str, provider: str, region: str, spot: bool,
                spot_price: float | None, metadata_url: str | None,
-               gpus: str | None = None) -> list[str]:
+               gpus: str | None = None, network: str | None = None) -> list[str]:
     """``bourse agent``'s options past the token file and the work dir."""
     args = ["--server", server_url.rstrip("/"), "--name", node_name, "--provider", provider,
             "--region", region]
     if gpus is not None:
         args += ["--declare-gpus", gpus]
+    if network is not None:
+        args += ["--network", network]
     if spot:
         args += ["--interruptible", "--spot-notice", "imds"]
         if spot_price is not None:

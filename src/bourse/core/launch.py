@@ -130,13 +130,17 @@ def table(tries: Sequence[Try]) -> str:
 
 
 def over_cap(price: float, running_per_hour: float, spent_today: float,
-             cap_hour: float | None, cap_day: float | None) -> str | None:
-    """Why launching at ``price`` $/h would break a project's spending cap, with the figures;
-    None when it would not. The day's cap counts the new node's first hour."""
-    if cap_hour is not None and running_per_hour + price > cap_hour + 1e-9:
+             cap_hour: float | None, cap_day: float | None, *, nodes: int = 1) -> str | None:
+    """Why launching ``nodes`` nodes at ``price`` $/h each (a gang's members count together,
+    before any is launched) would break a project's spending cap, with the figures; None when
+    it would not. The day's cap counts the new nodes' first hour."""
+    total = price * nodes
+    these = "this one costs" if nodes == 1 else f"these {nodes} cost"
+    if cap_hour is not None and running_per_hour + total > cap_hour + 1e-9:
         return (f"the project's cap of ${cap_hour:.2f}/h: launched nodes run at "
-                f"${running_per_hour:.2f}/h and this one costs ${price:.2f}/h")
-    if cap_day is not None and spent_today + price > cap_day + 1e-9:
+                f"${running_per_hour:.2f}/h and {these} ${total:.2f}/h")
+    if cap_day is not None and spent_today + total > cap_day + 1e-9:
         return (f"the project's cap of ${cap_day:.2f}/day: ${spent_today:.2f} spent today and "
-                f"this node costs ${price:.2f}/h")
+                f"{'this node costs' if nodes == 1 else f'these {nodes} nodes cost'} "
+                f"${total:.2f}/h")
     return None

@@ -354,7 +354,9 @@ class Launch(Base):
     idle_since: Mapped[float | None] = mapped_column(Float)
     terminated_at: Mapped[float | None] = mapped_column(Float)
     reason: Mapped[str | None] = mapped_column(Text)  # why it ended, or what it waits for
-    __table_args__ = (Index("ix_launches_state", "state"), Index("ix_launches_job", "job_id"))
+    gang: Mapped[str | None] = mapped_column(String(40))  # shared by a gang's members
+    __table_args__ = (Index("ix_launches_state", "state"), Index("ix_launches_job", "job_id"),
+                      Index("ix_launches_gang", "gang"))
 
 
 class LaunchBlockRow(Base):

@@ -1,24 +1,26 @@
 """What the launcher does with each launch and each waiting job — pure, table-tested.
 
 ``verdict``: a live launch's next step from what its rows say (ready, idle, busy, or
-terminate, and whether to block its offer). ``candidates``: the places to try for a job, best
-first: the job's matches under its spot policy, and under ``prefer`` the on-demand side of
-each offer after them by price, less what is blocked.
+terminate, and whether to block its offer); ``broken_gang``: the members a gang that never came
+up whole ends with. ``candidates``: the places to try for a job, best first: the job's matches
+under its spot policy, and under ``prefer`` the on-demand side of each offer after them by
+price, less what is blocked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from bourse.core.compute import Compute
-from bourse.core.launch import LaunchBlock, blocked_by
+from bourse.core.launch import LaunchBlock, Try, blocked_by
 from bourse.core.match import Match
 from bourse.core.states import LaunchState, NodeState
 from bourse.core.units import describe_duration
 
 Step = Literal["wait", "ready", "busy", "idle", "terminate"]
+THROTTLE_BACKOFF_S = (0.5, 1.0, 2.0)  # a throttled call is made again after each of these
 
 
 @dataclass(frozen=True)
@@ -82,18 +84,46 @@ def _ready(f: Facts, now: float, idle_timeout_s: float) -> Verdict:
     return Verdict("idle")
 
 
+@dataclass(frozen=True)
+class Member:
+    """One launch of a gang as its row says: its state, and whether work runs on its node."""
+
+    launch_id: str
+    state: LaunchState
+    busy: bool = False
+
+
+_UP = frozenset({LaunchState.REQUESTED, LaunchState.BOOTING})
+_DEAD = frozenset({LaunchState.FAILED, LaunchState.TERMINATING, LaunchState.TERMINATED})
+
+
+def broken_gang(members: Sequence[Member], ending: Collection[str]) -> list[str]:
+    """The members to end with a gang that never came up whole: while one member is still on
+    its way up (requested, booting) and another is dead (failed, ended, or in ``ending``, those
+    being terminated now), no gang can run on them, so every live member without work goes
+    too. Once every member was up, each is a node of its own (idle, lost, ... as any)."""
+    dead = [m for m in members if m.state in _DEAD or m.launch_id in ending]
+    up = [m for m in members if m.state in _UP and m.launch_id not in ending]
+    if not dead or not up:
+        return []
+    return [m.launch_id for m in members if m.state not in _DEAD and not m.busy
+            and m.launch_id not in ending]
+
+
 def candidates(compute: Compute, found: Sequence[Match], on_demand: Sequence[Match], *,
                blocks: Sequence[LaunchBlock], now: float,
                clouds: Sequence[str] | None = None) -> tuple[list[Match], list[Match]]:
     """(places to try best first, places left out by a block). ``on_demand``: the matches
     of the same Compute with spot never (used under ``prefer``: spot first where it is
-    cheaper, then on-demand)."""
+    cheaper, then on-demand). A gang's places have a zone: its members are launched in one."""
     pool = list(found) + (list(on_demand) if compute.spot == "prefer" else [])
     seen: set[tuple[str, bool]] = set()
     tries: list[Match] = []
     blocked: list[Match] = []
     for m in sorted(pool, key=lambda m: (m.price, m.offer.id, not m.spot)):
         if (m.offer.id, m.spot) in seen or (clouds is not None and m.offer.provider not in clouds):
+            continue
+        if compute.num_nodes > 1 and m.offer.zone is None:
             continue
         seen.add((m.offer.id, m.spot))
         (blocked if blocked_by(m.offer, m.spot, blocks, now) else tries).append(m)
@@ -105,3 +135,8 @@ def describe(m: Match) -> str:
     where = m.offer.region + (f" ({m.offer.zone})" if m.offer.zone else "")
     kind = "spot" if m.spot else "on-demand"
     return f"{m.offer.provider} {where} {m.offer.instance_type} {kind} at ${m.price:.2f}/h"
+
+
+def try_of(m: Match, outcome: str, detail: str) -> Try:
+    return Try(m.offer.provider, m.offer.region, m.offer.zone, m.offer.instance_type, m.spot,
+               outcome, detail)

@@ -7,7 +7,8 @@ and its offer blocked; an idle one past the idle timeout, a lost one, one whose 
 before it booted, are terminated; (2) for each due pending job that no connected node can take
 and no launch is under way for, the best launchable offer is launched, failing over through
 zones, regions and offers by the class of each error (``core.launch``), within the project's
-clouds and spending caps. Cloud calls run in threads, outside any transaction; the launch row
+clouds and spending caps; a multi-node job's N machines are launched together, all or
+nothing (``gangs``). Cloud calls run in threads, outside any transaction; the launch row
 and its idempotency token are committed before the call (``services.launches``). The
 reconciler (``reconcile``, at start and every ``reconcile_every_s``) matches the cloud's
 tagged instances with the rows.
@@ -20,6 +21,7 @@ import contextlib
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -45,8 +47,9 @@ from bourse.server.agents.connections import Connections
 from bourse.server.config import ServerConfig
 from bourse.server.db.database import Database
 from bourse.server.db.schema import Attempt, Job, Launch, Node, Project
-from bourse.server.launcher import decide
+from bourse.server.launcher import decide, gangs
 from bourse.server.launcher.clouds import REFRESH_EVERY_S, Clouds
+from bourse.server.launcher.decide import THROTTLE_BACKOFF_S, try_of
 from bourse.server.launcher.reconcile import RESTART_GRACE_S, reconcile
 from bourse.server.notifier import Notifier
 from bourse.server.services import launches
@@ -56,7 +59,6 @@ from bourse.server.services.placement import live_capacity
 from bourse.server.services.specs import spec_of
 
 log = logging.getLogger(__name__)
-THROTTLE_BACKOFF_S = (0.5, 1.0, 2.0)
 WAITING_PER_TICK = 8
 CRASH_AT = "BOURSE_TEST_CRASH_AT"  # fault tests: die at a step of a launch (docs/clouds.md)
 
@@ -89,7 +91,7 @@ class Launcher:
         self.db, self.clouds, self.config = db, clouds, config
         self.connections, self.notifier, self.clock = connections, notifier, clock
         self.user_data = user_data or _default_user_data
-        self._sleep = sleep
+        self.sleep = sleep
         self.in_flight: set[str] = set()  # launches whose cloud call runs in this process
         self.notes: dict[str, str] = {}  # shape -> why its jobs wait although clouds are on
         self._wake = asyncio.Event()
@@ -147,6 +149,8 @@ class Launcher:
         cfg = self.config.clouds
         endings: list[Ending] = []
         async with self.db.write() as session:
+            judged: dict[str, tuple[Launch, decide.Facts, decide.Verdict]] = {}
+            jobs: dict[str, Job | None] = {}
             for launch in await launches.live(session):
                 if launch.id in self.in_flight:
                     continue
@@ -154,15 +158,23 @@ class Launcher:
                 job = await session.get(Job, launch.job_id) if launch.job_id else None
                 facts = await _facts(session, launch, node, job,
                                      needs_verification=not self.config.allow_unverified)
-                found = decide.verdict(facts, now, boot_timeout_s=cfg.boot_timeout_s,
-                                       idle_timeout_s=cfg.idle_timeout_s)
-                ending = await self._apply(session, launch, job, found, now)
+                judged[launch.id] = (launch, facts, decide.verdict(
+                    facts, now, boot_timeout_s=cfg.boot_timeout_s,
+                    idle_timeout_s=cfg.idle_timeout_s))
+                jobs[launch.id] = job
+            broken = await gangs.broken(session, judged, self.in_flight)
+            sizes = Counter(launch.gang for launch, _, _ in judged.values() if launch.gang)
+            for launch_id, (launch, _, found) in judged.items():
+                ending = await self._apply(session, launch, jobs[launch_id],
+                                           broken.get(launch_id, found), now,
+                                           members=sizes.get(launch.gang or "", 1))
                 if ending is not None:
                     endings.append(ending)
         return endings
 
     async def _apply(self, session: AsyncSession, launch: Launch, job: Job | None,
-                     found: decide.Verdict, now: float) -> Ending | None:
+                     found: decide.Verdict, now: float, *, members: int) -> Ending | None:
+        """Carry out a verdict (``members``: how many launches of its gang are live)."""
         if found.step == "terminate":
             if launch.state != LaunchState.TERMINATING:
                 log.info("launch %s (%s): terminating: %s", launch.id, launch.instance_type,
@@ -181,7 +193,7 @@ class Launcher:
         elif found.step == "idle" and launch.idle_since is None:
             launch.idle_since = now
         elif found.step == "wait" and job is not None and job.state == JobState.PENDING:
-            _say(job, f"{_launching(launch)} — {now - launch.requested_at:.0f} s"
+            _say(job, f"{_launching(launch, members)} — {now - launch.requested_at:.0f} s"
                       f"{' (booting)' if launch.state == LaunchState.BOOTING else ''}")
         return None
 
@@ -241,11 +253,13 @@ class Launcher:
                 break
             if blocked_by(place.offer, place.spot, blocks, self.clock()):
                 continue  # a failure of this pass blocked it (a quota: the whole family)
-            capped = await self._over_cap(job, project, place.price)
+            capped = await self._over_cap(job, project, place.price, compute.num_nodes)
             if capped is not None:
-                self.notes[shape] = f"not launching {decide.describe(place)}: {capped}"
+                self.notes[shape] = f"not launching {_count(compute.num_nodes)}" \
+                                    f"{decide.describe(place)}: {capped}"
                 return
-            outcome = await self._try(job, place, tries, blocks)
+            outcome = await (self._try(job, place, tries, blocks) if compute.num_nodes == 1
+                             else gangs.launch_gang(self, job, place, tries, blocks))
             if outcome in ("launched", "failed"):
                 self.notes.pop(shape, None)
                 (report.launched if outcome == "launched" else report.failed_jobs).append(job.id)
@@ -255,14 +269,15 @@ class Launcher:
         self.notes[shape] = (f"no launch succeeded ({len(tries)} tried; each place stays "
                              f"blocked for a while, then is tried again):\n{table(tries)}")
 
-    async def _over_cap(self, job: Job, project: Project | None, price: float) -> str | None:
+    async def _over_cap(self, job: Job, project: Project | None, price: float,
+                        nodes: int) -> str | None:
         if project is None or (project.cap_hour is None and project.cap_day is None):
             return None
         now = self.clock()
         async with self.db.read() as session:
             hourly, spent = await launches.project_spend(session, job.project_id,
                                                          launches.day_start(now), now)
-        return over_cap(price, hourly, spent, project.cap_hour, project.cap_day)
+        return over_cap(price, hourly, spent, project.cap_hour, project.cap_day, nodes=nodes)
 
     async def _try(self, job: Job, place: Match, tries: list[Try],
                    blocks: list[LaunchBlock]) -> str:
@@ -273,7 +288,7 @@ class Launcher:
         requested = await self._request(job, place)
         if requested is None:
             return "failed"  # the job is no longer waiting
-        spec = await self._spec(requested, place)
+        spec = await self.make_spec(requested, place)
         for attempt, backoff in enumerate((*THROTTLE_BACKOFF_S, None)):
             try:
                 _crash_at("before-call")
@@ -284,11 +299,11 @@ class Launcher:
                 if exc.failure is Failure.THROTTLE and backoff is not None:
                     log.info("throttled by %s (try %d); backing off %.1f s", provider.name,
                              attempt + 1, backoff)
-                    await self._sleep(backoff)
+                    await self.sleep(backoff)
                     requested = await self._request(job, place)
                     if requested is None:
                         return "failed"
-                    spec = await self._spec(requested, place)
+                    spec = await self.make_spec(requested, place)
                     continue
                 return outcome
             _crash_at("after-call")
@@ -315,7 +330,9 @@ class Launcher:
         _crash_at("after-request")
         return requested
 
-    async def _spec(self, requested: launches.Requested, place: Match) -> LaunchSpec:
+    async def make_spec(self, requested: launches.Requested, place: Match, *,
+                        network: str | None = None) -> LaunchSpec:
+        """The launch of ``requested``'s instance; ``network``: a gang member's."""
         launch, node = requested.launch, requested.node
         offer = place.offer
         url = self.config.clouds.agent_url or self.config.url
@@ -323,7 +340,8 @@ class Launcher:
             server_url=url, enrol_token=requested.enrol_secret, node_name=node.name,
             version=__version__, provider=offer.provider, region=offer.region,
             zone=offer.zone, instance_type=offer.instance_type, spot=place.spot,
-            spot_price=place.price if place.spot else None, price=place.price)
+            spot_price=place.price if place.spot else None, price=place.price,
+            **({"network": network} if network is not None else {}))
         return LaunchSpec(launch_id=launch.id, exchange_id=await self.exchange_id(),
                           node_id=node.id, project_id=launch.project_id, region=offer.region,
                           instance_type=offer.instance_type, user_data=text,
@@ -336,7 +354,7 @@ class Launcher:
         now = self.clock()
         async with self.db.write() as session:
             kept = await launches.launched(session, requested.launch.id, instance, now)
-        tries.append(_try_of(place, "launched", instance.id))
+        tries.append(try_of(place, "launched", instance.id))
         if kept is None:  # ended while the call ran: it must not live on
             provider = self.clouds.providers[place.offer.provider]
             await asyncio.to_thread(provider.terminate, place.offer.region, [instance.id])
@@ -348,18 +366,30 @@ class Launcher:
                       exc: CloudError, *, tries: list[Try], blocks: list[LaunchBlock]) -> str:
         now = self.clock()
         detail = f"{exc.code}: {exc.message}" + (f" (quota: {exc.quota})" if exc.quota else "")
-        tries.append(_try_of(place, exc.failure.value, detail))
+        tries.append(try_of(place, exc.failure.value, detail))
         found = blocks_for(exc.failure, place.offer, place.spot, now, detail)
         blocks += found
         async with self.db.write() as session:
             await launches.failed(session, requested.launch.id, detail, now)
             await launches.add_blocks(session, found, now)
             if exc.failure is Failure.CONFIG:
-                await _fail_job(session, job.id, place, detail, now)
+                await self.fail_job(session, job.id, place, detail, now)
         if exc.failure is Failure.AUTH:
             self.clouds.disable(place.offer.provider, f"launching was refused: {detail}")
         log.info("launch of %s failed (%s): %s", decide.describe(place), exc.failure, detail)
         return "failed" if exc.failure is Failure.CONFIG else "next"
+
+    @staticmethod
+    async def fail_job(session: AsyncSession, job_id: str, place: Match, detail: str,
+                       now: float) -> None:
+        """The cloud refused the request itself: the job fails (another place would too)."""
+        job = await session.get(Job, job_id, with_for_update=True)
+        if job is None or job.state != JobState.PENDING:
+            return
+        job.reason = (f"launching {decide.describe(place)} failed: {detail} (the cloud "
+                      "refused the request itself: another zone would refuse it too)")
+        job.pending_reason = None
+        set_job_state(session, job, JobState.FAILED, now, job.reason)
 
     # --- the reconciler --------------------------------------------------------------------
 
@@ -390,21 +420,10 @@ async def _facts(session: AsyncSession, launch: Launch, node: Node | None,
         enrolled=launch.enrolled_at is not None, needs_verification=needs_verification)
 
 
-async def _fail_job(session: AsyncSession, job_id: str, place: Match, detail: str,
-                    now: float) -> None:
-    job = await session.get(Job, job_id, with_for_update=True)
-    if job is None or job.state != JobState.PENDING:
-        return
-    job.reason = (f"launching {decide.describe(place)} failed: {detail} (the cloud refused "
-                  "the request itself: another zone would refuse it too)")
-    job.pending_reason = None
-    set_job_state(session, job, JobState.FAILED, now, job.reason)
-
-
 def _nothing_to_launch(found: list[Match], blocked: list[Match], allowed: tuple[str, ...] | None,
                        blocks: list[LaunchBlock], now: float) -> str:
     if blocked:
-        rows = [_try_of(m, "blocked", _block_reason(m, blocks, now)) for m in blocked[:10]]
+        rows = [try_of(m, "blocked", _block_reason(m, blocks, now)) for m in blocked[:10]]
         return ("every launchable offer that fits is blocked for now (it failed lately):\n"
                 + table(rows))
     if found and allowed is not None:
@@ -417,15 +436,14 @@ def _block_reason(m: Match, blocks: list[LaunchBlock], now: float) -> str:
     return f"{block.reason} (for {block.until - now:.0f} s more)" if block else ""
 
 
-def _try_of(m: Match, outcome: str, detail: str) -> Try:
-    return Try(m.offer.provider, m.offer.region, m.offer.zone, m.offer.instance_type, m.spot,
-               outcome, detail)
+def _count(nodes: int) -> str:
+    return f"{nodes} x " if nodes > 1 else ""
 
 
-def _launching(launch: Launch) -> str:
+def _launching(launch: Launch, members: int = 1) -> str:
     where = launch.region + (f" ({launch.zone})" if launch.zone else "")
     kind = "spot" if launch.spot else "on-demand"
-    return f"launching {launch.provider} {where} {launch.instance_type} {kind}"
+    return f"launching {_count(members)}{launch.provider} {where} {launch.instance_type} {kind}"
 
 
 def _say(job: Job, text: str) -> None:

@@ -6,7 +6,10 @@ terminated (an orphan: e.g. a coordinator killed between the cloud call and its 
 launch the restart then ended). An instance of a ``requested`` launch that no call in this
 process is making is adopted (the crash fell between the call and the commit). A launch whose
 instance the cloud no longer lists — after a grace, since a new instance may not be listed at
-once — is ended; a ``requested`` one with no instance after the grace was never made.
+once — is ended; a ``requested`` one with no instance after the grace was never made. Each
+member of a gang is judged so; a gang left partly made (a coordinator killed between its
+members) is ended whole by the launcher's next pass (``gangs.broken``), and the placement
+groups of gangs with no live launch are deleted here (``gangs.sweep``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bourse.clouds.base import CloudError, Instance
 from bourse.core.states import LAUNCH_LIVE, LaunchState
 from bourse.server.db.schema import Launch
+from bourse.server.launcher import gangs
 from bourse.server.services import launches
 
 if TYPE_CHECKING:
@@ -93,6 +97,7 @@ async def reconcile(launcher: Launcher) -> list[str]:
             log.warning("reconciling %s: listing instances failed: %s", name, exc)
             continue
         terminated += await _pass(launcher, name, instances)
+        await gangs.sweep(launcher, name, provider)
     return terminated
 
 

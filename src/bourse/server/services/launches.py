@@ -12,7 +12,7 @@ records the call's success.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -73,8 +73,9 @@ class Requested:
 
 
 async def request(session: AsyncSession, job: Job, place: Match, now: float, *,
-                  boot_timeout_s: float) -> Requested:
-    """Step (1): the rows of a launch, before the cloud is called."""
+                  boot_timeout_s: float, gang: str | None = None) -> Requested:
+    """Step (1): the rows of a launch, before the cloud is called. ``gang``: the id a gang's
+    members share (``launcher.gangs``)."""
     offer, spot, price = place.offer, place.spot, place.price
     launch_id, node_id = new_id("l"), new_id("n")
     name = f"{offer.provider}-{offer.instance_type}-{node_id[2:8]}"
@@ -88,7 +89,7 @@ async def request(session: AsyncSession, job: Job, place: Match, now: float, *,
                     instance_type=offer.instance_type, spot=spot, price=price,
                     on_demand=offer.price, offer=offer_json(offer),
                     client_token=new_id("ct"), state=LaunchState.REQUESTED,
-                    requested_at=now)
+                    requested_at=now, gang=gang)
     session.add_all([node, launch])
     secret = await create_token(session, "enroll", now, name=name, node_id=node_id,
                                 expires_at=now + boot_timeout_s, project_id=job.project_id)
@@ -160,6 +161,29 @@ async def live(session: AsyncSession) -> list[Launch]:
     """Launches that may have an instance, oldest first."""
     return list((await session.scalars(select(Launch).where(
         Launch.state.in_(LAUNCH_LIVE)).order_by(Launch.requested_at).with_for_update())).all())
+
+
+async def gang_members(session: AsyncSession, gangs: Collection[str]) -> list[Launch]:
+    """Every launch of these gangs, whatever its state."""
+    if not gangs:
+        return []
+    return list((await session.scalars(select(Launch).where(
+        Launch.gang.in_(list(gangs))).order_by(Launch.requested_at, Launch.id))).all())
+
+
+async def any_gang(session: AsyncSession, provider: str) -> bool:
+    """Whether the exchange ever launched a gang on ``provider``."""
+    return await session.scalar(select(Launch.id).where(
+        Launch.provider == provider, Launch.gang.is_not(None)).limit(1)) is not None
+
+
+async def live_gangs(session: AsyncSession, gangs: Collection[str]) -> set[str]:
+    """Those of these gangs that have a live launch."""
+    if not gangs:
+        return set()
+    rows = await session.scalars(select(Launch.gang).where(
+        Launch.gang.in_(list(gangs)), Launch.state.in_(LAUNCH_LIVE)))
+    return {r for r in rows.all() if r}
 
 
 # the jobs a launch is under way for
