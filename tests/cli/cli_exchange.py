@@ -28,10 +28,10 @@ def job_view(job_id: str, state: str = "PENDING", command: list[str] | None = No
 
 
 def chunk(cursor: int, data: str | bytes, stream: str = "stdout",
-          attempt: int = 1) -> dict[str, Any]:
+          attempt: int = 1, rank: int = 0) -> dict[str, Any]:
     raw = data.encode() if isinstance(data, str) else data
-    return {"cursor": cursor, "attempt": attempt, "seq": cursor, "stream": stream, "offset": 0,
-            "data": base64.b64encode(raw).decode()}
+    return {"cursor": cursor, "attempt": attempt, "rank": rank, "seq": cursor, "stream": stream,
+            "offset": 0, "data": base64.b64encode(raw).decode()}
 
 
 def sse(kind: str, data: dict[str, Any]) -> str:
@@ -123,10 +123,22 @@ class FakeExchange:
     def _events(self, request: httpx.Request, id: str) -> httpx.Response:
         return httpx.Response(200, json={"events": self.events.get(id, [])})
 
+    def _bad_rank(self, request: httpx.Request, id: str) -> httpx.Response | None:
+        """As the exchange refuses a rank the job lacks (its members: compute.num_nodes)."""
+        rank = request.url.params.get("rank")
+        members = self.jobs[id]["spec"].get("compute", {}).get("num_nodes", 1)
+        if rank is None or int(rank) < members:
+            return None
+        return error(422, f"rank {rank} is not a member of job {id}", field="rank")
+
     def _logs(self, request: httpx.Request, id: str) -> httpx.Response:
         after = int(request.url.params["after"])
         limit = int(request.url.params["limit"])
-        page = [c for c in self.chunks.get(id, []) if c["cursor"] > after][:limit]
+        if (refused := self._bad_rank(request, id)) is not None:
+            return refused
+        rank = request.url.params.get("rank")
+        page = [c for c in self.chunks.get(id, []) if c["cursor"] > after
+                and (rank is None or c["rank"] == int(rank))][:limit]
         cursor = page[-1]["cursor"] if page else after
         done = self.jobs[id]["state"] in ("SUCCEEDED", "FAILED", "CANCELLED") and not page
         return httpx.Response(200, json={"chunks": page, "cursor": cursor, "done": done})
@@ -136,8 +148,13 @@ class FakeExchange:
             self.on_follow()
         if id not in self.follow:
             return error(404, f"no job {id}")
+        if (refused := self._bad_rank(request, id)) is not None:
+            return refused
+        rank = request.url.params.get("rank")
+        parts = [p for p in self.follow[id] if rank is None or not p.startswith("event: chunk")
+                 or json.loads(p.split("data: ", 1)[1])["rank"] == int(rank)]
         return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                              content="".join(self.follow[id]).encode())
+                              content="".join(parts).encode())
 
     def _metrics(self, request: httpx.Request, id: str) -> httpx.Response:
         if id not in self.metrics:

@@ -196,6 +196,17 @@ def test_failed_without_a_code_exits_1_with_the_reason(exchange: FakeExchange) -
     assert "job j1 failed: bundle could not be unpacked" in result.stderr
 
 
+def test_a_gangs_output_is_prefixed_with_each_lines_rank(exchange: FakeExchange) -> None:
+    exchange.follow["j1"] = [
+        sse("chunk", chunk(1, "loss 0.", rank=1)), sse("chunk", chunk(2, "ready\n", rank=0)),
+        sse("chunk", chunk(3, "5\n", rank=1)), sse("end", job_view("j1", "SUCCEEDED")),
+    ]
+    result = run("--no-code", "--nodes", "2", "python", "train.py")
+    assert result.exit_code == 0, result.output
+    assert exchange.submitted()[0]["compute"]["num_nodes"] == 2
+    assert result.stdout == "[rank 0] ready\n[rank 1] loss 0.5\n"
+
+
 def test_ctrl_c_detaches(exchange: FakeExchange) -> None:
     def interrupt() -> None:
         raise KeyboardInterrupt

@@ -23,10 +23,10 @@ def job(job_id: str = "j1", state: str = "PENDING", **extra: Any) -> dict[str, A
 
 
 def chunk(cursor: int, text: str | bytes, stream: str = "stdout", attempt: int = 1,
-          ) -> dict[str, Any]:
+          rank: int = 0) -> dict[str, Any]:
     raw = text.encode() if isinstance(text, str) else text
-    return {"cursor": cursor, "attempt": attempt, "seq": cursor, "stream": stream, "offset": 0,
-            "data": base64.b64encode(raw).decode()}
+    return {"cursor": cursor, "attempt": attempt, "rank": rank, "seq": cursor, "stream": stream,
+            "offset": 0, "data": base64.b64encode(raw).decode()}
 
 
 def event(kind: str, data: dict[str, Any]) -> str:

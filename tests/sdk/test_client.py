@@ -90,6 +90,8 @@ def test_base_url_needs_a_scheme() -> None:
     (lambda c: c.events("j1", after=7), "GET", "/jobs/j1/events", {"after": "7"}),
     (lambda c: c.logs("j1", after=3, limit=50), "GET", "/jobs/j1/logs",
      {"after": "3", "limit": "50"}),
+    (lambda c: c.logs("j1", rank=2), "GET", "/jobs/j1/logs",
+     {"after": "0", "limit": "1000", "rank": "2"}),
     (lambda c: c.node("n1"), "GET", "/nodes/n1", {}),
 ])
 def test_paths_and_parameters(call: Callable[[Client], Any], method: str, path: str,
@@ -248,6 +250,14 @@ def test_iter_logs_pages_until_done() -> None:
     cursors = [c.cursor for c in client(rec).iter_logs("j1")]
     assert cursors == [1, 2, 3]
     assert [r.url.params["after"] for r in rec.requests] == ["0", "2"]
+
+
+def test_iter_logs_of_one_member_asks_for_its_rank_on_every_page() -> None:
+    rec = Recorder(ok({"chunks": [chunk(2, "a", rank=1)], "cursor": 5, "done": False}),
+                   ok({"chunks": [], "cursor": 5, "done": True}))
+    assert [c.rank for c in client(rec).iter_logs("j1", rank=1)] == [1]
+    assert [dict(r.url.params) for r in rec.requests] == [
+        {"after": "0", "limit": "1000", "rank": "1"}, {"after": "5", "limit": "1000", "rank": "1"}]
 
 
 def test_iter_logs_stops_on_an_empty_page_of_a_running_job() -> None:

@@ -177,3 +177,30 @@ def test_decoder_flushes_a_truncated_character() -> None:
     decoder = LogDecoder()
     assert decoder.decode(LogChunkView.model_validate(chunk(1, "é".encode()[:1]))) == ""
     assert decoder.finish() == [("stdout", "\ufffd")]
+
+
+def test_a_members_follow_asks_for_its_rank_again_after_a_drop() -> None:
+    answers = [sse_response([event("chunk", chunk(3, "a", rank=1))], error=True),
+               sse_response([event("end", job(state="SUCCEEDED"))])]
+    asked: list[dict[str, str]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append(dict(request.url.params))
+        return answers.pop(0)
+
+    client = Client(URL, TOKEN, transport=httpx.MockTransport(handler))
+    client.reconnect_delays = (0.0,)
+    items = list(client.follow("j1", rank=1))
+    assert [i.rank for i in items if isinstance(i, LogChunkView)] == [1]
+    assert asked == [{"after": "0", "rank": "1"}, {"after": "3", "rank": "1"}]
+
+
+def test_members_bytes_are_decoded_apart() -> None:
+    """A character cut at a chunk's end is finished by the next chunk of the same member,
+    never by another member's."""
+    raw = "é\n".encode()
+    decoder = LogDecoder()
+    texts = [decoder.decode(LogChunkView.model_validate(c)) for c in (
+        chunk(1, raw[:1], rank=0), chunk(2, raw[:1], rank=1), chunk(3, raw[1:], rank=1),
+        chunk(4, raw[1:], rank=0))]
+    assert texts == ["", "", "é\n", "é\n"]

@@ -1,10 +1,11 @@
 """Logs of ended jobs move into the exchange's store: the API answers the same pages (cursors,
-attempts, offsets, ``done``) from the archive, late chunks are folded in on the next pass, and
-the database keeps no rows for them."""
+attempts, ranks, offsets, ``done``) from the archive, late chunks are folded in on the next pass,
+and the database keeps no rows for them. Archives written before gangs read as rank 0."""
 
 from __future__ import annotations
 
 import base64
+import gzip
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ import pytest
 from fake_agent import FakeAgent
 from server_harness import Exchange, Live, open_exchange, place_job, serve
 from sqlalchemy import func, select
+from test_gang_logs import gang_with_logs
+from test_gangs import _nodes
 
 from bourse.protocol.api import LogChunkView
 from bourse.server.dataplane import DataPlane
@@ -40,11 +43,12 @@ async def agent(agent_factory: Callable[..., Any]) -> FakeAgent:
     return made
 
 
-async def _pages(exchange: Exchange, job_id: str, limit: int) -> list[dict[str, Any]]:
+async def _pages(exchange: Exchange, job_id: str, limit: int,
+                 **params: Any) -> list[dict[str, Any]]:
     pages, after = [], 0
     while True:
         response = await exchange.client.get(f"/api/v1/jobs/{job_id}/logs",
-                                              params={"after": after, "limit": limit})
+                                              params={"after": after, "limit": limit, **params})
         assert response.status_code == 200, response.text
         pages.append(response.json())
         if pages[-1]["done"]:
@@ -111,9 +115,58 @@ async def test_a_running_jobs_logs_stay_in_the_database(live: Live, agent: FakeA
     assert await _rows(exchange, job_id) == 1
 
 
-def _chunk(cursor: int) -> LogChunkView:
-    return LogChunkView(cursor=cursor, attempt=1, seq=cursor, stream="stdout", offset=0,
-                        data=base64.b64encode(b"x").decode())
+async def test_a_gangs_archive_keeps_each_chunks_rank(
+        live: Live, agent_factory: Callable[..., Any], store: MemoryStore) -> None:
+    exchange = live.exchange
+    assert exchange.state.logs is not None
+    job_id, _ = await gang_with_logs(exchange, await _nodes(agent_factory, 2))
+    ranks: list[dict[str, int]] = [{}, {"rank": 0}, {"rank": 1}]  # every member, or one
+    before = [await _pages(exchange, job_id, 2, **rank) for rank in ranks]
+    exchange.clock.advance(AFTER_S + 1)
+    assert await exchange.state.logs.tick() == 5
+    assert await _rows(exchange, job_id) == 0
+    archived = decode(bytes(await store.get(archive_key(job_id))))
+    assert [c.rank for c in archived] == [0, 1, 0, 1, 0]
+    after = [await _pages(exchange, job_id, 2, **rank) for rank in ranks]
+    assert after == before
+    assert [c["rank"] for p in after[2] for c in p["chunks"]] == [1, 1]
+
+
+# an archive line as coordinators wrote them before gangs: no rank
+OLD_LINE = ('{"cursor":{cursor},"attempt":1,"seq":{seq},"stream":"stdout","offset":0,'
+            '"data":"{data}"}')
+
+
+def _old_archive(texts: list[bytes], first_cursor: int) -> bytes:
+    lines = [OLD_LINE.replace("{cursor}", str(first_cursor + i)).replace("{seq}", str(i))
+             .replace("{data}", base64.b64encode(t).decode()) for i, t in enumerate(texts)]
+    return gzip.compress("\n".join(lines).encode())
+
+
+def test_an_archive_written_before_gangs_decodes_as_rank_0() -> None:
+    chunks = decode(_old_archive([b"a\n", b"b\n"], 7))
+    assert [(c.cursor, c.rank, c.seq) for c in chunks] == [(7, 0, 0), (8, 0, 1)]
+
+
+async def test_an_archive_written_before_gangs_is_read_as_rank_0(
+        live: Live, agent: FakeAgent, store: MemoryStore) -> None:
+    exchange = live.exchange
+    assert exchange.state.logs is not None
+    job_id = await _ended_job_with_logs(exchange, agent, 3)
+    exchange.clock.advance(AFTER_S + 1)
+    await exchange.state.logs.tick()
+    first = decode(bytes(await store.get(archive_key(job_id))))[0].cursor
+    await store.put(archive_key(job_id), _old_archive([b"old 0\n", b"old 1\n", b"old 2\n"],
+                                                      first))
+    [page] = await _pages(exchange, job_id, 100)
+    assert [(c["rank"], base64.b64decode(c["data"])) for c in page["chunks"]] == [
+        (0, b"old 0\n"), (0, b"old 1\n"), (0, b"old 2\n")]
+    assert await _pages(exchange, job_id, 100, rank=0) == [page]
+
+
+def _chunk(cursor: int, rank: int = 0) -> LogChunkView:
+    return LogChunkView(cursor=cursor, attempt=1, rank=rank, seq=cursor, stream="stdout",
+                        offset=0, data=base64.b64encode(b"x").decode())
 
 
 def test_encode_keeps_one_chunk_per_cursor_in_order() -> None:
@@ -124,3 +177,11 @@ def test_merge_pages_across_archive_and_rows() -> None:
     archived, rows = [_chunk(1), _chunk(2), _chunk(5)], [_chunk(7), _chunk(5)]
     assert [c.cursor for c in merge(archived, rows, after=1, limit=3)] == [2, 5, 7]
     assert merge(archived, rows, after=7, limit=3) == []
+
+
+def test_merge_reads_one_members_chunks_before_the_limit() -> None:
+    archived = [_chunk(1, 0), _chunk(2, 1), _chunk(3, 0), _chunk(4, 1)]
+    rows = [_chunk(5, 0), _chunk(6, 1)]
+    assert [c.cursor for c in merge(archived, rows, after=0, limit=2, rank=1)] == [2, 4]
+    assert [c.cursor for c in merge(archived, rows, after=2, limit=5, rank=1)] == [4, 6]
+    assert [c.cursor for c in merge(archived, rows, after=0, limit=9, rank=0)] == [1, 3, 5]

@@ -4,8 +4,10 @@ timings go to ``artifacts/ui/timings.json``."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sqlite3
 import sys
 import time
 from collections.abc import Iterator
@@ -221,6 +223,41 @@ def test_cancel_works(page: Page, exchange: UiExchange) -> None:
     assert exchange.client.job(job.id).state == "CANCELLED"
     expect(page.locator("#job-timeline")).to_contain_text("cancel requested")
     shot(page, "job-cancelled")
+
+
+def _store_gang_chunks(exchange: UiExchange, job_id: str,
+                       writes: list[tuple[int, bytes]]) -> None:
+    """Chunks of attempt 1 written straight into the coordinator's database, as it stores a
+    gang member's (this exchange has one agent: a gang of real members would need two more)."""
+    seqs: dict[int, int] = {}
+    rows = []
+    for rank, data in writes:
+        seq = seqs[rank] = seqs.get(rank, -1) + 1
+        rows.append((job_id, 1, rank, seq, "stdout", 0, data, time.time()))
+    with contextlib.closing(sqlite3.connect(exchange.root / "server" / "bourse.db",
+                                            timeout=10)) as db, db:
+        db.executemany("INSERT INTO log_chunks (job_id, attempt, rank, seq, stream, offset, "
+                       "data, time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+def test_a_gangs_log_prefixes_each_members_lines_and_a_tab_shows_one(
+        page: Page, exchange: UiExchange) -> None:
+    job = exchange.client.submit(JobSpec(command=[sys.executable, "-c", "pass"],
+                                         name="ui-gang-logs", max_retries=0,
+                                         compute=Compute(cpus=0.5, num_nodes=2)))
+    _store_gang_chunks(exchange, job.id, [(0, b"r0 one\nr0 tw"), (1, "r1 h\u00e9".encode()[:5]),
+                                          (0, b"o\n"), (1, "\u00e9lf\n".encode()[1:])])
+    page.goto(f"/ui/jobs/{job.id}")
+    expect(page.locator("#logview")).to_have_attribute("data-lines", "3")
+    assert page.evaluate("window.bourseLogs.lines") == [
+        "[rank 0] r0 one", "[rank 0] r0 two", "[rank 1] r1 h\u00e9lf"]
+    shot(page, "job-gang")
+    page.click("nav.ranks >> text=Rank 1")
+    page.wait_for_url(f"**/ui/jobs/{job.id}?rank=1#logs")
+    expect(page.locator("#logview")).to_have_attribute("data-lines", "1")
+    assert page.evaluate("window.bourseLogs.lines") == ["r1 h\u00e9lf"]
+    expect(page.locator("nav.ranks [aria-current=page]")).to_have_text("Rank 1")
+    exchange.client.cancel(job.id)
 
 
 def _search(page: Page, text: str) -> float:

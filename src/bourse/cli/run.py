@@ -16,7 +16,7 @@ import click
 from bourse.cli import client as seam
 from bourse.cli.data import data_fields, data_options
 from bourse.cli.errors import handles_errors
-from bourse.cli.logs import LogPrinter, finish, follow_job
+from bourse.cli.logs import finish, follow_job, printer_for
 from bourse.cli.offers import compute_from_flags, compute_options
 from bourse.core.errors import InvalidInput
 from bourse.core.states import JobState
@@ -197,7 +197,8 @@ def _attach(client: Client, job: JobView) -> JobView:
     status = StatusLine(client)
     status(job)
     try:
-        return follow_job(client, job.id, LogPrinter(), on_job=status)
+        return follow_job(client, job.id, printer_for(job.spec.compute.num_nodes),
+                          on_job=status)
     except KeyboardInterrupt:
         click.echo(f"\ndetached from {job.id}; it keeps running.\n"
                    f"  reattach: bourse logs -f {job.id}\n"

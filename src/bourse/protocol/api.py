@@ -198,6 +198,7 @@ class EventList(Wire):
 class LogChunkView(Wire):
     cursor: int
     attempt: int
+    rank: int = 0  # the gang member that wrote it (0 for a one-node job, and in old archives)
     seq: int
     stream: Literal["stdout", "stderr"]
     offset: int

@@ -115,8 +115,10 @@ class AsyncClient(Base):
     async def events(self, job_id: str, after: int = 0) -> list[EventView]:
         return await self._send(core.events(job_id, after))
 
-    async def logs(self, job_id: str, after: int = 0, limit: int = 1000) -> LogPage:
-        return await self._send(core.logs(job_id, after, limit))
+    async def logs(self, job_id: str, after: int = 0, limit: int = 1000, *,
+                   rank: int | None = None) -> LogPage:
+        """A page of the job's log; only gang member ``rank``'s chunks when given."""
+        return await self._send(core.logs(job_id, after, limit, rank))
 
     async def job_metrics(self, job_id: str, since: float = 0.0,
                           limit: int = 5000) -> MetricsView:
@@ -126,17 +128,19 @@ class AsyncClient(Base):
                            limit: int = 5000) -> MetricsView:
         return await self._send(core.node_metrics(node_id, since, limit))
 
-    async def iter_logs(self, job_id: str, after: int = 0) -> AsyncIterator[LogChunkView]:
+    async def iter_logs(self, job_id: str, after: int = 0, *,
+                        rank: int | None = None) -> AsyncIterator[LogChunkView]:
         while True:
-            page = await self.logs(job_id, after)
+            page = await self.logs(job_id, after, rank=rank)
             for chunk in page.chunks:
                 yield chunk
             if page.done or not page.chunks:
                 return
             after = page.cursor
 
-    async def follow(self, job_id: str, after: int = 0) -> AsyncIterator[FollowItem]:
-        follower, failures = LogFollower(after), 0
+    async def follow(self, job_id: str, after: int = 0, *,
+                     rank: int | None = None) -> AsyncIterator[FollowItem]:
+        follower, failures = LogFollower(after, rank), 0
         while True:
             seen = follower.received
             try:
@@ -153,7 +157,7 @@ class AsyncClient(Base):
 
     async def _follow_once(self, job_id: str,
                            follower: LogFollower) -> AsyncIterator[FollowItem]:
-        call = core.follow(job_id, follower.cursor)
+        call = core.follow(job_id, follower.cursor, follower.rank)
         with transport_errors(self.url):
             async with self._http.stream(call.method, call.path, params=call.params,
                                          headers=SSE_HEADERS) as response:

@@ -159,8 +159,10 @@ class Client(Base):
     def events(self, job_id: str, after: int = 0) -> list[EventView]:
         return self._send(core.events(job_id, after))
 
-    def logs(self, job_id: str, after: int = 0, limit: int = 1000) -> LogPage:
-        return self._send(core.logs(job_id, after, limit))
+    def logs(self, job_id: str, after: int = 0, limit: int = 1000, *,
+             rank: int | None = None) -> LogPage:
+        """A page of the job's log; only gang member ``rank``'s chunks when given."""
+        return self._send(core.logs(job_id, after, limit, rank))
 
     def job_metrics(self, job_id: str, since: float = 0.0, limit: int = 5000) -> MetricsView:
         """The job's resource samples from ``since`` (the newest ``limit``), and its stall."""
@@ -169,21 +171,25 @@ class Client(Base):
     def node_metrics(self, node_id: str, since: float = 0.0, limit: int = 5000) -> MetricsView:
         return self._send(core.node_metrics(node_id, since, limit))
 
-    def iter_logs(self, job_id: str, after: int = 0) -> Iterator[LogChunkView]:
-        """Every chunk stored so far, page after page (does not wait for more)."""
+    def iter_logs(self, job_id: str, after: int = 0, *,
+                  rank: int | None = None) -> Iterator[LogChunkView]:
+        """Every chunk stored so far, page after page (does not wait for more); only gang
+        member ``rank``'s when given."""
         while True:
-            page = self.logs(job_id, after)
+            page = self.logs(job_id, after, rank=rank)
             yield from page.chunks
             if page.done or not page.chunks:
                 return
             after = page.cursor
 
-    def follow(self, job_id: str, after: int = 0) -> Iterator[FollowItem]:
-        """Log chunks and job views as they happen, ending with the final JobView.
+    def follow(self, job_id: str, after: int = 0, *,
+               rank: int | None = None) -> Iterator[FollowItem]:
+        """Log chunks (only gang member ``rank``'s when given) and job views as they happen,
+        ending with the final JobView.
 
         A stream that drops before its ``end`` event is reopened from the last cursor.
         """
-        follower, failures = LogFollower(after), 0
+        follower, failures = LogFollower(after, rank), 0
         while True:
             seen = follower.received
             try:
@@ -198,7 +204,7 @@ class Client(Base):
             follower.reconnected()
 
     def _follow_once(self, job_id: str, follower: LogFollower) -> Iterator[FollowItem]:
-        call = core.follow(job_id, follower.cursor)
+        call = core.follow(job_id, follower.cursor, follower.rank)
         with transport_errors(self.url), self._http.stream(
                 call.method, call.path, params=call.params, headers=SSE_HEADERS) as response:
             if not response.is_success:

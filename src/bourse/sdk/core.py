@@ -177,14 +177,20 @@ def events(job_id: str, after: int = 0) -> Call[list[EventView]]:
                 params={"after": after})
 
 
-def logs(job_id: str, after: int = 0, limit: int = 1000) -> Call[LogPage]:
+def logs(job_id: str, after: int = 0, limit: int = 1000, rank: int | None = None) -> Call[LogPage]:
+    """A page of the job's log: every member's chunks, or gang member ``rank``'s."""
     return Call("GET", f"/jobs/{_path_id(job_id)}/logs", model(LogPage),
-                params={"after": after, "limit": limit})
+                params={"after": after, "limit": limit, **_rank(rank)})
 
 
-def follow(job_id: str, after: int) -> Call[httpx.Response]:
+def follow(job_id: str, after: int, rank: int | None = None) -> Call[httpx.Response]:
     """The SSE request; the clients stream it and feed lines to a LogFollower."""
-    return Call("GET", f"/jobs/{_path_id(job_id)}/logs/follow", check, params={"after": after})
+    return Call("GET", f"/jobs/{_path_id(job_id)}/logs/follow", check,
+                params={"after": after, **_rank(rank)})
+
+
+def _rank(rank: int | None) -> dict[str, int]:
+    return {} if rank is None else {"rank": rank}
 
 
 def job_metrics(job_id: str, since: float = 0.0, limit: int = 5000) -> Call[MetricsView]:

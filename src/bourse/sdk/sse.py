@@ -56,10 +56,12 @@ class SseParser:
 
 
 class LogFollower:
-    """The state of one follow: the cursor to resume from and whether ``end`` arrived."""
+    """The state of one follow: the gang member it follows (None: every member), the cursor
+    to resume from and whether ``end`` arrived."""
 
-    def __init__(self, after: int = 0) -> None:
+    def __init__(self, after: int = 0, rank: int | None = None) -> None:
         self.cursor = after
+        self.rank = rank
         self.done = False
         self.received = 0  # lines read, keep-alives included: a sign the stream is alive
         self._parser = SseParser()

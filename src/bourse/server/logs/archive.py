@@ -7,6 +7,9 @@ between only repeats the upload. Readers see no difference: cursors, attempts, s
 numbers and offsets are those the chunks had in the database, and ``read_logs`` merges the
 archive with any rows that arrived after it (a lost attempt's node replaying late chunks),
 which the next pass folds into the archive.
+
+Each line is a ``LogChunkView``, so a gang member's chunks keep their ``rank``; archives
+written before gangs have no ``rank`` and read as rank 0, which every chunk then was.
 """
 
 from __future__ import annotations
@@ -51,14 +54,17 @@ def decode(data: bytes) -> list[LogChunkView]:
 
 
 def view(row: LogChunk) -> LogChunkView:
-    return LogChunkView(cursor=row.id, attempt=row.attempt, seq=row.seq, stream=row.stream,
-                        offset=row.offset, data=base64.b64encode(row.data).decode())
+    return LogChunkView(cursor=row.id, attempt=row.attempt, rank=row.rank, seq=row.seq,
+                        stream=row.stream, offset=row.offset,
+                        data=base64.b64encode(row.data).decode())
 
 
 def merge(archived: Sequence[LogChunkView], rows: Sequence[LogChunkView], after: int,
-          limit: int) -> list[LogChunkView]:
-    """The first ``limit`` chunks after the cursor from an archive and the rows beside it."""
-    unique = {c.cursor: c for c in (*archived, *rows) if c.cursor > after}
+          limit: int, rank: int | None = None) -> list[LogChunkView]:
+    """The first ``limit`` chunks after the cursor from an archive and the rows beside it
+    (only member ``rank``'s, when given)."""
+    unique = {c.cursor: c for c in (*archived, *rows)
+              if c.cursor > after and (rank is None or c.rank == rank)}
     return [unique[k] for k in sorted(unique)[:limit]]
 
 

@@ -1,4 +1,5 @@
-"""``/api/v1/jobs``: submit, list, show, cancel; timeline; logs (pages and SSE follow)."""
+"""``/api/v1/jobs``: submit, list, show, cancel; timeline; logs (pages and SSE follow, all
+members' or one gang member's)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import StreamingResponse
 
+from bourse.core.compute import MAX_NODES
 from bourse.core.states import JobState
 from bourse.protocol.api import EventList, JobBatch, JobDetail, JobList, JobView, LogPage
 from bourse.protocol.common import ID_PATTERN, JobSpec
@@ -21,6 +23,8 @@ from bourse.server.state import ServerState
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
 MAX_ID = 2**63 - 1  # cursors are 64-bit row ids
 JobIdPath = Annotated[str, Path(pattern=ID_PATTERN, max_length=64)]
+# a gang member's logs only (``compute.num_nodes`` > 1); checked against the job's members
+RankQuery = Annotated[int | None, Query(ge=0, lt=MAX_NODES)]
 KEEP_ALIVE_S = 15.0
 
 
@@ -81,20 +85,22 @@ async def events(job_id: JobIdPath, state: State, user: User,
 
 
 @router.get("/{job_id}/logs", responses=responses(401, 404, 422, 503))
-async def logs(job_id: JobIdPath, state: State, user: User,
+async def logs(job_id: JobIdPath, state: State, user: User, *,
                after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
-               limit: Annotated[int, Query(ge=1, le=10000)] = 1000) -> LogPage:
+               limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
+               rank: RankQuery = None) -> LogPage:
     async with state.db.read() as session:
         return await jobs.read_logs(session, job_id, user.scope, after, limit,
-                                    archive=state.logs)
+                                    archive=state.logs, rank=rank)
 
 
 @router.get("/{job_id}/logs/follow", responses=responses(401, 404, 422))
 async def follow(job_id: JobIdPath, state: State, user: User,
-                 after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0) -> StreamingResponse:
-    async with state.db.read() as session:
-        await jobs.get_job(session, job_id, user.scope)  # 404 before the stream starts
-    return StreamingResponse(_follow(state, job_id, user.scope, after),
+                 after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+                 rank: RankQuery = None) -> StreamingResponse:
+    async with state.db.read() as session:  # 404 or a bad rank before the stream starts
+        await jobs.get_member(session, job_id, user.scope, rank)
+    return StreamingResponse(_follow(state, job_id, user.scope, after, rank),
                              media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -103,8 +109,8 @@ def _sse(event: str, data: str) -> str:
     return f"event: {event}\ndata: {data}\n\n"
 
 
-async def _follow(state: ServerState, job_id: str, scope: Scope,
-                  cursor: int) -> AsyncIterator[str]:
+async def _follow(state: ServerState, job_id: str, scope: Scope, cursor: int,
+                  rank: int | None) -> AsyncIterator[str]:
     """Chunks as they arrive, the job whenever its state (or its progress line) changes,
     then ``end``; or ``stopping`` and no ``end`` when the coordinator is asked to stop (the
     client reconnects from its cursor: the job is not over)."""
@@ -112,7 +118,8 @@ async def _follow(state: ServerState, job_id: str, scope: Scope,
     while not state.notifier.closed:
         seen = state.notifier.version
         async with state.db.read() as session:
-            page = await jobs.read_logs(session, job_id, scope, cursor, 500, archive=state.logs)
+            page = await jobs.read_logs(session, job_id, scope, cursor, 500, archive=state.logs,
+                                        rank=rank)
             job = jobs.job_view(await jobs.get_job(session, job_id, scope))
         for chunk in page.chunks:
             yield _sse("chunk", chunk.model_dump_json())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.cost import (
@@ -19,7 +19,14 @@ from bourse.core.errors import Conflict, InvalidInput, NotFound
 from bourse.core.placement import shape_of
 from bourse.core.states import ATTEMPT_ACTIVE, AttemptState, JobState
 from bourse.core.uri import StoreURI
-from bourse.protocol.api import AttemptView, EventView, JobDetail, JobView, LogPage
+from bourse.protocol.api import (
+    AttemptView,
+    EventView,
+    JobDetail,
+    JobView,
+    LogChunkView,
+    LogPage,
+)
 from bourse.protocol.common import JobSpec
 from bourse.server.access import Scope
 from bourse.server.commands import Command
@@ -216,9 +223,31 @@ async def list_events(session: AsyncSession, job_id: str, scope: Scope, after: i
                       state=e.state, message=e.message, data=e.data) for e in rows]
 
 
+def check_rank(job_id: str, spec: JobSpec, rank: int | None) -> None:
+    """Refuse a member rank the job does not have (ranks run from 0 to num_nodes - 1)."""
+    members = spec.compute.num_nodes
+    if rank is None or 0 <= rank < members:
+        return
+    if members == 1:
+        raise InvalidInput(f"rank {rank} is not a member of job {job_id}: it runs on one node "
+                           "(rank 0)", field="rank", hint="leave out the rank, or pass 0")
+    raise InvalidInput(f"rank {rank} is not a member of job {job_id}: its {members} members "
+                       f"are ranks 0 to {members - 1}", field="rank",
+                       hint=f"pass a rank from 0 to {members - 1}, or none for every member")
+
+
+async def get_member(session: AsyncSession, job_id: str, scope: Scope,
+                     rank: int | None) -> Job:
+    """The job, once ``rank`` (when given) is known to be one of its members."""
+    job = await get_job(session, job_id, scope)
+    check_rank(job.id, spec_of(job), rank)
+    return job
+
+
 async def read_logs(session: AsyncSession, job_id: str, scope: Scope, after: int, limit: int, *,
-                    archive: LogArchive | None = None) -> LogPage:
-    """Chunks after the cursor in arrival order (sequence order within each attempt).
+                    archive: LogArchive | None = None, rank: int | None = None) -> LogPage:
+    """Chunks after the cursor in arrival order (sequence order within each attempt and
+    member); only gang member ``rank``'s when given.
 
     ``done`` means the job has ended and every chunk of its final attempt has been returned
     (it reports its end only after its last chunk). An earlier attempt that was declared lost
@@ -226,19 +255,33 @@ async def read_logs(session: AsyncSession, job_id: str, scope: Scope, after: int
     labelled with their attempt, and appear after the cursor. An ended job's logs may have
     moved to the store (``archive``): they are read from there, merged with any rows left.
     """
-    job = await get_job(session, job_id, scope)
+    job = await get_member(session, job_id, scope, rank)
     ended = JobState(job.state).terminal  # read before the chunks: see above
-    rows = [view(c) for c in (await session.scalars(
-        select(LogChunk).where(LogChunk.job_id == job_id, LogChunk.id > after)
-        .order_by(LogChunk.id).limit(limit))).all()]
-    chunks = rows
+    # one member's page skips the others' chunks: read up to the newest row of any member
+    # first, so that the cursor can move past them all without missing a row stored meanwhile
+    newest = None if rank is None else await session.scalar(
+        select(func.max(LogChunk.id)).where(LogChunk.job_id == job_id))
+    chunks = await _log_rows(session, job_id, after, limit, rank=rank, newest=newest)
+    archived: Sequence[LogChunkView] = ()
     if job.logs_archive is not None:
         if archive is None:
             raise StoreUnavailable(f"the logs of {job_id} are archived in the store, and this "
                                    "coordinator has no store", hint="start it with its store")
-        chunks = merge(await archive.read(job.logs_archive), rows, after, limit)
+        archived = await archive.read(job.logs_archive)
+        chunks = merge(archived, chunks, after, limit, rank)
     cursor = chunks[-1].cursor if chunks else after
+    if rank is not None and len(chunks) < limit:  # every chunk up to the newest was seen
+        cursor = max(cursor, newest or 0, *(c.cursor for c in archived[-1:]))
     return LogPage(chunks=chunks, cursor=cursor, done=ended and len(chunks) < limit)
+
+
+async def _log_rows(session: AsyncSession, job_id: str, after: int, limit: int, *,
+                    rank: int | None, newest: int | None) -> list[LogChunkView]:
+    query = select(LogChunk).where(LogChunk.job_id == job_id, LogChunk.id > after)
+    if rank is not None:
+        query = query.where(LogChunk.rank == rank, LogChunk.id <= (newest or 0))
+    return [view(c) for c in (await session.scalars(
+        query.order_by(LogChunk.id).limit(limit))).all()]
 
 
 def active_attempt_states() -> list[AttemptState]:

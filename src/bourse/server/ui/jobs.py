@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from starlette.responses import RedirectResponse, Response
 
+from bourse.core.compute import MAX_NODES
 from bourse.protocol.api import JobDetail, LogPage
 from bourse.server.routes import jobs as api_jobs
 from bourse.server.services import jobs
@@ -17,6 +18,7 @@ from bourse.server.ui.session import check_csrf
 LIST_LIMIT = 200
 LOG_CHUNKS = 200  # a page of the log feed: at most this many chunks (64 KiB each at most)
 LONG_POLL_S = 10.0  # a caught-up log feed waits this long for news before answering
+RANK_TABS = 16  # a gang of up to this many members gets a tab per rank, a larger one a menu
 
 
 @dataclass(frozen=True)
@@ -99,11 +101,26 @@ async def _with_timeline(ctx: Ctx) -> tuple[JobDetail, list[views.Phase]]:
     return job, views.timeline(events, job.attempts)
 
 
+def _rank(ctx: Ctx) -> int | None:
+    """The gang member whose logs a page or the feed shows (``?rank=``); None: every one."""
+    if not ctx.request.query_params.get("rank"):
+        return None
+    return int_param(ctx, "rank", 0, MAX_NODES - 1)
+
+
+def _members(job: JobDetail, rank: int | None) -> dict[str, object]:
+    """What the log section needs to show a gang's members apart."""
+    jobs.check_rank(job.id, job.spec, rank)
+    members = job.spec.compute.num_nodes
+    return {"members": members, "rank": rank, "rank_tabs": members <= RANK_TABS}
+
+
 async def job_page(ctx: Ctx) -> Response:
+    rank = _rank(ctx)
     job, phases = await _with_timeline(ctx)
     return page("job.html", **ctx.context(
         **_summary(job), phases=phases, data=views.data_items(job), sections=SECTIONS,
-        compute=job.spec.compute.describe()))
+        compute=job.spec.compute.describe(), **_members(job, rank)))
 
 
 async def job_header(ctx: Ctx) -> Response:
@@ -116,24 +133,25 @@ async def job_timeline(ctx: Ctx) -> Response:
         job=job, terminal=job.state.terminal, phases=phases))
 
 
-async def _read_logs(ctx: Ctx, job_id: str, after: int) -> LogPage:
+async def _read_logs(ctx: Ctx, job_id: str, after: int, rank: int | None) -> LogPage:
     async with ctx.state.db.read() as session:
         return await jobs.read_logs(session, job_id, ctx.scope, after, LOG_CHUNKS,
-                                    archive=ctx.state.logs)
+                                    archive=ctx.state.logs, rank=rank)
 
 
 async def job_logs(ctx: Ctx) -> Response:
     """The API's log page (base64 chunks after a cursor). With ``wait=1`` a caught-up reader is
     answered when something changes or after ``LONG_POLL_S``: live logs without an open
-    stream per tab, and without a request a second while nothing happens."""
+    stream per tab, and without a request a second while nothing happens. ``rank``: one gang
+    member's chunks only."""
     job_id = path_id(ctx, "job_id")
-    after = int_param(ctx, "after", 0)
+    after, rank = int_param(ctx, "after", 0), _rank(ctx)
     seen = ctx.state.notifier.version
-    found = await _read_logs(ctx, job_id, after)
+    found = await _read_logs(ctx, job_id, after, rank)
     caught_up = not found.chunks and not found.done
     if (caught_up and ctx.request.query_params.get("wait") == "1"
             and await ctx.state.notifier.wait(seen, LONG_POLL_S)):
-        found = await _read_logs(ctx, job_id, after)
+        found = await _read_logs(ctx, job_id, found.cursor, rank)
     return json_response({**found.model_dump(mode="json"),
                           "more": len(found.chunks) == LOG_CHUNKS})
 

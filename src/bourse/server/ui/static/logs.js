@@ -4,8 +4,10 @@
 // DOM, each ROW pixels high, under a spacer as tall as the whole log, so 100,000 lines cost what
 // 60 do to draw. The feed is /ui/jobs/{id}/logs (the API's log page: base64 chunks after a
 // cursor); once caught up it long-polls (wait=1) so new lines show as soon as they are stored.
-// Bytes are decoded per (attempt, stream) with a streaming TextDecoder, so a character or a line
-// split across two chunks comes out whole. Text only ever reaches the page as text nodes.
+// Bytes are decoded per (attempt, rank, stream) with a streaming TextDecoder, so a character or
+// a line split across two chunks comes out whole, and a gang's members' lines never mix. A
+// gang's page shows every member (each line prefixed "[rank N] ") or, with data-rank, one
+// member's feed (?rank=N) as it is. Text only ever reaches the page as text nodes.
 "use strict";
 (function () {
   const ROW = 18; // px: .log-rows > div in ui.css
@@ -25,6 +27,8 @@
     constructor(root) {
       this.root = root;
       this.url = root.dataset.logsUrl;
+      this.rank = root.dataset.rank || ""; // "": every member
+      this.prefixed = Number(root.dataset.members || 1) > 1 && this.rank === "";
       this.viewport = root.querySelector(".log-viewport");
       this.spacer = root.querySelector(".log-spacer");
       this.rows = root.querySelector(".log-rows");
@@ -35,7 +39,7 @@
       this.lines = []; // the text of every line
       this.kinds = []; // per line: "" (stdout), "stderr" or "marker"
       this.lower = null; // lines in lower case, built at the first search
-      this.streams = new Map(); // "attempt:stream" -> {decoder, rest}
+      this.streams = new Map(); // "attempt:rank:stream" -> {decoder, rest, kind, prefix}
       this.attempt = null;
       this.cursor = 0;
       this.done = false;
@@ -79,7 +83,10 @@
       while (!this.done) {
         let page;
         try {
-          const url = `${this.url}?after=${this.cursor}${wait ? "&wait=1" : ""}`;
+          const query = new URLSearchParams({ after: String(this.cursor) });
+          if (this.rank !== "") query.set("rank", this.rank);
+          if (wait) query.set("wait", "1");
+          const url = `${this.url}?${query}`;
           const response = await fetch(url, { headers: { Accept: "application/json" },
                                                credentials: "same-origin", cache: "no-store" });
           if (response.status === 401) {
@@ -110,15 +117,17 @@
           if (this.attempt !== null || chunk.attempt > 1) this.push(`── attempt ${chunk.attempt} ──`, "marker");
           this.attempt = chunk.attempt;
         }
-        const key = `${chunk.attempt}:${chunk.stream}`;
+        const rank = chunk.rank || 0; // absent from an older coordinator's chunks
+        const key = `${chunk.attempt}:${rank}:${chunk.stream}`;
         let stream = this.streams.get(key);
         if (!stream) {
-          stream = { decoder: new TextDecoder("utf-8"), rest: "", kind: chunk.stream === "stderr" ? "stderr" : "" };
+          stream = { decoder: new TextDecoder("utf-8"), rest: "", kind: chunk.stream === "stderr" ? "stderr" : "",
+                     prefix: this.prefixed ? `[rank ${rank}] ` : "" };
           this.streams.set(key, stream);
         }
         const parts = (stream.rest + stream.decoder.decode(decodeBase64(chunk.data), { stream: true })).split("\n");
         stream.rest = parts.pop();
-        for (const part of parts) this.push(part, stream.kind);
+        for (const part of parts) this.push(stream.prefix + part, stream.kind);
         this.stats.chunks++;
       }
       if (this.lines.length > first) this.grew(first);
@@ -133,7 +142,7 @@
       const first = this.lines.length;
       for (const stream of this.streams.values()) {
         const tail = stream.rest + stream.decoder.decode();
-        if (tail) this.push(tail, stream.kind);
+        if (tail) this.push(stream.prefix + tail, stream.kind);
       }
       this.streams.clear();
       return first;
