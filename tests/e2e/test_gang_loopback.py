@@ -4,6 +4,7 @@ is left running. tests/gang runs Lightning and torchrun across network namespace
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 from pathlib import Path
@@ -64,6 +65,9 @@ def test_a_lightning_gang_that_loses_a_node_resumes_from_its_checkpoint(
         assert len(resumed) == 2 and all(line != "resume=none" for line in resumed), resumed
         assert "epoch 0 " not in "".join(out.values())  # it went on, not from the start
         assert victim not in [a for a in agents if a.job_pid(job.id, 2)]
+        rank1 = b"".join(base64.b64decode(c.data)
+                         for c in exchange.client.iter_logs(job.id, rank=1)).decode()
+        assert "RESULT rank=1 " in rank1 and "RESULT rank=0 " not in rank1
         left = [a.name for a in agents for n in (1, 2) if _alive(a.job_pid(job.id, n))]
         assert left == []  # no member of either attempt outlives the gang
     finally:
