@@ -8,6 +8,9 @@ after the other."""
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -89,11 +92,20 @@ def test_a_lightning_ddp_script_trains_across_two_namespaces(lan: Lan) -> None:
         assert "MASTER_ADDR=10.204." in text  # rank 0's address on the bridge, not loopback
 
 
-def test_a_torchrun_script_trains_across_two_namespaces(lan: Lan) -> None:
-    lines = checksums(lan.run(["sh", "-c", TORCHRUN]))
-    assert [line.split()[1:3] for line in lines] == [["rank=0", "world=2"],
-                                                     ["rank=1", "world=2"]]
-    assert len({line.split()[-1] for line in lines}) == 1
+def test_bourse_run_nodes_2_runs_a_torchrun_script_across_two_namespaces(lan: Lan) -> None:
+    """The command line as a user types it: attached, it prints both members' output with
+    their ranks and exits with the job's code."""
+    env = {**os.environ, "BOURSE_URL": lan.exchange.coordinator.url,
+           "BOURSE_TOKEN": lan.exchange.coordinator.token}
+    done = subprocess.run([sys.executable, "-m", "bourse", "run", "--nodes", "2", "--cpus", "1",
+                           "--no-code", "--", "sh", "-c", TORCHRUN], env=env,
+                          capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, (done.stdout, done.stderr, lan.exchange.cluster.logs())
+    lines = sorted(line for line in done.stdout.splitlines() if "CHECKSUM " in line)
+    assert [line.split()[:4] for line in lines] == [
+        ["[rank", "0]", "CHECKSUM", "rank=0"], ["[rank", "1]", "CHECKSUM", "rank=1"]], lines
+    assert all(" world=2 " in line for line in lines)
+    assert len({line.split()[-1] for line in lines}) == 1  # identical parameters
 
 
 def test_a_gang_larger_than_its_network_waits_holding_nothing_until_a_node_joins(

@@ -4,6 +4,7 @@ network, rank 0 started first and the others once it said its port, ended and re
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -37,18 +38,31 @@ async def _cancels(agent: FakeAgent) -> list[dict[str, Any]]:
     return agent.received("cancel_job")
 
 
+async def _first_start(agents: list[FakeAgent]) -> tuple[FakeAgent, dict[str, Any]]:
+    """The agent told to start first (rank 0) and its start. Waited for, not looked for: with
+    a data plane a start is completed (credentials) before it is sent, after the commit."""
+    waits = {asyncio.ensure_future(a.expect("start_job")): a for a in agents}
+    done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    first = next(iter(done))
+    return waits[first], first.result()
+
+
 async def _started_gang(exchange: Exchange, agents: list[FakeAgent],
                         **compute: Any) -> tuple[str, dict[FakeAgent, dict[str, Any]]]:
     """A gang submitted, placed and through its rendezvous: the start each member got."""
     job = (await exchange.submit(compute={"num_nodes": len(agents), **compute}))["id"]
     await exchange.tick()
-    starts = {a: s for a in agents for s in await _starts(a)}
-    (first, start), = ((a, s) for a, s in starts.items() if s["gang"]["rank"] == 0)
+    first, start = await _first_start(agents)
+    assert start["gang"]["rank"] == 0
     await first.event(job, start["attempt"], "accepted")
     await first.event(job, start["attempt"], "rendezvous", address="10.9.0.1", port=29517)
+    starts = {first: start}
     for agent in agents:
         if agent is not first:
-            starts[agent] = (await _starts(agent))[0]
+            starts[agent] = await agent.expect("start_job")
     return job, starts
 
 
