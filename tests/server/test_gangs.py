@@ -13,6 +13,8 @@ from fake_agent import FakeAgent
 from server_harness import Exchange, Live
 from sqlalchemy import select
 
+from bourse.protocol.agent import Metrics
+from bourse.protocol.metrics import JobSample
 from bourse.server.db.schema import Attempt, LogChunk
 
 pytestmark = pytest.mark.anyio
@@ -232,3 +234,24 @@ async def test_a_gang_that_cannot_gather_in_time_releases_every_node(
             Attempt.job_id == job, Attempt.number == 1))).all())
     assert states == ["CANCELLED", "LOST"]
     assert (await exchange.job(job))["attempt"] == 2  # placed again, whole
+
+
+async def test_each_members_metrics_are_told_apart(live: Live, agent_factory: Factory) -> None:
+    exchange = live.exchange
+    agents = await _nodes(agent_factory, 2)
+    job, starts = await _started_gang(exchange, agents)
+    for agent, start in starts.items():
+        rank = start["gang"]["rank"]
+        await agent.event(job, 1, "started", pid=1)
+        await agent.send(Metrics(jobs=[JobSample(job_id=job, attempt=1, time=exchange.clock(),
+                                                 cpu_percent=10.0 * rank + 5)]))
+
+    async def samples(**params: Any) -> list[tuple[int, float]]:
+        response = await exchange.client.get(f"/api/v1/jobs/{job}/metrics", params=params)
+        assert response.status_code == 200, response.text
+        return sorted((s["rank"], s["cpu_percent"]) for s in response.json()["samples"])
+
+    assert await samples() == [(0, 5.0), (1, 15.0)]
+    assert await samples(rank=1) == [(1, 15.0)]
+    refused = await exchange.client.get(f"/api/v1/jobs/{job}/metrics", params={"rank": 2})
+    assert refused.status_code == 422 and refused.json()["field"] == "rank"

@@ -10,7 +10,7 @@ import re
 import pytest
 from ui_site import Site
 
-from bourse.server.db.schema import LogChunk
+from bourse.server.db.schema import Attempt, LogChunk, MetricSample
 
 pytestmark = pytest.mark.anyio
 
@@ -91,3 +91,22 @@ async def test_the_log_feed_reads_every_member_or_one(site: Site) -> None:
     refused = await site.client.get(feed, params={"rank": 2})
     assert refused.status_code == 422
     assert refused.json()["error"].startswith(f"rank 2 is not a member of job {job}")
+
+
+async def test_a_gangs_chart_shows_one_member_rank_0_unless_a_tab_says(site: Site) -> None:
+    """Several members' samples on one chart would zigzag between nodes."""
+    await _signed_in(site)
+    job = await _gang(site, 2)
+    async with site.state.db.write() as session:
+        session.add_all([
+            Attempt(job_id=job, number=1, rank=r, node_id=f"n{r}", state="RUNNING",
+                    placed_at=0, start_deadline=0, resources={}) for r in (0, 1)])
+        session.add_all([
+            MetricSample(node_id=f"n{r}", job_id=job, attempt=1, time=site.clock() + r,
+                         period_s=0.0, cpu_percent=10.0 * r + 5,
+                         data={"cpu_percent": 10.0 * r + 5}) for r in (0, 1)])
+    page = (await site.client.get(f"/ui/jobs/{job}", params={"rank": 1})).text
+    assert f'data-metrics-url="/ui/jobs/{job}/metrics?rank=1"' in page
+    default = (await site.client.get(f"/ui/jobs/{job}/metrics")).json()
+    one = (await site.client.get(f"/ui/jobs/{job}/metrics", params={"rank": 1})).json()
+    assert (default["cpu"], one["cpu"]) == ([5.0], [15.0])

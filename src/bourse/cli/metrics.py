@@ -18,14 +18,15 @@ HEADERS = ("TIME", "#", "CPU %", "MEMORY", "PROCS", "GPU %", "GPU MEM", "POWER",
 @click.argument("job_id")
 @click.option("--last", type=click.IntRange(1, 50_000), default=20, show_default=True,
               help="How many of the newest samples to show.")
+@click.option("--rank", type=click.IntRange(min=0), help="One member of a multi-node job.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
-def metrics(job_id: str, last: int, as_json: bool) -> None:
+def metrics(job_id: str, last: int, rank: int | None, as_json: bool) -> None:
     """A job's CPU, memory, GPU and disk use over time, and whether it is stalled."""
     from bourse.cli.client import open_client  # the CLI's one client seam (tests replace it)
 
     with open_client() as client:
-        found = client.job_metrics(job_id, limit=last)
+        found = client.job_metrics(job_id, limit=last, rank=rank)
     if as_json:
         echo_json(found)
         return
@@ -38,13 +39,15 @@ def describe_metrics(found: MetricsView) -> list[str]:
         lines += [f"STALLED: {found.stalled.message}", ""]
     if not found.samples:
         return [*lines, "no samples yet (the job's node sends them while it runs)"]
-    rows = [sample_row(s) for s in found.samples]
+    gang = any(s.rank for s in found.samples)  # a gang's: attempt.rank
+    rows = [sample_row(s, gang) for s in found.samples]
     return [*lines, table(HEADERS, rows, right=tuple(range(1, len(HEADERS))))]
 
 
-def sample_row(s: SampleView) -> list[str]:
+def sample_row(s: SampleView, gang: bool = False) -> list[str]:
     stamp = datetime.fromtimestamp(s.time).strftime("%H:%M:%S")
-    return [stamp + (" ~1m" if s.period_s else ""), str(s.attempt or "-"),
+    number = str(s.attempt or "-") + (f".{s.rank or 0}" if gang and s.attempt else "")
+    return [stamp + (" ~1m" if s.period_s else ""), number,
             _num(s.cpu_percent, "{:.0f}"), size(s.memory_bytes),
             "-" if s.processes is None else str(s.processes),
             _num(_mean(g.utilization_percent for g in s.gpus), "{:.0f}"),

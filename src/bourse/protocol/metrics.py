@@ -74,6 +74,7 @@ class SampleView(Sample):
 
     period_s: float = 0.0
     attempt: int | None = None
+    rank: int | None = None  # a job's sample: the gang member (0 for a one-node job)
 
 
 class StallView(Wire):

@@ -121,8 +121,8 @@ class AsyncClient(Base):
         return await self._send(core.logs(job_id, after, limit, rank))
 
     async def job_metrics(self, job_id: str, since: float = 0.0,
-                          limit: int = 5000) -> MetricsView:
-        return await self._send(core.job_metrics(job_id, since, limit))
+                          limit: int = 5000, *, rank: int | None = None) -> MetricsView:
+        return await self._send(core.job_metrics(job_id, since, limit, rank))
 
     async def node_metrics(self, node_id: str, since: float = 0.0,
                            limit: int = 5000) -> MetricsView:

@@ -164,9 +164,11 @@ class Client(Base):
         """A page of the job's log; only gang member ``rank``'s chunks when given."""
         return self._send(core.logs(job_id, after, limit, rank))
 
-    def job_metrics(self, job_id: str, since: float = 0.0, limit: int = 5000) -> MetricsView:
-        """The job's resource samples from ``since`` (the newest ``limit``), and its stall."""
-        return self._send(core.job_metrics(job_id, since, limit))
+    def job_metrics(self, job_id: str, since: float = 0.0, limit: int = 5000, *,
+                    rank: int | None = None) -> MetricsView:
+        """The job's resource samples from ``since`` (the newest ``limit``), and its stall;
+        ``rank``: one gang member's."""
+        return self._send(core.job_metrics(job_id, since, limit, rank))
 
     def node_metrics(self, node_id: str, since: float = 0.0, limit: int = 5000) -> MetricsView:
         return self._send(core.node_metrics(node_id, since, limit))

@@ -193,9 +193,12 @@ def _rank(rank: int | None) -> dict[str, int]:
     return {} if rank is None else {"rank": rank}
 
 
-def job_metrics(job_id: str, since: float = 0.0, limit: int = 5000) -> Call[MetricsView]:
-    return Call("GET", f"/jobs/{_path_id(job_id)}/metrics", model(MetricsView),
-                params={"since": _since(since), "limit": limit})
+def job_metrics(job_id: str, since: float = 0.0, limit: int = 5000,
+                rank: int | None = None) -> Call[MetricsView]:
+    params: dict[str, Any] = {"since": _since(since), "limit": limit}
+    if rank is not None:
+        params["rank"] = rank
+    return Call("GET", f"/jobs/{_path_id(job_id)}/metrics", model(MetricsView), params=params)
 
 
 def node_metrics(node_id: str, since: float = 0.0, limit: int = 5000) -> Call[MetricsView]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Table, delete, func, insert, select
+from sqlalchemy import Table, and_, delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.health import (
@@ -177,10 +177,23 @@ async def _last_node_disks(session: AsyncSession, node_id: str) -> list[Disk]:
 
 # --- reading ----------------------------------------------------------------------------------
 
+_MEMBER = and_(Attempt.job_id == MetricSample.job_id, Attempt.number == MetricSample.attempt,
+               Attempt.node_id == MetricSample.node_id)  # the gang member a sample is of
+
+
 async def job_metrics(session: AsyncSession, job_id: str, since: float,
-                      limit: int) -> list[SampleView]:
-    """The job's newest ``limit`` samples from ``since`` on, oldest first."""
-    return await _series(session, MetricSample.job_id == job_id, since, limit)
+                      limit: int, rank: int | None = None) -> list[SampleView]:
+    """The job's newest ``limit`` samples from ``since`` on, oldest first, each with the rank
+    of the member it is of (a gang's members run on nodes of their own); ``rank``: one
+    member's only."""
+    query = (select(MetricSample, Attempt.rank).outerjoin(Attempt, _MEMBER)
+             .where(MetricSample.job_id == job_id, MetricSample.time >= since))
+    if rank is not None:
+        query = query.where(Attempt.rank == rank)
+    rows = (await session.execute(query.order_by(MetricSample.time.desc())
+                                  .limit(limit))).all()
+    return [SampleView(**r.data, time=r.time, period_s=r.period_s, attempt=r.attempt,
+                       rank=member) for r, member in reversed(rows)]
 
 
 async def node_metrics(session: AsyncSession, node_id: str, since: float,

@@ -14,7 +14,8 @@ from starlette.responses import Response
 from bourse.core.states import JobState
 from bourse.protocol.metrics import SampleView
 from bourse.server.services import jobs, metrics
-from bourse.server.ui.guard import Ctx, path_id
+from bourse.server.services.specs import spec_of
+from bourse.server.ui.guard import Ctx, member_rank, path_id
 from bourse.server.ui.render import json_response
 
 CHART_SAMPLES = 5000
@@ -74,9 +75,12 @@ def _round(value: float | None) -> float | None:
 async def job_metrics(ctx: Ctx) -> Response:
     """The chart's feed; ``done`` once the job has ended (no more samples will come)."""
     job_id = path_id(ctx, "job_id")
+    rank = member_rank(ctx)
     async with ctx.state.db.read() as session:
-        job = await jobs.get_job(session, job_id, ctx.scope)
-        samples = await metrics.job_metrics(session, job_id, 0.0, CHART_SAMPLES)
+        job = await jobs.get_member(session, job_id, ctx.scope, rank)
+        if rank is None and spec_of(job).compute.num_nodes > 1:
+            rank = 0  # one member's samples make a chart; several would zigzag between them
+        samples = await metrics.job_metrics(session, job_id, 0.0, CHART_SAMPLES, rank)
     return json_response({**columns(samples), "stalled": jobs.stalled_in(job),
                           "done": JobState(job.state).terminal})
 

@@ -18,6 +18,7 @@ from urllib.parse import quote, urlsplit
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from bourse.core.compute import MAX_NODES
 from bourse.core.errors import BourseError, InvalidInput, NotFound, Unauthorized
 from bourse.protocol.common import ID_PATTERN
 from bourse.server.access import Scope
@@ -119,3 +120,10 @@ def int_param(ctx: Ctx, name: str, default: int, high: int = MAX_ID) -> int:
     if not raw.isdigit() or int(raw) > high:
         raise InvalidInput(f"{name} must be a whole number from 0 to {high}", field=name)
     return int(raw)
+
+
+def member_rank(ctx: Ctx) -> int | None:
+    """The gang member a page or a feed shows (``?rank=``); None: every one."""
+    if not ctx.request.query_params.get("rank"):
+        return None
+    return int_param(ctx, "rank", 0, MAX_NODES - 1)

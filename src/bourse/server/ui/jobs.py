@@ -6,12 +6,11 @@ from dataclasses import dataclass
 
 from starlette.responses import RedirectResponse, Response
 
-from bourse.core.compute import MAX_NODES
 from bourse.protocol.api import JobDetail, LogPage
 from bourse.server.routes import jobs as api_jobs
 from bourse.server.services import jobs
 from bourse.server.ui import queries, reasons, views
-from bourse.server.ui.guard import Ctx, int_param, path_id
+from bourse.server.ui.guard import Ctx, int_param, member_rank, path_id
 from bourse.server.ui.render import json_response, page
 from bourse.server.ui.session import check_csrf
 
@@ -101,13 +100,6 @@ async def _with_timeline(ctx: Ctx) -> tuple[JobDetail, list[views.Phase]]:
     return job, views.timeline(events, job.attempts)
 
 
-def _rank(ctx: Ctx) -> int | None:
-    """The gang member whose logs a page or the feed shows (``?rank=``); None: every one."""
-    if not ctx.request.query_params.get("rank"):
-        return None
-    return int_param(ctx, "rank", 0, MAX_NODES - 1)
-
-
 def _members(job: JobDetail, rank: int | None) -> dict[str, object]:
     """What the log section needs to show a gang's members apart."""
     jobs.check_rank(job.id, job.spec, rank)
@@ -116,7 +108,7 @@ def _members(job: JobDetail, rank: int | None) -> dict[str, object]:
 
 
 async def job_page(ctx: Ctx) -> Response:
-    rank = _rank(ctx)
+    rank = member_rank(ctx)
     job, phases = await _with_timeline(ctx)
     return page("job.html", **ctx.context(
         **_summary(job), phases=phases, data=views.data_items(job), sections=SECTIONS,
@@ -145,7 +137,7 @@ async def job_logs(ctx: Ctx) -> Response:
     stream per tab, and without a request a second while nothing happens. ``rank``: one gang
     member's chunks only."""
     job_id = path_id(ctx, "job_id")
-    after, rank = int_param(ctx, "after", 0), _rank(ctx)
+    after, rank = int_param(ctx, "after", 0), member_rank(ctx)
     seen = ctx.state.notifier.version
     found = await _read_logs(ctx, job_id, after, rank)
     caught_up = not found.chunks and not found.done
