@@ -1,5 +1,6 @@
 """Apps on a real local exchange (`bourse run app.py`, not --local): every stage a job placed
-on an agent, its data in the exchange's SeaweedFS store. Same outputs as local mode, a failing
+on an agent, its data in the exchange's SeaweedFS store. Same outputs as local mode (whose run
+of the demo app is checked here too: stages, outputs, a complete checkpoint per epoch), a failing
 stage's job id and log tail, independent stages side by side, the stage cache, and bad input
 refused before anything reaches the exchange."""
 
@@ -14,7 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from app_harness import Project, final_value, summary_rows
+from app_harness import Project, final_value, started_order, summary_rows
 from exchange_harness import ExchangeUnderTest
 from test_failures import THREE
 
@@ -62,6 +63,37 @@ def test_the_digits_app_gives_the_same_results_locally_and_on_the_exchange(
     assert here["samples"] == there["samples"] == 360
     assert there["test_accuracy"] > 0.8
     assert abs(here["test_accuracy"] - there["test_accuracy"]) < 0.02  # seeds are fixed
+    assert_local_run(project, local.stdout, here)
+
+
+def assert_local_run(project: Project, stdout: str, report: dict[str, object]) -> None:
+    """What local mode left: each stage's outputs, the report as Evaluate wrote it, and one
+    complete checkpoint per epoch (the local half of the comparison, 2 epochs)."""
+    assert started_order(stdout) == STAGES
+    [run] = project.runs()
+    written = json.loads((run / "Evaluate/outputs/report/report.json").read_text())
+    assert {**written, "shards_sha256": report["shards_sha256"]} == report
+    assert len(str(report["shards_sha256"])) == 64  # what Prepare wrote, to compare runs by
+    assert (run / "Train/outputs/model/model.ckpt").stat().st_size > 0
+    assert sorted(p.name for p in (run / "Prepare/outputs/shards").iterdir()) == [
+        "test.npz", "train.npz", "val.npz"]
+    assert_complete_checkpoints(run / "Train/checkpoints", epochs=2)
+
+
+def assert_complete_checkpoints(prefix: Path, epochs: int) -> None:
+    """One complete checkpoint per epoch: a marker naming files that are all there."""
+    markers = sorted((prefix / ".complete").glob("*.json"))
+    assert len(markers) == epochs
+    steps = []
+    for marker in markers:
+        doc = json.loads(marker.read_text())
+        assert marker.stem == doc["name"]
+        steps.append(doc["step"])
+        [entry] = doc["files"]
+        saved = Path("/" + entry["key"])
+        assert saved == prefix / doc["name"] / "last.ckpt"
+        assert saved.stat().st_size == entry["size"] > 0
+    assert steps == sorted(steps) and len(set(steps)) == epochs
 
 
 def test_a_failing_middle_stage_stops_the_flow_with_its_job_and_log(
