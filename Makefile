@@ -23,7 +23,7 @@ demo: $(STAMP)
 	$(VENV)/bin/bourse demo
 
 test: $(STAMP)
-	$(PY) -m pytest -n 4 -q
+	$(PY) -m pytest -n 3 -q
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
