@@ -14,8 +14,12 @@ from pathlib import Path
 
 import httpx
 
+from bourse.agent.data import settings_of
 from bourse.core.errors import BourseError
+from bourse.core.uri import parse_uri
+from bourse.protocol.agent import StartJob
 from bourse.storage.errors import StorageError
+from bourse.storage.remote import Stores
 from bourse.storage.store import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -92,3 +96,12 @@ async def _from_store(store: ObjectStore, key: str, tmp: Path) -> str:
             digest.update(part)
             out.write(part)
     return digest.hexdigest()
+
+
+def bundle_source(message: StartJob) -> tuple[ObjectStore | None, str | None]:
+    """Where the attempt's key can read its code bundle: (store, key), or nothing."""
+    plan = message.data
+    if plan is None or plan.store is None or plan.bundle is None:
+        return None, None
+    uri = parse_uri(plan.bundle)
+    return Stores(settings_of(plan.store))(uri), uri.key

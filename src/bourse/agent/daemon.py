@@ -29,9 +29,9 @@ from websockets.exceptions import InvalidStatus
 
 from bourse.agent import credentials, imds, interpreter, socket
 from bourse.agent.attempt import base_env
-from bourse.agent.bundles import BundleCache, BundleError
+from bourse.agent.bundles import BundleCache, BundleError, bundle_source
 from bourse.agent.containers import ContainerJobs, find_engine
-from bourse.agent.data import NodeData, default_cache_limit, settings_of
+from bourse.agent.data import NodeData, default_cache_limit
 from bourse.agent.environment import JobEnvironments
 from bourse.agent.envs import EnvManager
 from bourse.agent.fence import Lease
@@ -49,7 +49,6 @@ from bourse.core.backoff import backoff_delay
 from bourse.core.cuda import PYTORCH_INDEX
 from bourse.core.interruption import Notice
 from bourse.core.ratelimit import LogLimit
-from bourse.core.uri import parse_uri
 from bourse.protocol.agent import (
     SERVER_TO_AGENT,
     Ack,
@@ -66,8 +65,6 @@ from bourse.protocol.agent import (
 )
 from bourse.protocol.common import Capabilities, Declared, ProbeReport, Wire
 from bourse.protocol.stream import STREAM_MESSAGES, STREAMS_FEATURE
-from bourse.storage.remote import Stores
-from bourse.storage.store import ObjectStore
 
 log = logging.getLogger("bourse.agent")
 SEND_WINDOW = 1000  # outbox rows in flight before waiting for acks
@@ -485,15 +482,6 @@ def private_dir(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o700)
     return path
-
-
-def bundle_source(message: StartJob) -> tuple[ObjectStore | None, str | None]:
-    """Where the attempt's key can read its code bundle: (store, key), or nothing."""
-    plan = message.data
-    if plan is None or plan.store is None or plan.bundle is None:
-        return None, None
-    uri = parse_uri(plan.bundle)
-    return Stores(settings_of(plan.store))(uri), uri.key
 
 
 async def run_agent(config: AgentConfig) -> None:

@@ -23,6 +23,7 @@ import struct
 import time
 from dataclasses import dataclass, field
 
+from bourse.agent.hooks import Emit
 from bourse.protocol.agent import Gang
 
 GO = b"go\n"
@@ -81,8 +82,9 @@ class Meeting:
             writer.close()
 
 
-async def host(gang: Gang) -> Meeting | str:
-    """Rank 0: listen on a free port of its address; the meeting, or why not."""
+async def host(gang: Gang, emit: Emit | None = None) -> Meeting | str:
+    """Rank 0: listen on a free port of its address and say which (``emit``'s
+    ``rendezvous``); the meeting, or why not."""
     address = gang.addresses[0]
     meeting: Meeting | None = None
 
@@ -96,6 +98,8 @@ async def host(gang: Gang) -> Meeting | str:
         return f"rendezvous: cannot listen on {address} (this node's gang address): {exc}"
     port = int(server.sockets[0].getsockname()[1])
     meeting = Meeting(gang, server, port)
+    if emit is not None:
+        emit("rendezvous", {"address": address, "port": port})
     return meeting
 
 

@@ -35,7 +35,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -282,11 +282,7 @@ class Runtime:
         """Rank 0 of a gang: its port, held and said (``rendezvous``) before it prepares."""
         if msg.gang is None or msg.gang.rank:
             return None
-        meeting = await gang.host(msg.gang)
-        if not isinstance(meeting, str):
-            self._emitter(key)("rendezvous", {"address": msg.gang.addresses[0],
-                                              "port": meeting.port})
-        return meeting
+        return await gang.host(msg.gang, self._emitter(key))
 
     async def _launch_prepared(self, key: Key, adir: AttemptDir, msg: StartJob,
                                bundle: Path | None, meeting: gang.Meeting | None) -> None:
@@ -349,14 +345,9 @@ class Runtime:
 
     async def _prepare_data(self, key: Key, adir: AttemptDir,
                             msg: StartJob) -> dict[str, str] | str:
-        """The hook's environment for the job, or why it could not be prepared. A task, so
-        that cancelling the attempt stops it (a prefetch can take minutes)."""
-        task = asyncio.ensure_future(self._hooks.prepare(msg, adir, self._emitter(key)))
-        self._preparing[key] = task
-        try:
-            await asyncio.wait([task])
-        finally:
-            self._preparing.pop(key, None)
+        """The hook's environment for the job, or why it could not be prepared (a prefetch
+        can take minutes: a cancel stops it)."""
+        task = await self._cancellable(key, self._hooks.prepare(msg, adir, self._emitter(key)))
         if task.cancelled():
             return "preparation was interrupted"
         error = task.exception()
@@ -369,18 +360,13 @@ class Runtime:
 
     async def _meet(self, key: Key, msg: StartJob,
                     meeting: gang.Meeting | None) -> dict[str, str] | str:
-        """A gang member's rendezvous (``agent.gang``): its variables, or why it failed. A
-        task, so that a cancel stops the wait."""
+        """A gang member's rendezvous (``agent.gang``): its variables, or why it failed (a
+        cancel stops the wait)."""
         if msg.gang is None:
             return {}
         timeout = msg.gang.timeout_s
         waiting = meeting.gather(timeout) if meeting is not None else gang.join(msg.gang, timeout)
-        task: asyncio.Future[str | None] = asyncio.ensure_future(waiting)
-        self._preparing[key] = task
-        try:
-            await asyncio.wait([task])
-        finally:
-            self._preparing.pop(key, None)
+        task = await self._cancellable(key, waiting)
         if task.cancelled():
             return "the rendezvous was interrupted"
         error = task.result()
@@ -389,6 +375,16 @@ class Runtime:
         port = meeting.port if meeting is not None else msg.gang.port
         assert port is not None
         return gang.environment(msg.gang, port)
+
+    async def _cancellable(self, key: Key, step: Awaitable[T]) -> asyncio.Future[T]:
+        """Run a step of a start as a task that ``cancel`` can stop; the finished task."""
+        task = asyncio.ensure_future(step)
+        self._preparing[key] = task
+        try:
+            await asyncio.wait([task])
+        finally:
+            self._preparing.pop(key, None)
+        return task
 
     def _emitter(self, key: Key) -> Emit:
         def emit(kind: str, data: dict[str, Any]) -> None:

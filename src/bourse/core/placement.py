@@ -265,6 +265,14 @@ def _with_cpus(compute: Compute, offers: Sequence[Offer]) -> list[Offer]:
     return [o for o in offers if (o.cpus or 0) >= cpus - 1e-9]
 
 
+def by_job(placements: Sequence[Placement]) -> list[list[Placement]]:
+    """Placements grouped by job, in order: one for a job, a gang's members by rank."""
+    groups: dict[str, list[Placement]] = {}
+    for placement in placements:
+        groups.setdefault(placement.job.id, []).append(placement)
+    return list(groups.values())
+
+
 def next_project(queues: Mapping[str, Sequence[Candidate]], heads: Mapping[str, int],
                  active: Mapping[str, int]) -> str | None:
     """The project whose next job goes first: fewest active attempts, then oldest job."""

@@ -35,6 +35,7 @@ from bourse.core.placement import (
     Placement,
     Plan,
     Room,
+    by_job,
     fits_any,
     plan,
     shape_of,
@@ -414,14 +415,6 @@ async def _apply(run: Pass, found: Plan, environments: Sequence[Offer]) -> None:
             continue
         run.report.commands.append(_place(run, job, members, environments))
         run.report.placed += 1
-
-
-def by_job(placements: Sequence[Placement]) -> list[list[Placement]]:
-    """Placements grouped by job, in order: one for a job, a gang's members by rank."""
-    groups: dict[str, list[Placement]] = {}
-    for placement in placements:
-        groups.setdefault(placement.job.id, []).append(placement)
-    return list(groups.values())
 
 
 async def _active_by_project(session: AsyncSession) -> dict[str, int]:
