@@ -7,12 +7,12 @@ with a minimal environment â€” never the agent's own, which holds credentials â€
 hook returned, as the attempt's own user when the agent is root (:mod:`bourse.agent.isolation`
 sets the directory up, hands it over, and wipes it at the end), and spools ``started``. A
 failure before the process runs spools ``start_failed``. Then one asyncio task per attempt
-polls every ``poll_interval``: it tails the logs into the spool (:mod:`bourse.agent.tailer`),
-SIGKILLs a cancelled job whose grace has run out, and notices the exit; it then drains the logs
-to their end, runs the ``finish`` hook (the data plane uploads outputs there) and spools
-``exited`` with what it returned. Every decision is recorded in the spool first, so a new
-Runtime over the same spool and work dir can ``adopt`` the jobs of one that was killed (and
-finish them).
+polls every ``poll_interval`` (:mod:`bourse.agent.watch`): it tails the logs into the spool
+(:mod:`bourse.agent.tailer`), SIGKILLs a cancelled job whose grace has run out, and notices the
+exit; it then drains the logs to their end, runs the ``finish`` hook (the data plane uploads
+outputs there) and spools ``exited`` with what it returned. Every decision is recorded in the
+spool first, so a new Runtime over the same spool and work dir can ``adopt`` the jobs of one
+that was killed (and finish them).
 
 How the daemon drives it (all on its event loop thread; the spool is single-threaded):
 
@@ -30,17 +30,16 @@ How the daemon drives it (all on its event loop thread; the spool is single-thre
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import signal
 import time
-from collections.abc import Awaitable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from bourse.agent import gang, shim
+from bourse.agent import watch as watching
 from bourse.agent.attempt import StartError, base_env, exit_info, job_env, prepare
 from bourse.agent.execs import drop_beside, save_beside
 from bourse.agent.fence import FENCED_REASON, Lease
@@ -49,6 +48,7 @@ from bourse.agent.isolation import Isolation
 from bourse.agent.shim import AttemptDir
 from bourse.agent.spool import AttemptRecord, AttemptStatus, Spool
 from bourse.agent.tailer import LogTailer
+from bourse.agent.watch import Ended, Key, Watch
 from bourse.core import redact
 from bourse.core.errors import BourseError
 from bourse.core.ratelimit import LogLimit
@@ -58,57 +58,6 @@ from bourse.protocol.common import AttemptRef
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-Key = tuple[str, int]
-
-
-@contextlib.contextmanager
-def exit_signal(pid: int) -> Iterator[asyncio.Event]:
-    """An event set the moment ``pid`` exits (a Linux pidfd in the event loop), so a job's end
-    is seen at once rather than at the next poll; without pidfd support it is never set and
-    polling alone notices the exit."""
-    exited = asyncio.Event()
-    try:
-        fd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        yield exited
-        return
-    loop = asyncio.get_running_loop()
-    loop.add_reader(fd, exited.set)
-    try:
-        yield exited
-    finally:
-        loop.remove_reader(fd)
-        os.close(fd)
-
-
-@dataclass
-class _Watch:
-    """A live attempt's process, as its monitor task sees it."""
-
-    key: Key
-    adir: AttemptDir
-    pid: int
-    started: int | None  # process start time, against pid reuse
-    tailer: LogTailer
-    kill_at: float | None = None
-    stale: bool = False
-    child: bool = True  # try waitpid; cleared once it says the process is not ours
-    seen_alive: bool = False
-    task: asyncio.Task[None] | None = None
-    start: StartJob | None = None  # the start message, when this agent launched it
-
-    def start_message(self, record: AttemptRecord) -> StartJob:
-        """The attempt's start message: kept from the launch, else read from the spool (an
-        adopted attempt); ValueError when the recorded one is unreadable."""
-        if self.start is None:
-            self.start = StartJob.model_validate_json(record.spec)
-        return self.start
-
-
-@dataclass(frozen=True)
-class _Ended:
-    wait_status: int | None  # None when the process was not our child
-    at: float = field(default_factory=time.time)  # when the agent saw the process gone
 
 
 class Runtime:
@@ -137,7 +86,7 @@ class Runtime:
         self._chunk = chunk_bytes
         self._max_pending = max_pending_log_bytes
         self._base_env = base_env(os.environ if environ is None else environ)
-        self._watches: dict[Key, _Watch] = {}
+        self._watches: dict[Key, Watch] = {}
         self._starting: set[Key] = set()
         self._unswept: set[Key] = set()  # ended, wiped but for logs not yet acknowledged
 
@@ -195,8 +144,8 @@ class Runtime:
         if watch is not None:
             watch.stale = watch.stale or stale
             watch.kill_at = kill_at
-            self._signal(watch, signal.SIGTERM)
-            self._escalate(watch)
+            watching.send(watch, signal.SIGTERM)
+            watching.escalate(watch)
 
     def live(self) -> list[tuple[str, int, int, Path, bool, tuple[str, ...] | None]]:
         """(job id, attempt, pid, directory, whether it runs in a container, the devices it
@@ -460,14 +409,14 @@ class Runtime:
                            chunk_bytes=self._chunk, max_pending=self._max_pending,
                            limit=self._log_limit, now=time.time(),
                            holds=redact.patterns(start.secret_env.values()) if start else ())
-        watch = _Watch(key, adir, record.pid, record.proc_start, tailer, kill_at=record.kill_at,
+        watch = Watch(key, adir, record.pid, record.proc_start, tailer, kill_at=record.kill_at,
                        stale=record.state is AttemptStatus.STALE, start=start)
         self._watches[key] = watch
         watch.task = asyncio.create_task(self._monitor(watch), name=f"attempt {key}")
 
-    async def _monitor(self, watch: _Watch) -> None:
+    async def _monitor(self, watch: Watch) -> None:
         try:
-            ended = await self._wait_exit(watch)
+            ended = await watching.wait_exit(watch, self._poll)
             drop_beside(watch.adir)  # exec needs a running job; its store keys go with it
             if watch.seen_alive:  # leftovers of the job in its group (never a reused pgid)
                 shim.signal_group(watch.pid, signal.SIGKILL)
@@ -486,7 +435,7 @@ class Runtime:
             if self._watches.get(watch.key) is watch:
                 del self._watches[watch.key]
 
-    async def _report_end(self, watch: _Watch, ended: _Ended) -> None:
+    async def _report_end(self, watch: Watch, ended: Ended) -> None:
         record = self._spool.get_attempt(*watch.key)
         assert record is not None
         status = shim.read_int(watch.adir.exit_file)
@@ -505,7 +454,7 @@ class Runtime:
             return
         self._report_exit(watch.key, info)
 
-    async def _finish(self, watch: _Watch, record: AttemptRecord,
+    async def _finish(self, watch: Watch, record: AttemptRecord,
                       info: dict[str, Any]) -> dict[str, Any]:
         try:
             msg = watch.start_message(record)
@@ -517,35 +466,3 @@ class Runtime:
         except Exception as exc:
             log.exception("finishing attempt %s failed", watch.key)
             return {"outputs_error": f"the agent failed after the job ended: {exc}"}
-
-    async def _wait_exit(self, watch: _Watch) -> _Ended:
-        with exit_signal(watch.pid) as exited:
-            while True:
-                ended = self._poll_process(watch)
-                if ended is not None:
-                    return ended
-                watch.seen_alive = True
-                self._escalate(watch)
-                if not watch.stale:
-                    watch.tailer.step(time.time())
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(exited.wait(), self._poll)
-
-    def _poll_process(self, watch: _Watch) -> _Ended | None:
-        if watch.child:
-            try:
-                done, status = shim.reap(watch.pid)
-            except ChildProcessError:
-                watch.child = False
-            else:
-                return _Ended(status) if done else None
-        return None if shim.is_alive(watch.pid, watch.started) else _Ended(None)
-
-    def _escalate(self, watch: _Watch) -> None:
-        if watch.kill_at is not None and time.time() >= watch.kill_at:
-            self._signal(watch, signal.SIGKILL)
-            watch.kill_at = None
-
-    def _signal(self, watch: _Watch, sig: signal.Signals) -> None:
-        if shim.is_alive(watch.pid, watch.started):
-            shim.signal_group(watch.pid, sig)
