@@ -53,8 +53,8 @@ def test_every_compute_field_can_be_written() -> None:
 def test_a_task_becomes_the_job_spec_fields() -> None:
     made = task(name="t", resources={"gpu": "a100"}, env={"A": "1", "HOME_DIR": None},
                 secrets=["HF_TOKEN"], inputs={"data": "s3://data/x/"},
-                outputs={"model": "s3://models/"}, checkpoint="s3://ckpts/", ports=[6006, "8888:keep"],
-                max_retries=1, pending_timeout="10m")
+                outputs={"model": "s3://models/"}, checkpoint="s3://ckpts/",
+                ports=[6006, "8888:keep"], max_retries=1, pending_timeout="10m")
     fields = job_fields(made, {"HOME_DIR": "/h", "OTHER": "no"}, ["--lr", "3"])
     spec = JobSpec(**fields)
     assert spec.command[:2] == ["bash", "-c"] and spec.command[3:] == ["bourse-task", "--lr", "3"]
@@ -68,8 +68,7 @@ def test_a_task_becomes_the_job_spec_fields() -> None:
 
 def test_defaults_are_the_exchange_s() -> None:
     fields = job_fields(task(), {})
-    assert {k: v for k, v in fields.items() if v not in (None, [], {})} .keys() == {
-        "command", "compute"}
+    assert {k for k, v in fields.items() if v not in (None, [], {})} == {"command", "compute"}
 
 
 def test_a_null_variable_not_set_here_is_named() -> None:
