@@ -31,7 +31,7 @@ def is_task_file(command: tuple[str, ...]) -> bool:
 def run_task(path: Path, rest: tuple[str, ...], before: dict[str, Any]) -> None:
     """Load the task, apply the flags given ``before`` it and in ``rest``, submit it."""
     flags, args = split_args(rest)
-    options = before | parse_flags(flags)
+    options = combine(before, parse_flags(flags))
     task = load_task(path)
     refuse_service(task)
     fields = merge(task, job_fields(task, os.environ, args), options)
@@ -65,6 +65,15 @@ def parse_flags(words: list[str]) -> dict[str, Any]:
             raise
         raise click.UsageError(f"{exc.message}: a task file's command is its run: field; "
                                "put arguments for it after --") from None
+
+
+def combine(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The flags given before the file and after it: after wins, repeatable ones add up."""
+    both = before | after
+    for name in before.keys() & after.keys():
+        if isinstance(before[name], tuple):
+            both[name] = before[name] + after[name]
+    return both
 
 
 def merge(task: Task, fields: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import ErrorDetails
 
 from bourse.core.errors import InvalidInput
 from bourse.protocol.common import NO_NUL, DataName, EnvName, SecretName
@@ -26,6 +25,7 @@ from bourse.tasks.model import Task
 from bourse.tasks.service import ReadinessPath
 from bourse.tasks.source import Source, read_file
 
+ErrorDetails = Mapping[str, Any]  # one of pydantic's errors (pydantic_core.ErrorDetails)
 # the names a type error says the value should have been
 EXPECTED = {"string_type": "text", "list_type": "a list", "int_type": "a whole number",
             "float_type": "a number", "bool_type": "true or false", "dict_type": "a mapping",
@@ -130,7 +130,7 @@ def problem(source: Source, path: str, group: list[ErrorDetails], key: bool) -> 
         return Problem("required", mark=source.where(path), field=path,
                        hint=_missing_hint(path))
     if len(group) > 1 or (first["type"] in EXPECTED and first["type"] != "literal_error"):
-        expected = dict.fromkeys(EXPECTED.get(e["type"], e["msg"]) for e in group)
+        expected = dict.fromkeys(str(EXPECTED.get(e["type"], e["msg"])) for e in group)
         message = f"expected {' or '.join(expected)}, got {_shown(first['input'])}"
         return Problem(message, mark=source.where(path, key=key), field=path)
     cause = _cause(first)
@@ -145,7 +145,7 @@ def _message(error: ErrorDetails) -> str:
     pattern = (error.get("ctx") or {}).get("pattern")
     if error["type"] == "string_pattern_mismatch" and pattern in PATTERNS:
         return f"{_shown(error['input'])} is not {PATTERNS[pattern]}"
-    return error["msg"].removeprefix("Value error, ")
+    return str(error["msg"]).removeprefix("Value error, ")
 
 
 def _shown(value: Any) -> str:
