@@ -168,3 +168,10 @@ def test_json_goes_with_dry_run(exchange: FakeExchange, project: Path) -> None:
 def test_schema_has_the_kinds_it_knows() -> None:
     result = CliRunner().invoke(cli, ["schema", "tsak"])
     assert result.exit_code == 2 and "'tsak' is not 'task'" in textwrap.dedent(result.stderr)
+
+
+def test_an_app_has_no_dry_run(exchange: FakeExchange, project: Path) -> None:
+    (project / "conf" / "app.py").write_text("app = None\n")
+    result = run("--dry-run", "app.py")
+    assert result.exit_code == 2 and "not an app" in result.stderr
+    assert exchange.requests == []

@@ -189,6 +189,9 @@ def run(command: tuple[str, ...], *, local: bool, run_id: str | None, **options:
         run_task(Path(command[0]), command[1:], given(options))
         return
     if is_app(command):
+        if options["dry_run"] or options["as_json"]:
+            raise click.UsageError("--dry-run and --json are for a command or a task file, "
+                                   "not an app")
         _run_app(command, local=local, detach=options["detach"], run_id=run_id)
         return
     if local:
