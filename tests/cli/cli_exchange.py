@@ -52,6 +52,7 @@ class FakeExchange:
         self.metrics: dict[str, dict[str, Any]] = {}  # MetricsView per job
         self.nodes: list[dict[str, Any]] = []
         self.offers: dict[str, Any] = {"offers": []}  # an OfferList
+        self.clouds: dict[str, Any] = {"clouds": []}  # a CloudList
         self.bundles: dict[str, bytes] = {}
         self.requests: list[httpx.Request] = []
         self.on_follow: Callable[[], None] | None = None
@@ -66,6 +67,7 @@ class FakeExchange:
             ("GET", re.compile(r"/jobs/(?P<id>[^/]+)/metrics"), self._metrics),
             ("GET", re.compile(r"/nodes"), self._nodes),
             ("POST", re.compile(r"/offers"), self._offers),
+            ("GET", re.compile(r"/clouds"), self._clouds),
             ("GET", re.compile(r"/nodes/(?P<id>[^/]+)"), self._node),
             ("HEAD", re.compile(r"/bundles/(?P<sha>[0-9a-f]+)"), self._has_bundle),
             ("PUT", re.compile(r"/bundles/(?P<sha>[0-9a-f]+)"), self._put_bundle),
@@ -168,6 +170,9 @@ class FakeExchange:
 
     def _offers(self, request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, json=self.offers)
+
+    def _clouds(self, request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=self.clouds)
 
     def _node(self, request: httpx.Request, id: str) -> httpx.Response:
         found = [n for n in self.nodes if n["id"] == id]

@@ -16,7 +16,8 @@ from bourse import __version__
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "up": ("bourse.cli.up", "up", "Start a local exchange in the background."),
     "down": ("bourse.cli.up", "down", "Stop the local exchange and everything it started."),
-    "run": ("bourse.cli.run", "run", "Run a command on the exchange and stream its output."),
+    "run": ("bourse.cli.run", "run", "Run a command or task file on the exchange, stream its "
+                                     "output."),
     "jobs": ("bourse.cli.jobs", "jobs", "List jobs (and `jobs show ID`)."),
     "runs": ("bourse.cli.runs", "runs", "List app runs (and `runs show RUN`)."),
     "logs": ("bourse.cli.logs", "logs", "Print a job's output; -f follows it."),
@@ -36,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "audit": ("bourse.cli.audit", "audit", "The audit trail: list, verify, export --csv."),
     "server": ("bourse.cli.server", "server", "Run a coordinator in the foreground."),
     "agent": ("bourse.cli.agent", "agent", "Run a node agent (and `agent probe`)."),
+    "schema": ("bourse.cli.schema", "schema", "The JSON Schema of a task file."),
     "demo": ("bourse.cli.demo", "demo", "Run the bourse demo (what `make demo` runs)."),
 }
 

@@ -21,6 +21,11 @@ from bourse.protocol.api import OfferView
 
 def compute_from_flags(flags: dict[str, Any]) -> Compute:
     """A Compute from CLI flags; None-valued flags are left at their defaults."""
+    return compute_named(compute_kwargs(flags), set(FLAGS))
+
+
+def compute_kwargs(flags: dict[str, Any]) -> dict[str, Any]:
+    """Compute's keyword arguments of the flags given (None-valued flags are left out)."""
     fields = {
         "gpu": flags.get("gpu"), "gpus": flags.get("gpus"), "gpu_memory": flags.get("gpu_memory"),
         "cpus": flags.get("cpus"), "memory": flags.get("memory"), "disk": flags.get("disk"),
@@ -33,11 +38,17 @@ def compute_from_flags(flags: dict[str, Any]) -> Compute:
         "packages": list(flags.get("package") or ()) or None, "image": flags.get("image"),
         "num_nodes": flags.get("nodes"),
     }
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def compute_named(kwargs: dict[str, Any], from_flags: set[str]) -> Compute:
+    """``Compute(**kwargs)``; an error in a field in ``from_flags`` is named as its flag."""
     try:
-        return Compute(**{k: v for k, v in fields.items() if v is not None})
+        return Compute(**kwargs)
     except InvalidInput as exc:  # named as the flag the user wrote
         field = (exc.field or "").partition(".")[0]
-        exc.field = FLAGS.get(field, exc.field)
+        if field in from_flags:
+            exc.field = FLAGS.get(field, exc.field)
         raise
 
 

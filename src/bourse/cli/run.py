@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -110,38 +111,69 @@ class StatusLine:
         return text
 
 
+def run_options(command: Any) -> Any:
+    """The flags of ``bourse run`` that a task file's fields have too, and the ways to submit
+    (before COMMAND, or after TASK.yaml)."""
+    options = [
+        click.option("--name", help="A name to recognise the job by."),
+        click.option("--env", "env_pairs", multiple=True, metavar="K=V",
+                     help="Environment variable for the job (repeatable); a bare K copies it "
+                          "from here."),
+        click.option("--port", "ports", multiple=True, metavar="N[:keep]",
+                     help="A port the job serves on 127.0.0.1, proxied at /jobs/ID/ports/N/ "
+                          "(repeatable); N:keep forwards the whole path, for servers given "
+                          "that prefix as their base URL."),
+        click.option("--secret", "secrets", multiple=True, metavar="NAME",
+                     help="A project secret the job gets as the variable NAME (repeatable)."),
+        click.option("--max-retries", type=click.IntRange(0, 100),
+                     help="Attempts after a lost node (default 3)."),
+        click.option("--pending-timeout", metavar="DURATION",
+                     help="Fail the job if it waits this long to be placed (e.g. 90s, 10m, "
+                          "2h; each time it waits). Default: wait as long as it takes, saying "
+                          "why."),
+        click.option("--detach", "-d", is_flag=True,
+                     help="Print the job id and return at once (an app: submit its flow "
+                          "driver as a job and print the run id)."),
+        click.option("--no-code", is_flag=True,
+                     help="Do not pack and upload the current directory (a task file: its "
+                          "workdir)."),
+        click.option("--dry-run", is_flag=True,
+                     help="Submit nothing: print the job it would be, the offer it would "
+                          "take now and at what price, or why nothing fits (exit 1)."),
+        click.option("--json", "as_json", is_flag=True, help="With --dry-run: the plan as JSON."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return compute_options(data_options(command))
+
+
+def given(options: dict[str, Any]) -> dict[str, Any]:
+    """The options that were given (every option of ``run`` defaults to None, () or False)."""
+    return {k: v for k, v in options.items() if v is not None and v != () and v is not False}
+
+
+def option_fields(options: dict[str, Any]) -> dict[str, Any]:
+    """The JobSpec fields of the flags, but Compute (None where not given)."""
+    fields = {"name": options.get("name"), "env": parse_env(options.get("env_pairs", ())),
+              "max_retries": options.get("max_retries"),
+              "ports": parse_ports(options.get("ports", ())),
+              "project_secrets": list(options.get("secrets", ())) or None,
+              "pending_timeout_s": pending_seconds(options.get("pending_timeout"))}
+    return fields | data_fields(options)  # --input, --output, --checkpoint
+
+
 @click.command(context_settings={"allow_interspersed_args": False})
-@compute_options
-@data_options
-@click.option("--name", help="A name to recognise the job by.")
-@click.option("--env", "env_pairs", multiple=True, metavar="K=V",
-              help="Environment variable for the job (repeatable); a bare K copies it from here.")
-@click.option("--port", "ports", multiple=True, metavar="N[:keep]",
-              help="A port the job serves on 127.0.0.1, proxied at /jobs/ID/ports/N/ "
-                   "(repeatable); N:keep forwards the whole path, for servers given that "
-                   "prefix as their base URL.")
-@click.option("--secret", "secrets", multiple=True, metavar="NAME",
-              help="A project secret the job gets as the variable NAME (repeatable).")
-@click.option("--max-retries", type=click.IntRange(0, 100),
-              help="Attempts after a lost node (default 3).")
-@click.option("--pending-timeout", metavar="DURATION",
-              help="Fail the job if it waits this long to be placed (e.g. 90s, 10m, 2h; each "
-                   "time it waits). Default: wait as long as it takes, saying why.")
-@click.option("--detach", "-d", is_flag=True,
-              help="Print the job id and return at once (an app: submit its flow driver as "
-                   "a job and print the run id).")
-@click.option("--no-code", is_flag=True, help="Do not pack and upload the current directory.")
+@run_options
 @click.option("--local", is_flag=True,
               help="For an app (bourse run app.py): run every stage as a local process.")
 @click.option("--run-id", hidden=True, help="For an app: the run id (a detached driver's).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @handles_errors
-def run(command: tuple[str, ...], *, name: str | None, env_pairs: tuple[str, ...],
-        ports: tuple[str, ...], secrets: tuple[str, ...], max_retries: int | None,
-        pending_timeout: str | None, detach: bool, no_code: bool, local: bool, run_id: str | None,
-        **flags: Any) -> None:
-    """Run COMMAND on the exchange with the current directory as its code, or run an app:
-    `bourse run app.py [ARGS]` runs the app (`app = App(...)`) in app.py, each stage a job.
+def run(command: tuple[str, ...], *, local: bool, run_id: str | None, **options: Any) -> None:
+    """Run COMMAND on the exchange with the current directory as its code, run a task file
+    (`bourse run task.yaml [FLAGS] [-- ARGS]`, see docs/tasks.md: flags after it override its
+    fields), or run an app: `bourse run app.py [ARGS]` runs the app (`app = App(...)`) in
+    app.py, each stage a job.
 
     Exits with the job's exit code (130 if it was cancelled). Ctrl-C detaches; the job keeps
     running. An app with --detach runs its flow driver as a job too: `bourse runs` follows it.
@@ -151,23 +183,41 @@ def run(command: tuple[str, ...], *, name: str | None, env_pairs: tuple[str, ...
     lapses). Use --detach for a run that outlives the terminal.
     """
     from bourse.cli.run_app import is_app
+    from bourse.cli.run_task import is_task_file, run_task
 
+    if is_task_file(command):
+        run_task(Path(command[0]), command[1:], given(options))
+        return
     if is_app(command):
-        _run_app(command, local=local, detach=detach, run_id=run_id)
+        if options["dry_run"] or options["as_json"]:
+            raise click.UsageError("--dry-run and --json are for a command or a task file, "
+                                   "not an app")
+        _run_app(command, local=local, detach=options["detach"], run_id=run_id)
         return
     if local:
         raise click.UsageError("--local runs apps (bourse run app.py); for a command, run it "
                                "directly")
-    spec_fields = {"name": name, "env": parse_env(env_pairs),
-                   "compute": compute_from_flags(flags), "max_retries": max_retries,
-                   "ports": parse_ports(ports),
-                   "project_secrets": list(secrets) or None,
-                   "pending_timeout_s": pending_seconds(pending_timeout)}
-    spec_fields |= data_fields(flags)  # --input, --output, --checkpoint
+    fields = option_fields(options) | {"compute": compute_from_flags(options)}
+    submit_job(list(command), fields, None if options["no_code"] else Path.cwd(),
+               given(options), shlex.join(command))
+
+
+def submit_job(command: list[str], fields: dict[str, Any], code: Path | None,
+               options: dict[str, Any], summary: str) -> None:
+    """Submit the job (its code packed from ``code``) and follow it, print its id
+    (``--detach``), or print what it would be (``--dry-run``)."""
+    if options.get("as_json") and not options.get("dry_run"):
+        raise click.UsageError("--json goes with --dry-run (the plan as JSON)")
+    if options.get("dry_run"):
+        from bourse.cli.plan import show_plan
+
+        show_plan(job_spec(command, **fields), code, summary, as_json=bool(
+            options.get("as_json")))
+        return
     with seam.open_client() as client:
-        bundle = None if no_code else upload_code(client, Path.cwd())
-        job = client.submit(job_spec(list(command), bundle=bundle, **spec_fields))
-        if detach:
+        bundle = None if code is None else upload_code(client, code)
+        job = client.submit(job_spec(command, bundle=bundle, **fields))
+        if options.get("detach"):
             click.echo(job.id)
             return
         click.echo(f"bourse: submitted {job.id}", err=True)

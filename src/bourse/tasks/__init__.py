@@ -1,0 +1,16 @@
+"""Task files: bourse's own YAML format for a job (``bourse run task.yaml``).
+
+``model`` (the fields, as written), ``source`` (the YAML read with each field's position),
+``load`` (``load_task``, ``task_from_mapping``: errors as ``file:line:column: field: ...``),
+``schema`` (its JSON Schema), ``wrap`` (the bash that runs setup then run), ``compat`` (the
+variables run sees per ``compat``), ``spec`` (the JobSpec a task becomes). docs/tasks.md
+describes the format.
+"""
+
+from __future__ import annotations
+
+from bourse.tasks.errors import TaskError
+from bourse.tasks.load import load_task, task_from_mapping
+from bourse.tasks.model import Task
+
+__all__ = ["Task", "TaskError", "load_task", "task_from_mapping"]

@@ -1,0 +1,58 @@
+"""A task file through the real `bourse` command on the real local exchange (the app tests'
+session exchange, shared rather than started again): setup's export and its ~/.bashrc line
+reach run, a flag overrides the file, the workdir is the code; and a dry run names a live
+node's offer and submits nothing."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from exchange_harness import ExchangeUnderTest
+
+pytestmark = pytest.mark.slow
+
+TASK = """\
+name: task-file-e2e
+resources: {cpus: 1}
+setup: |
+  export FROM_SETUP=1
+  echo 'export FROM_BASHRC=2' >> ~/.bashrc
+run: |
+  echo "epochs=$EPOCHS setup=$FROM_SETUP bashrc=$FROM_BASHRC rank=$NODE_RANK of $NNODES"
+  cat data.txt
+env: {EPOCHS: 3}
+workdir: code
+max_retries: 0
+"""
+
+
+def _project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / "code").mkdir(parents=True)
+    (root / "code" / "data.txt").write_text("from the bundle\n")
+    (root / "task.yaml").write_text(textwrap.dedent(TASK))
+    return root
+
+
+def test_a_task_file_runs_as_its_job(exchange: ExchangeUnderTest, tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    done = exchange.cli("run", "task.yaml", "--env", "EPOCHS=7", cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert "epochs=7 setup=1 bashrc=2 rank=0 of 1\nfrom the bundle\n" in done.stdout
+    assert "code: 1 files" in done.stderr
+
+
+def test_a_dry_run_names_a_live_offer_and_submits_nothing(
+        exchange: ExchangeUnderTest, tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    before = len(exchange.jobs())
+    done = exchange.cli("run", "--dry-run", "--json", "task.yaml", cwd=root)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert (plan["source"], plan["submitted"]) == ("exchange", False)
+    assert plan["would_take"]["node_id"] and plan["would_take"]["price_per_hour"] >= 0
+    assert plan["code"]["files"] == 1
+    assert len(exchange.jobs()) == before
