@@ -3,8 +3,9 @@
 ``model`` (the fields, as written), ``source`` (the YAML read with each field's position),
 ``load`` (``load_task``, ``task_from_mapping``: errors as ``file:line:column: field: ...``),
 ``schema`` (its JSON Schema), ``wrap`` (the bash that runs setup then run), ``compat`` (the
-variables run sees per ``compat``), ``spec`` (the JobSpec a task becomes). docs/tasks.md
-describes the format.
+variables run sees per ``compat``), ``spec`` (the JobSpec a task becomes). SkyPilot and dstack files
+are translated into the format by ``skypilot``/``dstack`` (``detect`` picks one).
+docs/tasks.md describes the format, docs/tasks-import.md the imports.
 """
 
 from __future__ import annotations
