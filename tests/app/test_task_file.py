@@ -13,6 +13,7 @@ import pytest
 from exchange_harness import ExchangeUnderTest
 
 pytestmark = pytest.mark.slow
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tasks"
 
 TASK = """\
 name: task-file-e2e
@@ -56,3 +57,13 @@ def test_a_dry_run_names_a_live_offer_and_submits_nothing(
     assert plan["would_take"]["node_id"] and plan["would_take"]["price_per_hour"] >= 0
     assert plan["code"]["files"] == 1
     assert len(exchange.jobs()) == before
+
+
+def test_a_real_dstack_task_runs_as_it_is(exchange: ExchangeUnderTest, tmp_path: Path) -> None:
+    """dstack's own example (tests/fixtures/tasks/dstack/airflow-task.dstack.yml), unchanged:
+    its commands run one after the other, as dstack runs them."""
+    fixture = FIXTURES / "dstack" / "airflow-task.dstack.yml"
+    (tmp_path / fixture.name).write_bytes(fixture.read_bytes())
+    done = exchange.cli("run", fixture.name, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == ["Running dstack task via Airflow", "Finished"]

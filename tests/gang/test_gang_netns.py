@@ -22,6 +22,7 @@ from bourse.protocol.common import JobSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:.*LeafSpec.*")]
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tasks" / "skypilot"
 TORCHRUN = ("exec python -m torch.distributed.run --nnodes $NNODES --node-rank $NODE_RANK "
             "--nproc-per-node 1 --master-addr $MASTER_ADDR --master-port $MASTER_PORT "
             f"{SCRIPTS / 'torchrun_ddp.py'}")
@@ -106,6 +107,37 @@ def test_bourse_run_nodes_2_runs_a_torchrun_script_across_two_namespaces(lan: La
         ["[rank", "0]", "CHECKSUM", "rank=0"], ["[rank", "1]", "CHECKSUM", "rank=1"]], lines
     assert all(" world=2 " in line for line in lines)
     assert len({line.split()[-1] for line in lines}) == 1  # identical parameters
+
+
+def test_skypilot_s_own_multi_node_check_passes_unchanged(lan: Lan, tmp_path: Path) -> None:
+    """SkyPilot's env_check.yaml (tests/fixtures/tasks/skypilot) on two nodes: setup's
+    ~/.bashrc line reaches run, ~/sky_workdir is the workdir (run from a directory holding a
+    sky/ folder, as in SkyPilot's repository), SKYPILOT_NODE_RANK, two SKYPILOT_NODE_IPS
+    lines and SKYPILOT_TASK_ID are set on every rank. Unchanged but for the setup lines that
+    check that SkyPilot leaves CUDA_VISIBLE_DEVICES unset in setup: bourse sets it to the
+    job's GPUs (empty here), and the translation says so."""
+    fixture = FIXTURES / "env_check.yaml"
+    text = fixture.read_text()
+    checks = [line for line in text.splitlines() if "CUDA_VISIBLE_DEVICES" in line]
+    assert len(checks) == 3
+    for line in checks:
+        text = text.replace(line + "\n", "")
+    (tmp_path / fixture.name).write_text(text)
+    (tmp_path / "sky").mkdir()
+    (tmp_path / "sky" / "__init__.py").write_text("")
+    env = {**os.environ, "BOURSE_URL": lan.exchange.coordinator.url,
+           "BOURSE_TOKEN": lan.exchange.coordinator.token}
+    done = subprocess.run([sys.executable, "-m", "bourse", "run", fixture.name], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=240,
+                          check=False)
+    assert done.returncode == 0, (done.stdout, done.stderr, lan.exchange.cluster.logs())
+    for rank in (0, 1):
+        assert f"[rank {rank}] SKYPILOT_NODE_RANK is set to {rank}" in done.stdout
+        assert f"[rank {rank}] TEST_VAR is set to test" in done.stdout
+        assert f"[rank {rank}] ~/sky_workdir/sky exists" in done.stdout
+        assert f"[rank {rank}] Worker IP: 10.204." in done.stdout
+    assert "note (skypilot): run: ~/sky_workdir is a link" in done.stderr
+    assert "Worker IP: 10.204." in done.stdout
 
 
 def test_a_gang_larger_than_its_network_waits_holding_nothing_until_a_node_joins(

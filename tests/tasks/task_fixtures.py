@@ -95,7 +95,7 @@ def cpu_runnable(path: Path) -> tuple[bool, str]:
     """Whether the fixture's translation runs to its end on CPU nodes with no network, and
     why not. Needs: no refusal, no GPU, no image, no provider or region, no port (a server
     that never exits), no variable the submitting shell must give, no network command, and
-    no SkyPilot path (~/sky_workdir) the script checks."""
+    no SkyPilot path below ~/sky_workdir that is not in the fixture's directory."""
     t = translation(path)
     resources = t.mapping.get("resources", {})
     scripts = f"{t.mapping.get('setup', '')}\n{t.mapping.get('run', '')}"
@@ -105,7 +105,7 @@ def cpu_runnable(path: Path) -> tuple[bool, str]:
     if any(v is None for v in t.mapping.get("env", {}).values()):
         reasons.append("needs variables from the shell")
     reasons += ["needs the network"] if _NEEDS_NETWORK.search(scripts) else []
-    reasons += ["reads ~/sky_workdir"] if "sky_workdir" in scripts else []
+    reasons += ["reads ~/sky_workdir/<repo>"] if "sky_workdir/" in scripts else []
     return not reasons, ", ".join(reasons)
 
 

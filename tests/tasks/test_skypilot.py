@@ -62,7 +62,7 @@ def test_a_docker_workflow_keeps_its_workdir_and_asks_for_the_token() -> None:
     assert t.mapping["workdir"] == "mistral"
     assert t.mapping["env"] == {"HF_TOKEN": None}
     assert any("HF_TOKEN must be set" in n for n in t.notes)
-    assert any("~/sky_workdir does not exist" in n for n in t.notes)
+    assert any("~/sky_workdir is a link" in n for n in t.notes)
 
 
 def test_refusals_say_why_and_what_instead() -> None:

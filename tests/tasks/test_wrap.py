@@ -104,3 +104,16 @@ def test_a_lone_job_gets_the_gang_s_variables_defaulted(
     done = run(tmp_path, env=env,
                run=["sh", "-c", 'echo $NODE_RANK $NNODES $NODE_IPS $GPUS_PER_NODE $WORLD_SIZE'])
     assert done.stdout.strip() == expected
+
+
+def test_an_imported_task_s_setup_is_a_script_of_its_own(tmp_path: Path) -> None:
+    """SkyPilot's env_check.yaml: an ``exit 0`` in setup ends setup only; its exports stay in
+    it, what it adds to ~/.bashrc reaches run; a failing setup still fails the job."""
+    done = run(tmp_path, compat="skypilot",
+               setup="export GONE=1\necho 'export KEPT=2' >> ~/.bashrc\nexit 0\necho no",
+               run='echo "gone=${GONE:-} kept=$KEPT rank=$SKYPILOT_NODE_RANK"')
+    assert (done.returncode, done.stdout, done.stderr) == (0, "gone= kept=2 rank=0\n", "")
+    assert (tmp_path / "home" / "sky_workdir").resolve() == tmp_path.resolve()
+    failed = run(tmp_path, compat="dstack", setup="echo a\nexit 3", run="echo run ran")
+    assert (failed.returncode, failed.stdout) == (3, "a\n")
+    assert failed.stderr == "bourse: setup failed (exit 3)\n"

@@ -18,7 +18,8 @@ import click
 
 from bourse.cli.offers import compute_kwargs, compute_named
 from bourse.cli.run import given, option_fields, run_options, submit_job
-from bourse.tasks import Task, load_task
+from bourse.tasks import Task
+from bourse.tasks.load import load_any
 from bourse.tasks.spec import code_root, job_fields, refuse_service
 
 SUFFIXES = (".yaml", ".yml")
@@ -32,7 +33,10 @@ def run_task(path: Path, rest: tuple[str, ...], before: dict[str, Any]) -> None:
     """Load the task, apply the flags given ``before`` it and in ``rest``, submit it."""
     flags, args = split_args(rest)
     options = combine(before, parse_flags(flags))
-    task = load_task(path)
+    loaded = load_any(path)
+    for note in loaded.notes:
+        click.echo(f"bourse: note ({loaded.kind}): {note}", err=True)
+    task = loaded.task
     refuse_service(task)
     fields = merge(task, job_fields(task, os.environ, args), options)
     command = fields.pop("command")

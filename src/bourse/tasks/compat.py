@@ -14,7 +14,9 @@ Formats, from SkyPilot's and dstack's documentation: SkyPilot's ``SKYPILOT_NODE_
 dstack's ``DSTACK_NODES_IPS`` hold one IP a line, in rank order; ``SKYPILOT_TASK_ID`` stays the
 same across a managed job's recoveries, as the bourse job id does across attempts;
 ``DSTACK_GPUS_NUM`` counts the GPUs of every node; ``DSTACK_MPI_HOSTFILE`` names a file of
-``<ip> slots=<gpus>`` lines (``<ip>`` alone on nodes without GPUs).
+``<ip> slots=<gpus>`` lines (``<ip>`` alone on nodes without GPUs). SkyPilot syncs the workdir
+to ``~/sky_workdir``: a SkyPilot task gets that name as a link to its code directory, unless
+``~/sky_workdir`` already exists (a job without a home of its own may find another's there).
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ export SKYPILOT_NUM_GPUS_PER_NODE="$__bourse_gpus"
 export SKYPILOT_TASK_ID="${BOURSE_JOB_ID:-}"
 export SKYPILOT_SETUP_NODE_RANK="$__bourse_rank"
 export SKYPILOT_SETUP_NODE_IPS="$__bourse_ips"
+if [ -n "${HOME:-}" ] && [ ! -e "$HOME/sky_workdir" ]; then
+  ln -sfn "$PWD" "$HOME/sky_workdir" 2>/dev/null || true
+fi
 """
 
 _DSTACK = r"""export DSTACK_NODE_RANK="$__bourse_rank"

@@ -13,6 +13,7 @@ import difflib
 import types
 import typing
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from bourse.core.errors import InvalidInput
 from bourse.protocol.common import NO_NUL, DataName, EnvName, SecretName
+from bourse.tasks.detect import BOURSE, translate
 from bourse.tasks.errors import Problem, TaskError
 from bourse.tasks.model import Task
 from bourse.tasks.service import ReadinessPath
@@ -55,6 +57,27 @@ def load_task(path: str | Path) -> Task:
     """The task in the YAML file at ``path``; a :class:`TaskError` (an ``InvalidInput``)
     naming ``file:line:column`` and the field of every problem otherwise."""
     return validate(read_file(Path(path)))
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A task file of any format read into a task: the format it was written in (bourse,
+    skypilot, dstack) and what its translation changed, for the user to see."""
+
+    task: Task
+    kind: str
+    notes: tuple[str, ...] = ()
+
+
+def load_any(path: str | Path) -> Loaded:
+    """A bourse task file, a SkyPilot task or a dstack task at ``path``, as a task. A bourse
+    file's errors name their line and column; an imported file's refusals name its fields."""
+    source = read_file(Path(path))
+    imported = translate(source.data, Path(path).name)
+    if imported.kind == BOURSE:
+        return Loaded(validate(source), BOURSE)
+    task = validate(Source(f"{source.name} (as {imported.kind})", imported.mapping))
+    return Loaded(task, imported.kind, imported.notes)
 
 
 def task_from_mapping(data: Mapping[str, Any], source: str = "<task>") -> Task:

@@ -62,8 +62,12 @@ def translate(data: dict[str, Any]) -> Translation:
 def _sky_paths(data: dict[str, Any], t: Translation) -> None:
     scripts = " ".join(str(data.get(k) or "") for k in ("setup", "run"))
     if "sky_workdir" in scripts:
-        t.note("run", "~/sky_workdir does not exist on bourse: a job runs in its own copy of "
-                      "the workdir, its current directory")
+        t.note("run", "~/sky_workdir is a link to the job's own copy of the workdir (its "
+                      "current directory), made when the job has no ~/sky_workdir already")
+    if "CUDA_VISIBLE_DEVICES" in str(data.get("setup") or ""):
+        t.note("setup", "setup sees CUDA_VISIBLE_DEVICES set to the job's GPUs (empty without "
+                        "any), where SkyPilot leaves it unset: bourse never shows a job GPUs "
+                        "it was not given")
     if "SKYPILOT_CLUSTER_INFO" in scripts:
         t.note("run", "SKYPILOT_CLUSTER_INFO is not set on bourse")
 
@@ -142,7 +146,7 @@ def _workdir(value: Any, data: dict[str, Any], t: Translation) -> None:
     if value not in (".", "./"):
         t.note("workdir", "bourse reads a relative workdir from the task file's directory "
                           "(SkyPilot: from where sky runs); the job runs in its own copy, "
-                          "not in ~/sky_workdir")
+                          "which ~/sky_workdir links to")
 
 
 def _mounts(value: Any, data: dict[str, Any], t: Translation) -> None:

@@ -15,6 +15,10 @@ a setup that ends inside a here-document or a quote cannot swallow the lines aft
 ``run`` is an argv, run by ``exec "$@"`` (its words are never re-read by a shell); words given
 after ``--`` on the command line follow it, or are ``$1``, ``$2``... of a script ``run``.
 
+A task imported from SkyPilot or dstack (``compat`` other than bourse) runs setup as those
+systems do instead: a bash script of its own, so an ``exit`` in it ends setup only and just
+what it writes (``~/.bashrc``, files) reaches run; a non-zero exit still ends the job.
+
 On a gang, every member runs the same command: setup runs once on each node, before run, on
 every rank, each attempt. It is not cached between attempts (docs/tasks.md says why);
 ``resources.packages`` is: its virtualenv is built once per node.
@@ -42,6 +46,12 @@ set +e
 __bourse_phase=run
 trap - EXIT
 """
+# SkyPilot and dstack run setup as a script of its own: an ``exit`` in it ends setup, not the
+# job, and only what it writes (``~/.bashrc``, files) reaches run, never its exports
+APART = """\
+bash -c "$__bourse_setup" bourse-setup || { __bourse_s=$?; \
+echo "bourse: setup failed (exit $__bourse_s)" >&2; exit "$__bourse_s"; }
+"""
 BASHRC = 'if [ -f "$HOME/.bashrc" ]; then . "$HOME/.bashrc"; fi\n'
 
 
@@ -55,7 +65,8 @@ def wrapper(task: Task) -> str:
     """The wrapper script: compat exports, setup under ``set -e``, ``~/.bashrc``, run."""
     parts = [compat_exports(task.compat)]
     if task.setup is not None:
-        parts += [f"__bourse_setup={shlex.quote(task.setup)}\n", SETUP]
+        apart = task.compat != "bourse"
+        parts += [f"__bourse_setup={shlex.quote(task.setup)}\n", APART if apart else SETUP]
     parts.append(BASHRC)
     if isinstance(task.run, list):
         parts.append('exec "$@"\n')
