@@ -7,6 +7,7 @@ and uvicorn, which a `bourse jobs` on a laptop (or an agent's memory) should not
 from __future__ import annotations
 
 import importlib
+import os
 
 import click
 
@@ -30,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "gpus": ("bourse.cli.gpus", "gpus", "The GPU models and labels bourse knows."),
     "ui": ("bourse.cli.ui", "ui", "A link that opens the exchange's web UI signed in."),
     "login": ("bourse.cli.access", "login", "Store an exchange's URL and token for the CLI."),
+    "context": ("bourse.cli.context", "context", "Named exchanges: add, use, list, show, rm."),
     "projects": ("bourse.cli.access", "projects", "List projects (and `projects create`)."),
     "tokens": ("bourse.cli.access", "tokens", "API tokens: create, list, revoke (admin)."),
     "secrets": ("bourse.cli.secrets", "secrets", "The project's secrets: list, set, rm."),
@@ -60,8 +62,15 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="bourse")
-def cli() -> None:
+@click.option("--context", "context_name", metavar="NAME",
+              help="Use this context (`bourse context list`) for this command, as "
+                   "BOURSE_CONTEXT=NAME does.")
+def cli(context_name: str | None) -> None:
     """bourse: an open exchange for GPU compute."""
+    if context_name:
+        # the variable, not a flag passed down: every client the command opens (the SDK's
+        # too, in app drivers) and every bourse it starts resolves the same way
+        os.environ["BOURSE_CONTEXT"] = context_name
 
 
 def main() -> None:
