@@ -108,7 +108,7 @@ def test_a_context_is_chosen_by_argument_then_variable_then_current(tmp_path: Pa
 
 def test_an_unknown_context_names_the_nearest(tmp_path: Path) -> None:
     save_credentials("http://p", "t", env(tmp_path), context="prod")
-    with pytest.raises(InvalidInput, match="no context 'prdo'.*did you mean 'prod'"):
+    with pytest.raises(InvalidInput, match=r"no context 'prdo'.*did you mean 'prod'"):
         load_credentials(env(tmp_path, BOURSE_CONTEXT="prdo"))
 
 

@@ -127,7 +127,33 @@ def settings_table(command: click.Command, settings: Settings) -> str:
 def _default(option: click.Option) -> str:
     if option.is_flag and not option.multiple:
         return "false"
-    value = plain(option.default)
+    value = plain(option.to_info_dict().get("default"))  # None where click has its UNSET
     if value is None or value == [] or callable(value):
         return "-"
     return f"`{text(value)}`"
+
+
+def refresh_doc(text: str, tables: dict[str, str]) -> str:
+    """``text`` with the block between ``<!-- settings:NAME -->`` and ``<!-- /settings:NAME
+    -->`` replaced by ``tables[NAME]``, for each name."""
+    for name, body in tables.items():
+        start, end = f"<!-- settings:{name} -->", f"<!-- /settings:{name} -->"
+        head, found, rest = text.partition(start)
+        if not found or end not in rest:
+            raise ValueError(f"the doc has no {start} ... {end} block")
+        text = f"{head}{start}\n{body}\n{end}{rest.partition(end)[2]}"
+    return text
+
+
+def doc_tables() -> dict[str, str]:
+    from bourse.cli.agent import SETTINGS as AGENT
+    from bourse.cli.agent import agent
+    from bourse.cli.server import SETTINGS as SERVER
+    from bourse.cli.server import server
+    return {"server": settings_table(server, SERVER), "agent": settings_table(agent, AGENT)}
+
+
+if __name__ == "__main__":  # python -m bourse.cli.show_config docs/configuration.md
+    import sys
+    doc = Path(sys.argv[1])
+    doc.write_text(refresh_doc(doc.read_text(), doc_tables()))
