@@ -4,6 +4,7 @@ never shown, and the context a command uses deciding which exchange it talks to.
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,8 @@ SECRET = "tok-never-shown"
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("BOURSE_HOME", str(tmp_path))
     for name in ("BOURSE_URL", "BOURSE_TOKEN", "BOURSE_CONTEXT"):
-        monkeypatch.delenv(name, raising=False)  # and restored: --context sets it
+        monkeypatch.setenv(name, "")  # recorded, so that teardown puts back what was there
+        monkeypatch.delenv(name)
     return tmp_path
 
 
@@ -154,6 +156,7 @@ def test_dash_dash_context_picks_the_exchange_of_one_command(home: Path,
     assert listed.exit_code == 0, listed.output
     assert fake.requests[-1].headers["authorization"] == f"Bearer {TOKEN}"
     assert "no context 'god'" in run("--context", "god", "jobs").stderr
+    assert "BOURSE_CONTEXT" not in os.environ  # the command's alone
 
 
 def test_login_writes_a_context_and_makes_it_current(home: Path, fake: FakeExchange,

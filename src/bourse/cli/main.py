@@ -68,9 +68,23 @@ class LazyGroup(click.Group):
 def cli(context_name: str | None) -> None:
     """bourse: an open exchange for GPU compute."""
     if context_name:
-        # the variable, not a flag passed down: every client the command opens (the SDK's
-        # too, in app drivers) and every bourse it starts resolves the same way
-        os.environ["BOURSE_CONTEXT"] = context_name
+        use_context(click.get_current_context(), context_name)
+
+
+def use_context(ctx: click.Context, name: str) -> None:
+    """BOURSE_CONTEXT for the command, not a value passed down: every client it opens (the
+    SDK's too, in app drivers) and every bourse it starts resolves the same way. Put back
+    when the command ends (it matters only where one process runs several commands)."""
+    previous = os.environ.get("BOURSE_CONTEXT")
+    os.environ["BOURSE_CONTEXT"] = name
+
+    def restore() -> None:
+        if previous is None:
+            os.environ.pop("BOURSE_CONTEXT", None)
+        else:
+            os.environ["BOURSE_CONTEXT"] = previous
+
+    ctx.call_on_close(restore)
 
 
 def main() -> None:
