@@ -191,3 +191,18 @@ def test_repr_hides_token(tmp_path: Path) -> None:
     save_credentials("http://x", "s3cret", env(tmp_path))
     assert "s3cret" not in repr(Credentials("http://x", "s3cret"))
     assert "s3cret" not in repr(load_contexts(env(tmp_path)))
+
+
+def test_the_clients_resolve_a_named_context(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from bourse.sdk import AsyncClient, Client
+    monkeypatch.setenv("BOURSE_HOME", str(tmp_path))
+    for name in ("BOURSE_URL", "BOURSE_TOKEN", "BOURSE_CONTEXT"):
+        monkeypatch.delenv(name, raising=False)
+    save_credentials("http://a:1", "ta", context="a")
+    save_credentials("http://b:2", "tb", context="b")
+    with Client(context="a") as client:
+        assert client.url == "http://a:1"
+    assert AsyncClient(context="a").url == "http://a:1"
+    with Client() as current:
+        assert current.url == "http://b:2"
