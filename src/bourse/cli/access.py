@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import cast
 
@@ -14,6 +15,7 @@ from bourse.core.units import parse_duration
 from bourse.protocol.access import MAX_TOKEN_LIFETIME_S, Role, TokenView
 from bourse.sdk.client import Client
 from bourse.sdk.config import save_credentials
+from bourse.sdk.contexts import check_name
 
 TOKEN_HEADERS = ("ID", "NAME", "PROJECT", "ROLE", "CREATED", "EXPIRES", "STATUS")
 
@@ -22,14 +24,18 @@ TOKEN_HEADERS = ("ID", "NAME", "PROJECT", "ROLE", "CREATED", "EXPIRES", "STATUS"
 @click.argument("url")
 @click.option("--token", help="The API token (asked for when left out, so it is not in the "
               "shell's history).")
+@click.option("--name", metavar="CONTEXT", help="The context to write (default: the one "
+              "--context or BOURSE_CONTEXT names, else `default`).")
 @handles_errors
-def login(url: str, token: str | None) -> None:
-    """Store the exchange's URL and a token for the CLI and the SDK (file mode 0600)."""
+def login(url: str, token: str | None, name: str | None) -> None:
+    """Check a token against an exchange and keep both as a context, made current (file
+    mode 0600; `bourse context` lists and switches them)."""
+    context = check_name(name or os.environ.get("BOURSE_CONTEXT") or "default")
     secret = token or click.prompt("token", hide_input=True)
     with Client(url, secret) as client:
         client.jobs(limit=1)  # refused here, not at the next command, if the token is wrong
-    path = save_credentials(url, secret)
-    click.echo(f"logged in to {url}; credentials in {path}", err=True)
+    path = save_credentials(url, secret, context=context)
+    click.echo(f"logged in to {url}; context {context} (current) in {path}", err=True)
 
 
 @click.group(invoke_without_command=True)

@@ -24,6 +24,7 @@ from bourse.agent.probe import ProbeOptions, run_probe
 from bourse.cli import loop
 from bourse.cli.errors import EXIT_NO_RESULT, EXIT_OK, handles_errors
 from bourse.cli.render import echo_json
+from bourse.cli.settings import Settings, configurable
 from bourse.cli.verification import render_probe
 from bourse.core.compute import Compute
 from bourse.core.cuda import PYTORCH_INDEX
@@ -35,7 +36,15 @@ from bourse.protocol.common import Declared, ip_literal
 LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # as protocol.common.Label
 NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")  # as protocol.common.Network
 
+# every flag also comes from BOURSE_AGENT_<FLAG> (a few kept the names they had) and from
+# agent.toml (cli.settings); the agent's variables are its own, so that a shell set up for a
+# coordinator, or for the CLI (BOURSE_TOKEN), configures no agent by accident
+SETTINGS = Settings(command="agent", prefix="BOURSE_AGENT_", file_name="agent.toml",
+                    config_env="BOURSE_AGENT_CONFIG", secrets=frozenset({"token"}),
+                    doc_defaults={"name": "the machine's host name"})
 
+
+@configurable(SETTINGS)
 @click.group(invoke_without_command=True)
 @click.option("--server", help="The coordinator's URL, e.g. http://10.0.0.5:8470.")
 @click.option("--token", help="One-time enrolment token (`bourse nodes enroll`); not needed "
@@ -75,8 +84,8 @@ NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")  # as protocol.com
               "instance metadata service (EC2, IMDSv2); on a notice the node's jobs "
               "checkpoint and resume elsewhere (needs --interruptible).")
 @click.option("--metadata-url", metavar="URL", envvar=imds.URL_ENV,
-              help=f"The instance metadata service's base URL [env: {imds.URL_ENV}; "
-                   f"default: {imds.DEFAULT_URL}].")
+              help=f"The instance metadata service's base URL (default: "
+                   f"{imds.DEFAULT_URL}).")
 @click.option("--spot-notice-interval", type=click.FloatRange(min=0.1, max=300),
               default=imds.POLL_S, show_default=True,
               help="Seconds between looks at the interruption notice.")
@@ -88,16 +97,15 @@ NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")  # as protocol.com
 @click.option("--network", metavar="NAME", envvar="BOURSE_NETWORK",
               help="The network this node shares with others that reach it (a fleet, a "
                    "cluster, a cloud zone): multi-node jobs run on nodes of one network "
-                   "[env: BOURSE_NETWORK; default: none, the node runs no multi-node job].")
+                   "(default: none, the node runs no multi-node job).")
 @click.option("--address", metavar="IP", envvar="BOURSE_ADDRESS",
-              help="Where the other nodes of its network reach this one [env: BOURSE_ADDRESS; "
-                   "default with --network: the address this machine reaches the "
-                   "coordinator from].")
+              help="Where the other nodes of its network reach this one (default with "
+                   "--network: the address this machine reaches the coordinator from).")
 @click.option("--python", "python", metavar="PATH", envvar="BOURSE_AGENT_PYTHON",
               help="The Python jobs run with: its bin directory goes first on their PATH, "
                    "so python, pip and its console scripts resolve there; job environments "
-                   "(packages, torch) are built on it [env: BOURSE_AGENT_PYTHON; default: "
-                   "the Python this agent runs on].")
+                   "(packages, torch) are built on it (default: the Python this agent "
+                   "runs on).")
 @click.option("--index-url", metavar="URL", help="Package index for job environments "
               "(default: what pip's configuration on this machine says).")
 @click.option("--extra-index-url", metavar="URL", multiple=True,
@@ -144,7 +152,8 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
     if ctx.invoked_subcommand is not None:
         return
     if not server:
-        raise click.UsageError("--server is required, e.g. --server http://127.0.0.1:8470")
+        raise click.UsageError("--server is required, e.g. --server http://127.0.0.1:8470 "
+                               "(or BOURSE_AGENT_SERVER, or server = \"...\" in agent.toml)")
     if 0 < metrics_interval < 0.5:
         raise click.BadParameter("sample at most twice a second (or 0 for never)",
                                  param_hint="--metrics-interval")

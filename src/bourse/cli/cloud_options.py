@@ -19,22 +19,26 @@ def cloud_options(func: F) -> F:
     """Add --cloud, --idle-timeout, --boot-timeout, --agent-url, --aws-regions, --aws-image."""
     options = [
         click.option("--cloud", "clouds", multiple=True, envvar="BOURSE_CLOUDS",
+                     show_envvar=True,
                      metavar="NAME", help=f"Launch machines on this cloud for jobs no node "
                      f"can take ({', '.join(CLOUDS)}); repeat for several. Env: BOURSE_CLOUDS "
                      "(comma-separated). `bourse clouds` shows what each can do."),
         click.option("--idle-timeout", default="10m", show_default=True, metavar="DURATION",
-                     envvar="BOURSE_IDLE_TIMEOUT",
+                     envvar="BOURSE_IDLE_TIMEOUT", show_envvar=True,
                      help="A launched node with no work this long is terminated (e.g. 600, "
                           "10m, 1h)."),
         click.option("--boot-timeout", default="15m", show_default=True, metavar="DURATION",
-                     envvar="BOURSE_BOOT_TIMEOUT",
+                     envvar="BOURSE_BOOT_TIMEOUT", show_envvar=True,
                      help="A launched node whose agent has not enrolled this long is "
                           "terminated and its offer blocked for a while."),
         click.option("--agent-url", metavar="URL", envvar="BOURSE_AGENT_URL",
+                     show_envvar=True,
                      help="How launched machines reach this coordinator (default: its URL)."),
         click.option("--aws-regions", metavar="R1,R2", envvar="BOURSE_AWS_REGIONS",
+                     show_envvar=True,
                      help="AWS regions to launch in (default: every region of the catalogue)."),
         click.option("--aws-image", metavar="AMI", envvar="BOURSE_AWS_IMAGE",
+                     show_envvar=True,
                      help="The AMI launched machines boot (default: the AWS Deep Learning "
                           "AMI of the region)."),
     ]

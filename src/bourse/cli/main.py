@@ -7,6 +7,7 @@ and uvicorn, which a `bourse jobs` on a laptop (or an agent's memory) should not
 from __future__ import annotations
 
 import importlib
+import os
 
 import click
 
@@ -31,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "gpus": ("bourse.cli.gpus", "gpus", "The GPU models and labels bourse knows."),
     "ui": ("bourse.cli.ui", "ui", "A link that opens the exchange's web UI signed in."),
     "login": ("bourse.cli.access", "login", "Store an exchange's URL and token for the CLI."),
+    "context": ("bourse.cli.context", "context", "Named exchanges: add, use, list, show, rm."),
     "projects": ("bourse.cli.access", "projects", "List projects (and `projects create`)."),
     "tokens": ("bourse.cli.access", "tokens", "API tokens: create, list, revoke (admin)."),
     "secrets": ("bourse.cli.secrets", "secrets", "The project's secrets: list, set, rm."),
@@ -62,8 +64,29 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="bourse")
-def cli() -> None:
+@click.option("--context", "context_name", metavar="NAME",
+              help="Use this context (`bourse context list`) for this command, as "
+                   "BOURSE_CONTEXT=NAME does.")
+def cli(context_name: str | None) -> None:
     """bourse: an open exchange for GPU compute."""
+    if context_name:
+        use_context(click.get_current_context(), context_name)
+
+
+def use_context(ctx: click.Context, name: str) -> None:
+    """BOURSE_CONTEXT for the command, not a value passed down: every client it opens (the
+    SDK's too, in app drivers) and every bourse it starts resolves the same way. Put back
+    when the command ends (it matters only where one process runs several commands)."""
+    previous = os.environ.get("BOURSE_CONTEXT")
+    os.environ["BOURSE_CONTEXT"] = name
+
+    def restore() -> None:
+        if previous is None:
+            os.environ.pop("BOURSE_CONTEXT", None)
+        else:
+            os.environ["BOURSE_CONTEXT"] = previous
+
+    ctx.call_on_close(restore)
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ import uvicorn
 from bourse.cli import loop
 from bourse.cli.cloud_options import cloud_options, clouds_config, pop_cloud_options
 from bourse.cli.errors import handles_errors
+from bourse.cli.settings import Settings, configurable
 from bourse.core.health import StallRules
 from bourse.core.liveness import DEFAULT_LOSS_WINDOW_S
 from bourse.core.ratelimit import LogLimit
@@ -28,6 +29,11 @@ from bourse.server.http.limits import MAX_FRAME_BYTES
 # follows end at once (`Notifier.close`); what is left is a request or two, and the UI's long
 # polls, which answer as soon as the notifier closes.
 GRACEFUL_SHUTDOWN_S = 5
+
+# every flag also comes from BOURSE_<FLAG> and from server.toml (cli.settings)
+SETTINGS = Settings(command="server", prefix="BOURSE_", file_name="server.toml",
+                    config_env="BOURSE_SERVER_CONFIG",
+                    env={"database-url": ("BOURSE_DATABASE_URL", "BOURSE_DB_URL")})
 
 
 class Coordinator(uvicorn.Server):
@@ -88,6 +94,7 @@ def metrics_config(stall_after: float, disk_warn_percent: float, raw_hours: floa
                          raw_retention_s=raw_hours * 3600, retention_s=keep_days * 86400)
 
 
+@configurable(SETTINGS)
 @click.command()
 @click.option("--data-dir", type=click.Path(path_type=Path), default=Path("~/.bourse/server"),
               show_default=True, help="Database (SQLite), bundles and logs live here.")

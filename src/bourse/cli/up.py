@@ -12,8 +12,9 @@ from bourse.cli.cloud_options import cloud_options, clouds_config, server_args
 from bourse.cli.errors import handles_errors
 from bourse.cli.render import echo_json
 from bourse.core.liveness import DEFAULT_LOSS_WINDOW_S
-from bourse.local.exchange import LocalExchange
-from bourse.sdk.config import bourse_home, credentials_path
+from bourse.local.exchange import CONTEXT, LocalExchange
+from bourse.sdk.config import bourse_home
+from bourse.sdk.contexts import contexts_path
 
 
 def _data_dir(value: Path | None) -> Path:
@@ -57,7 +58,8 @@ def up(data_dir: Path | None, agents: int, port: int | None, keep_alive: float,
         click.echo(f"kept what was running ({', '.join(status.kept)}); started "
                    f"{', '.join(status.started)}", err=True)
     stop = down_command(exchange.data_dir)
-    click.echo(f"credentials: {credentials_path()}   stop it with: {stop}", err=True)
+    click.echo(f"context: {CONTEXT} (current, in {contexts_path()})   stop it with: {stop}",
+               err=True)
     click.echo(f"web UI: {status.url}/ui/ (`bourse ui` prints a link that signs you in)",
                err=True)
 

@@ -34,6 +34,11 @@ from bourse.local.record import COORDINATOR, Record, agent_role, save
 from bourse.sdk.client import Client
 from bourse.sdk.config import credentials_path, save_credentials
 
+CONTEXT = "local"  # the context `bourse up` writes and makes current
+# its processes read no settings file: a server.toml written for a real coordinator (its
+# database, its store) must not reach a throwaway local one
+NO_SETTINGS_FILE = ["--config", "none"]
+
 DEFAULT_PORT = 8470
 
 
@@ -184,10 +189,15 @@ class LocalExchange:
         fresh = not (server_dir / "bourse.db").exists()
         args = ["server", "--data-dir", str(server_dir), "--port", str(port),
                 "--keep-alive", str(self.keep_alive_s), "--loss-window", str(self.loss_window_s),
-                *self.server_args]
+                *NO_SETTINGS_FILE, *self.server_args]
         if fresh:
-            args += ["--credentials", str(credentials_path())]
+            args += ["--credentials", str(self.admin_token)]
         return spawn(args, server_dir / "server.log")
+
+    @property
+    def admin_token(self) -> Path:
+        """Where the coordinator's first start writes the admin token (JSON: url, token)."""
+        return self.data_dir / "server" / "admin-token"
 
     def _wait_healthy(self, url: str, process: Process, timeout: float = 60.0,
                       adopted: bool = False) -> None:
@@ -209,15 +219,16 @@ class LocalExchange:
             hint=f"`bourse down --data-dir {self.data_dir}` stops it")
 
     def _token(self, url: str) -> str:
-        """The admin token (written by the server's first start); point it at ``url``."""
-        path = credentials_path()
+        """The admin token (written by the server's first start; by versions before
+        contexts, into the legacy credentials file), kept as the context ``local``."""
+        path = self.admin_token if self.admin_token.exists() else credentials_path()
         try:
             token = str(json.loads(path.read_text())["token"])
         except (OSError, ValueError, KeyError):
             raise LocalExchangeError(
                 f"the local exchange in {self.data_dir} exists but its admin token is not in "
-                f"{path}", hint=f"remove {self.data_dir} to start afresh") from None
-        save_credentials(url, token)
+                f"{self.admin_token}", hint=f"remove {self.data_dir} to start afresh") from None
+        save_credentials(url, token, context=CONTEXT)
         return token
 
     def _agent(self, live: Record, client: Client, n: int, cpus: int | None,
@@ -235,7 +246,8 @@ class LocalExchange:
         work_dir = self.data_dir / agent_role(n)
         name = f"local-{n}"
         args = ["agent", "--server", url, "--name", name, "--work-dir", str(work_dir),
-                "--keep-alive", str(self.keep_alive_s), "--storage-mb", "16"]
+                "--keep-alive", str(self.keep_alive_s), "--storage-mb", "16",
+                *NO_SETTINGS_FILE]
         if not (work_dir / "node.json").exists():
             args += ["--token", client.create_enrollment(name=name).token]
         if cpus:

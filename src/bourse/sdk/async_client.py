@@ -58,8 +58,9 @@ class AsyncClient(Base):
 
     def __init__(self, url: str | None = None, token: str | None = None, *,
                  timeout: float = 30.0,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
-        super().__init__(url, token)
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 context: str | None = None) -> None:
+        super().__init__(url, token, context)
         self._http = httpx.AsyncClient(base_url=self._base_url, headers=self._headers,
                                        timeout=timeout, transport=transport)
 

@@ -80,8 +80,8 @@ def give_up(failures: int, delays: tuple[float, ...], error: Exception) -> float
 class Base:
     reconnect_delays: tuple[float, ...] = RECONNECT_DELAYS
 
-    def __init__(self, url: str | None, token: str | None) -> None:
-        credentials = resolve_credentials(url, token)
+    def __init__(self, url: str | None, token: str | None, context: str | None = None) -> None:
+        credentials = resolve_credentials(url, token, context=context)
         self.url = credentials.url
         self._token = credentials.token
         self._base_url = core.base_url(credentials.url)
@@ -89,11 +89,17 @@ class Base:
 
 
 class Client(Base):
-    """A blocking client; use it as a context manager to close its connections."""
+    """A blocking client; use it as a context manager to close its connections.
+
+    Without ``url`` and ``token`` it finds the exchange as the CLI does (``sdk.config``):
+    ``BOURSE_URL``/``BOURSE_TOKEN``, else the context ``context`` names, else
+    ``BOURSE_CONTEXT``'s, else the current one (``bourse context use``).
+    """
 
     def __init__(self, url: str | None = None, token: str | None = None, *,
-                 timeout: float = 30.0, transport: httpx.BaseTransport | None = None) -> None:
-        super().__init__(url, token)
+                 timeout: float = 30.0, transport: httpx.BaseTransport | None = None,
+                 context: str | None = None) -> None:
+        super().__init__(url, token, context)
         self._timeout, self._transport = timeout, transport
         self._http = httpx.Client(base_url=self._base_url, headers=self._headers,
                                   timeout=timeout, transport=transport)

@@ -1,4 +1,7 @@
-"""Coordinator settings. Defaults make one machine a complete exchange."""
+"""Coordinator settings. Defaults make one machine a complete exchange.
+
+``bourse server`` builds them from its flags, each of which may also come from a ``BOURSE_*``
+variable or ``server.toml`` (``cli.settings``; ``--show-config`` says which gave what)."""
 
 from __future__ import annotations
 
