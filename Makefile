@@ -4,22 +4,36 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-stamp
+# The suite needs every extra: the client (no extra), the coordinator, the agent, training.
+TEST_EXTRAS := dev,train,server,agent
+# The demo runs a local exchange (coordinator and agents) and trains the digits app.
+DEMO_EXTRAS := train,server,agent
+STAMP      := $(VENV)/.installed-stamp
+DEMO_STAMP := $(VENV)/.demo-stamp
 
 .PHONY: venv demo test test-fast lint bench clean
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# $(1): the extras
+define install
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "bourse needs Python >= 3.11")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	@# The CPU build of torch first (a wheel on this machine's disk), so nothing pulls a CUDA build.
 	$(PY) -m pip install --quiet "torch==2.13.0"
-	$(PY) -m pip install --quiet -e ".[dev,train]"
-	@touch $(STAMP)
+	$(PY) -m pip install --quiet -e ".[$(1)]"
+endef
 
-demo: $(STAMP)
+$(STAMP): pyproject.toml
+	$(call install,$(TEST_EXTRAS))
+	@touch $(STAMP) $(DEMO_STAMP)  # everything the demo needs is in
+
+$(DEMO_STAMP): pyproject.toml
+	$(call install,$(DEMO_EXTRAS))
+	@touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(VENV)/bin/bourse demo
 
 test: $(STAMP)

@@ -2,17 +2,24 @@
 
 A development virtualenv has every extra installed, so an import nobody declared passes the
 whole suite and breaks ``pip install bourse`` (``cryptography``, imported by the coordinator,
-was missing: ``bourse up`` failed with ModuleNotFoundError). The rules, over the AST of each
-module under ``src/bourse``:
+was missing: ``bourse up`` failed with ModuleNotFoundError). The base install is the client;
+the coordinator, the agent and the training integration are extras. The rules, over the AST of
+each module under ``src/bourse``:
 
 - an import that runs when its module loads (at module level, not under ``TYPE_CHECKING``,
-  not in a ``try`` that catches ImportError) names a runtime dependency — unless its module
-  belongs to a package that exists for an extra (`EXTRA_PACKAGES`), whose ``__init__`` fails
-  with an error naming the extra;
+  not in a ``try`` that catches ImportError) names a runtime (client) dependency — unless its
+  module belongs to a package of an extra (`EXTRA_PACKAGES`: ``bourse.server`` is the
+  coordinator's), which may import what that extra installs too; a module used under several
+  extras (``bourse.storage.remote``: the coordinator, the agent and a training job) only
+  what each of them installs;
 - any other import (inside a function, guarded, or for the type checker) names a runtime
   dependency or one of an extra;
 - declared directly: a module that comes with another dependency (``starlette`` with
-  ``fastapi``) counts only when its own distribution is declared.
+  ``fastapi``) counts only when its own distribution is declared;
+- ``bourse.extras.PROVIDED_BY``, which names the extra to install when an import fails, says
+  for each module of an extra exactly the extras that declare it.
+
+tests/test_client_imports.py follows the imports from each command and the SDK.
 """
 
 from __future__ import annotations
@@ -31,10 +38,29 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from bourse.extras import PROVIDED_BY
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "bourse"
-# packages that exist for an extra, and that extra (their modules import it at module level)
-EXTRA_PACKAGES = {"bourse.lightning": "train", "bourse.examples": "train"}
+# packages (or modules) that exist for extras, and those extras: their modules import at module
+# level what each of them installs. Everything else is the client's.
+EXTRA_PACKAGES: dict[str, tuple[str, ...]] = {
+    "bourse.server": ("server",),
+    "bourse.clouds": ("server",),  # the coordinator launches machines
+    "bourse.market.index": ("server",),  # the coordinator's offer index (numpy)
+    "bourse.cli.server": ("server",),
+    "bourse.cli.cloud_options": ("server",),  # `bourse server` and `bourse up`
+    "bourse.agent": ("agent",),
+    "bourse.cli.agent": ("agent",),
+    "bourse.storage.remote": ("server", "agent", "train"),  # obstore: bundles, data, checkpoints
+    "bourse.local": ("server", "agent"),  # `bourse up`: a coordinator and agents
+    "bourse.cli.up": ("server", "agent"),
+    "bourse.cli.demo": ("server", "agent", "train"),
+    "bourse.cli.demo_exchange": ("server", "agent", "train"),
+    "bourse.lightning": ("train",),
+    "bourse.examples": ("train",),
+}
+DEV_EXTRAS = ("dev",)  # the suite's, never a user's: no module of the package needs them
 
 
 @dataclass(frozen=True)
@@ -45,6 +71,7 @@ class Import:
     eager: bool  # runs when the importing module loads
 
 
+@functools.cache
 def declared() -> tuple[set[str], dict[str, set[str]]]:
     """(runtime distributions, {extra: distributions}), by canonical name."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -95,8 +122,13 @@ def _visit(node: ast.AST, eager: bool) -> Found:
         yield from _walk(node, eager)
 
 
-def imports() -> Iterator[Import]:
-    """Third-party imports of every module of the package."""
+@functools.cache
+def imports() -> tuple[Import, ...]:
+    """Third-party imports of every module of the package (parsed once: a few seconds)."""
+    return tuple(_imports())
+
+
+def _imports() -> Iterator[Import]:
     for path in sorted(PACKAGE.rglob("*.py")):
         package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
         siblings = {p.stem for p in path.parent.glob("*.py")}  # an app's own modules
@@ -122,11 +154,21 @@ def distributions(module: str) -> set[str]:
     return {canonicalize_name(name) for name in _providers().get(module, [])}
 
 
-def extra_of(package: str) -> str | None:
-    for prefix, extra in EXTRA_PACKAGES.items():
+def extras_of(package: str) -> tuple[str, ...]:
+    """The extras ``package`` (a module's dotted name) is used under; () for the client."""
+    for prefix, extras in EXTRA_PACKAGES.items():
         if package == prefix or package.startswith(prefix + "."):
-            return extra
-    return None
+            return extras
+    return ()
+
+
+def load_time_allowed(runtime: set[str], extras: dict[str, set[str]],
+                      used_under: tuple[str, ...]) -> set[str]:
+    """What a module used under ``used_under`` may import when it loads: the runtime
+    dependencies, and what every one of those extras installs."""
+    if not used_under:
+        return runtime
+    return runtime | set.intersection(*(extras[extra] for extra in used_under))
 
 
 def problems() -> list[str]:
@@ -136,19 +178,30 @@ def problems() -> list[str]:
     wrong: dict[str, list[str]] = {}
     for imp in imports():
         dists = distributions(imp.module)
-        extra = extra_of(imp.package)
-        allowed = (runtime | extras[extra] if extra else runtime) if imp.eager else anywhere
+        used_under = extras_of(imp.package)
+        allowed = load_time_allowed(runtime, extras, used_under) if imp.eager else anywhere
         if not dists:
             why = "no installed distribution provides it"
         elif dists & allowed:
             continue
         elif imp.eager:
             why = (f"{'/'.join(sorted(dists))} is imported at load time but is not a runtime "
-                   f"dependency" + (f" nor one of the {extra!r} extra" if extra else ""))
+                   f"dependency" + (f" nor one of each of the {'/'.join(used_under)} extras"
+                                    if used_under else " (the client's)"))
         else:
             why = f"{'/'.join(sorted(dists))} is in no dependency group"
         wrong.setdefault(f"{imp.module!r}: {why}", []).append(imp.where)
     return [f"{what} ({', '.join(where)})" for what, where in wrong.items()]
+
+
+def owners(module: str) -> tuple[str, ...]:
+    """The extras (not the suite's) that install ``module``, unless the client does."""
+    runtime, extras = declared()
+    dists = distributions(module)
+    if dists & runtime:
+        return ()
+    return tuple(extra for extra, names in extras.items()
+                 if dists & names and extra not in DEV_EXTRAS)
 
 
 def test_every_third_party_import_is_declared_in_the_right_group() -> None:
@@ -164,9 +217,36 @@ def test_the_walk_sees_eager_lazy_guarded_and_typing_imports() -> None:
     assert not {m for m, _ in found} & {"digits_model", "bourse"}  # an app's own, ours
 
 
-@pytest.mark.parametrize(("package", "extra"), sorted(EXTRA_PACKAGES.items()))
-def test_extra_packages_belong_to_a_declared_extra(package: str, extra: str) -> None:
-    assert extra in declared()[1]
+@pytest.mark.parametrize(("package", "extras"), sorted(EXTRA_PACKAGES.items()))
+def test_extra_packages_belong_to_declared_extras(package: str, extras: tuple[str, ...]) -> None:
+    assert set(extras) <= set(declared()[1])
+    assert any(p == PACKAGE.parent.joinpath(*package.split(".")) for p in _module_paths())
+
+
+def _module_paths() -> list[Path]:
+    return [p.with_suffix("") if p.name != "__init__.py" else p.parent
+            for p in PACKAGE.rglob("*.py")]
+
+
+def test_the_extra_a_failed_import_names_is_the_one_that_declares_it() -> None:
+    """Every module of an extra the package imports is in PROVIDED_BY (so are the database
+    drivers SQLAlchemy imports for it), each with exactly the extras that declare it."""
+    imported = {imp.module for imp in imports() if owners(imp.module)}
+    assert imported - set(PROVIDED_BY) == set()
+    assert {m: set(e) for m, e in PROVIDED_BY.items()} == {m: set(owners(m))
+                                                           for m in PROVIDED_BY}
+
+
+def test_a_client_module_importing_an_extra_at_load_time_is_refused() -> None:
+    runtime, extras = declared()
+    assert "sqlalchemy" not in load_time_allowed(runtime, extras, ())
+    assert "sqlalchemy" in load_time_allowed(runtime, extras, ("server",))
+    assert "psutil" not in load_time_allowed(runtime, extras, ("server",))
+    assert "obstore" in load_time_allowed(runtime, extras, ("server", "agent", "train"))
+    assert "boto3" not in load_time_allowed(runtime, extras, ("server", "agent"))
+    assert extras_of("bourse.server.routes.jobs") == ("server",)
+    assert extras_of("bourse.serverless") == ()  # a prefix is a package, not a string
+    assert extras_of("bourse.sdk.client") == ()
 
 
 def test_bourse_lightning_without_lightning_names_the_extra() -> None:

