@@ -24,6 +24,7 @@ from bourse.agent.probe import ProbeOptions, run_probe
 from bourse.cli import loop
 from bourse.cli.errors import EXIT_NO_RESULT, EXIT_OK, handles_errors
 from bourse.cli.render import echo_json
+from bourse.cli.suggest import SuggestingGroup
 from bourse.cli.verification import render_probe
 from bourse.core.compute import Compute
 from bourse.core.cuda import PYTORCH_INDEX
@@ -36,7 +37,7 @@ LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # as protocol.common.L
 NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")  # as protocol.common.Network
 
 
-@click.group(invoke_without_command=True)
+@click.group(cls=SuggestingGroup, invoke_without_command=True)
 @click.option("--server", help="The coordinator's URL, e.g. http://10.0.0.5:8470.")
 @click.option("--token", help="One-time enrolment token (`bourse nodes enroll`); not needed "
               "once the node is enrolled.")

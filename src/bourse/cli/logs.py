@@ -16,6 +16,7 @@ from typing import Protocol
 import click
 
 from bourse.cli import client as seam
+from bourse.cli import complete
 from bourse.cli.errors import handles_errors
 from bourse.core.compute import MAX_NODES
 from bourse.core.states import JobState
@@ -161,7 +162,7 @@ def print_all(chunks: Iterable[LogChunkView], printer: Printer) -> None:
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", shell_complete=complete.job_ids)
 @click.option("-f", "--follow", "follow", is_flag=True,
               help="Keep printing until the job ends, then exit with its exit code.")
 @click.option("--attempt", type=click.IntRange(min=1), help="Only this attempt's output.")

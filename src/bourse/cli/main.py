@@ -11,6 +11,7 @@ import importlib
 import click
 
 from bourse import __version__
+from bourse.cli.suggest import SuggestingGroup
 
 # name -> (module, attribute, one-line help shown by `bourse --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -37,10 +38,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "server": ("bourse.cli.server", "server", "Run a coordinator in the foreground."),
     "agent": ("bourse.cli.agent", "agent", "Run a node agent (and `agent probe`)."),
     "demo": ("bourse.cli.demo", "demo", "Run the bourse demo (what `make demo` runs)."),
+    "completion": ("bourse.cli.complete", "completion",
+                   "Print the shell completion script (bash, zsh, fish)."),
 }
 
 
-class LazyGroup(click.Group):
+class LazyGroup(SuggestingGroup):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
 

@@ -11,6 +11,7 @@ import click
 from bourse.cli import client as seam
 from bourse.cli.errors import handles_errors
 from bourse.cli.render import age, clock, dollars, echo_json, table
+from bourse.cli.suggest import SuggestingGroup
 from bourse.protocol.api import JobView, RunDetail, RunView
 
 HEADERS = ("RUN", "APP", "STATE", "STAGES", "STARTED", "DURATION", "COST")
@@ -29,7 +30,7 @@ def job_row(job: JobView, now: float, after: Sequence[str] = ()) -> list[str]:
             age(ended - job.created_at), dollars(job.cost), ", ".join(after) or "-"]
 
 
-@click.group(invoke_without_command=True)
+@click.group(cls=SuggestingGroup, invoke_without_command=True)
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
 @click.option("--app", metavar="NAME",
               help="Only runs of apps whose file name contains NAME (any case), e.g. digits.")

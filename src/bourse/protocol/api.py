@@ -51,6 +51,7 @@ class JobView(Wire):
     updated_at: float
     attempt: int  # the current attempt number, 0 before the first placement
     node_id: str | None = None
+    node_name: str | None = None  # that node's name, where the caller's project sees it
     exit_code: int | None = None
     reason: str | None = None
     pending_reason: str | None = None  # why it is not placed yet (the matcher's explanation)

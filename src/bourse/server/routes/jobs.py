@@ -17,7 +17,7 @@ from bourse.protocol.common import ID_PATTERN, JobSpec
 from bourse.server.access import Scope
 from bourse.server.errors import responses
 from bourse.server.routes.deps import State, User
-from bourse.server.services import jobs
+from bourse.server.services import jobs, nodes
 from bourse.server.state import ServerState
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
@@ -58,7 +58,8 @@ async def list_jobs(state: State, user: User, job_state: Annotated[
     async with state.db.read() as session:
         found = await jobs.list_jobs(session, user.scope, job_state.value if job_state else None,
                                      limit, run)
-        return JobList(jobs=[jobs.job_view(j) for j in found])
+        views = [jobs.job_view(j) for j in found]
+        return JobList(jobs=await nodes.named(session, user.scope, views))
 
 
 @router.get("/{job_id}", responses=responses(401, 404, 422))

@@ -72,7 +72,7 @@ async def _runs(ctx: Ctx) -> dict[str, object]:
         runs = views.group_runs(jobs.job_view(j) for j in found)
         stages = [s for run in runs for s in run.stages]
         times = await queries.attempt_times(session, [s.job_id for s in stages])
-        names = await queries.node_names(session, ctx.scope, [s.node_id for s in stages])
+        names = await nodes.node_names(session, ctx.scope, [s.node_id for s in stages])
     now = ctx.state.clock()
     return {"runs": [(run, graph.draw(run, names, times, now)) for run in runs], "now": now,
             "ago": views.ago, "app": app}

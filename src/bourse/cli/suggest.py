@@ -1,0 +1,38 @@
+"""Command groups that suggest the nearest command for a mistyped one:
+``no command 'jbos'; did you mean 'jobs'?``."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+import click
+
+
+def nearest(name: str, known: Iterable[str]) -> list[str]:
+    """Known names close to ``name``, the closest first (at most three)."""
+    names = list(known)
+    found = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    prefixed = [n for n in names if n.startswith(name) and n not in found] if name else []
+    return (found + prefixed)[:3]
+
+
+def unknown(name: str, known: Iterable[str]) -> str:
+    """The message for a command that does not exist."""
+    close = nearest(name, known)
+    if not close:
+        return f"no command {name!r}; `--help` lists the commands"
+    return f"no command {name!r}; did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
+class SuggestingGroup(click.Group):
+    """A group whose unknown subcommand errors name the nearest known ones."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0]
+        if not name.startswith("-") and self.get_command(ctx, name) is None and not (
+                ctx.token_normalize_func and
+                self.get_command(ctx, ctx.token_normalize_func(name))):
+            ctx.fail(unknown(name, self.list_commands(ctx)))
+        return super().resolve_command(ctx, args)
