@@ -55,11 +55,15 @@ def projects(ctx: click.Context, as_json: bool) -> None:
 @click.argument("name")
 @click.option("--require-tag", "tags", multiple=True,
               help="A compliance tag every node running its jobs must carry (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
-def create_project(name: str, tags: tuple[str, ...]) -> None:
+def create_project(name: str, tags: tuple[str, ...], as_json: bool) -> None:
     """Create a project (admin)."""
     with seam.open_client() as client:
         made = client.create_project(name, tags)
+    if as_json:
+        echo_json(made)
+        return
     click.echo(made.name)
 
 

@@ -90,7 +90,7 @@ def prefixed(line: LogLine) -> None:
 
 def json_line(line: LogLine) -> None:
     click.echo(json.dumps({"attempt": line.attempt, "rank": line.rank, "stream": line.stream,
-                           "text": line.text}, ensure_ascii=False))
+                           "text": line.text, "time": line.time}, ensure_ascii=False))
 
 
 def printer_for(members: int, attempt: int | None = None, as_json: bool = False) -> Printer:
@@ -169,7 +169,8 @@ def print_all(chunks: Iterable[LogChunkView], printer: Printer) -> None:
 @click.option("--rank", type=click.IntRange(min=0, max=MAX_NODES - 1),
               help="Only this gang member's output (0 to --nodes - 1), without prefixes.")
 @click.option("--json", "as_json", is_flag=True,
-              help='JSON lines: {"attempt", "rank", "stream", "text"} per line of output.')
+              help='JSON lines: {"attempt", "rank", "stream", "text", "time"} per line of '
+                   'output (time: when the node read it, in Unix seconds).')
 @handles_errors
 def logs(job_id: str, follow: bool, attempt: int | None, rank: int | None,
          as_json: bool) -> None:

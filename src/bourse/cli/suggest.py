@@ -8,13 +8,19 @@ from collections.abc import Iterable
 
 import click
 
+CUTOFF, SPREAD = 0.6, 0.1
+
 
 def nearest(name: str, known: Iterable[str]) -> list[str]:
-    """Known names close to ``name``, the closest first (at most three)."""
+    """Known names close to ``name`` (``difflib``'s ratio at least 0.6 and within 0.1 of the
+    closest), else those it begins; at most three, the closest first."""
     names = list(known)
-    found = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
-    prefixed = [n for n in names if n.startswith(name) and n not in found] if name else []
-    return (found + prefixed)[:3]
+    scored = sorted(((difflib.SequenceMatcher(None, name, n).ratio(), n) for n in names),
+                    key=lambda pair: -pair[0])
+    best = scored[0][0] if scored else 0.0
+    close = [n for score, n in scored if score >= max(CUTOFF, best - SPREAD)]
+    prefixed = [n for n in names if name and n.startswith(name) and n not in close]
+    return (close + prefixed)[:3]
 
 
 def unknown(name: str, known: Iterable[str]) -> str:

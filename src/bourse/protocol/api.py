@@ -204,6 +204,7 @@ class LogChunkView(Wire):
     stream: Literal["stdout", "stderr"]
     offset: int
     data: str  # base64
+    time: float | None = None  # when the agent read it (its clock); None in old archives
 
 
 class LogPage(Wire):

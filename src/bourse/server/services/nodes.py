@@ -30,7 +30,7 @@ async def node_names(session: AsyncSession, scope: Scope,
         return {}
     rows = await session.execute(scope.filter(
         select(Node.id, Node.name).where(Node.id.in_(wanted)), Node.project_id))
-    return {node_id: name for node_id, name in rows.tuples()}
+    return {node_id: name for node_id, name in rows.all()}
 
 
 async def named(session: AsyncSession, scope: Scope, views: list[JobView]) -> list[JobView]:
