@@ -209,8 +209,9 @@ class LogChunkView(Wire):
 
 class LogPage(Wire):
     chunks: list[LogChunkView]
-    cursor: int  # pass back as ``after`` for the next page
-    done: bool  # the job has ended and every chunk up to it has been returned
+    cursor: int = Field(description="Pass back as `after` for the next page.")
+    done: bool = Field(description="The job has ended and every chunk up to it has been "
+                                   "returned: there is no next page.")
 
 
 class NodeView(Wire):

@@ -57,7 +57,7 @@ async def offers_page(ctx: Ctx) -> Response:
         error, compute = exc, None
     if compute is not None:
         query = OfferQuery(compute=compute, limit=OFFERS_LIMIT, explain=True)
-        result = await api_offers.offers(query, ctx.state, ctx.session.principal)
+        result = await api_offers.match_offers(query, ctx.state, ctx.session.principal)
     return page("offers.html", 422 if error else 200, **ctx.context(
         fields=fields, result=result, error=error,
         described=compute.describe() if compute is not None else ""))
