@@ -44,7 +44,7 @@ NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")  # as protocol.com
 @click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False),
               help="Read the enrolment token from this file (keep it mode 0600): unlike "
                    "--token, it never shows in the process list.")
-@click.option("--name", default=socket.gethostname(), show_default=True,
+@click.option("--name", default=socket.gethostname, show_default="this machine's hostname",
               help="Name shown for this node.")
 @click.option("--keep-alive", type=click.FloatRange(min=0.1), default=20.0, show_default=True,
               help="Seconds between heartbeats and WebSocket pings: keep it below the idle "
