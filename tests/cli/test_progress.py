@@ -73,3 +73,16 @@ def test_bourse_run_shows_packing_and_upload_off_a_terminal(
     assert uploading[0].startswith("uploading code: 1.0 MiB / 3.0 MiB (33 %)")
     assert uploading[-1].startswith("uploading code: 3.0 MiB / 3.0 MiB (100 %)")
     assert result.stdout == "j1\n"  # stdout stays the job id alone
+
+
+def test_a_long_step_on_a_terminal_draws_a_bar_to_the_end() -> None:
+    clock = Clock()
+    step = BarStep("uploading code", clock)
+    clock.now += 1.0
+    step(MiB, 4 * MiB)
+    step(4 * MiB, 4 * MiB)
+    assert step._bar is not None
+    [task] = step._bar.tasks
+    assert (task.completed, task.total, task.description) == (4 * MiB, 4 * MiB,
+                                                              "uploading code")
+    step.close()
