@@ -36,19 +36,22 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence
 
 def rich_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int],
                width: int) -> str:
-    """The table as rich draws it, as text with its ANSI styles (callers indent and join it)."""
+    """The table as rich draws it, as text with its ANSI styles (callers indent and join it).
+    Never narrower than its cells: a cell cut to fit (``a100-4…``) would lose the id someone
+    came for, so a row wider than the terminal wraps there as plain text would."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
     grid = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
     for i, header in enumerate(headers):
-        grid.add_column(header, justify="right" if i in right else "left", no_wrap=True,
-                        overflow="ellipsis")
+        grid.add_column(header, justify="right" if i in right else "left", no_wrap=True)
     for row in rows:
         grid.add_row(*row)
     out = io.StringIO()
-    Console(file=out, force_terminal=True, width=max(width, 40), highlight=False,
+    cells = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    needed = sum(cells) + 3 * len(cells)  # a pad each side of a cell, a rule between
+    Console(file=out, force_terminal=True, width=max(width, needed), highlight=False,
             markup=False, emoji=False).print(grid)
     return "\n".join(line.rstrip() for line in out.getvalue().splitlines() if line.strip())
 
