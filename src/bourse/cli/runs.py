@@ -27,7 +27,7 @@ def run_row(run: RunView, now: float) -> list[str]:
 def job_row(job: JobView, now: float, after: Sequence[str] = ()) -> list[str]:
     """A job of a run; ``after``: the stages whose outputs its stage reads."""
     ended = job.updated_at if job.state.terminal else now
-    return [job.spec.stage or "(driver)", job.id, job.state, job.node_id or "-",
+    return [job.spec.stage or "(driver)", job.id, job.state, job.node_name or job.node_id or "-",
             age(ended - job.created_at), dollars(job.cost), ", ".join(after) or "-"]
 
 
