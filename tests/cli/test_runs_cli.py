@@ -83,7 +83,7 @@ def test_a_stage_names_its_node() -> None:
     unnamed = job("j-2", "eval").model_copy(update={"node_id": "n-8a"})
     run = RunDetail(id="r-1", state="RUNNING", stages=2, started_at=T0,
                     jobs=[named, unnamed], edges=[])
-    lines = describe_run(run, T0 + 10)
-    rows = {line.split()[1]: line.split()[3] for line in lines if line.startswith(("train",
-                                                                                  "eval"))}
+    lines = "\n".join(describe_run(run, T0 + 10)).splitlines()
+    rows = {line.split()[1]: line.split()[3] for line in lines
+            if line.startswith(("train", "eval"))}
     assert rows == {"j-1": "gpu-box", "j-2": "n-8a"}
