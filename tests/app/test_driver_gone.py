@@ -158,7 +158,7 @@ def test_a_run_stopped_by_hand_ends_its_driver_too(
         run_id = run_id_of(proc)
         stage = parked_stage(exchange, run_id)
 
-        stopped = exchange.cli("runs", "stop", run_id, cwd=project.root)
+        stopped = exchange.cli("runs", "stop", "--yes", run_id, cwd=project.root)
         _, stderr = proc.communicate(timeout=60)
 
     assert stopped.returncode == 0, stopped.stderr

@@ -71,6 +71,8 @@ class FakeExchange:
             ("GET", re.compile(r"/nodes/(?P<id>[^/]+)"), self._node),
             ("HEAD", re.compile(r"/bundles/(?P<sha>[0-9a-f]+)"), self._has_bundle),
             ("PUT", re.compile(r"/bundles/(?P<sha>[0-9a-f]+)"), self._put_bundle),
+            ("DELETE", re.compile(r"/tokens/(?P<id>[^/]+)"), self._revoke_token),
+            ("DELETE", re.compile(r"/secrets/(?P<name>[^/]+)"), self._delete_secret),
         ]
 
     def add_job(self, view: dict[str, Any]) -> None:
@@ -184,3 +186,11 @@ class FakeExchange:
     def _put_bundle(self, request: httpx.Request, sha: str) -> httpx.Response:
         self.bundles[sha] = request.content
         return httpx.Response(201, json={"sha256": sha, "size": len(request.content)})
+
+    def _revoke_token(self, request: httpx.Request, id: str) -> httpx.Response:
+        return httpx.Response(200, json={"id": id, "project": "default", "role": "member",
+                                         "created_at": NOW - 60, "revoked_at": NOW})
+
+    def _delete_secret(self, request: httpx.Request, name: str) -> httpx.Response:
+        return httpx.Response(200, json={"name": name, "created_at": NOW - 60,
+                                         "updated_at": NOW - 60})

@@ -16,7 +16,7 @@ def exchange(monkeypatch: pytest.MonkeyPatch) -> FakeExchange:
     monkeypatch.setenv("BOURSE_URL", URL)
     monkeypatch.setenv("BOURSE_TOKEN", TOKEN)
 
-    def open_client() -> Client:
+    def open_client(timeout: float = 30.0) -> Client:
         client = Client(transport=httpx.MockTransport(fake))
         client.reconnect_delays = (0.0,)
         return client

@@ -116,16 +116,19 @@ def test_a_one_node_jobs_output_is_unchanged_byte_for_byte(exchange: FakeExchang
     assert result.stdout_bytes == b"".join(raw)
 
 
-def test_json_lines_name_each_lines_attempt_rank_and_stream(exchange: FakeExchange) -> None:
+def test_json_lines_name_each_lines_attempt_rank_stream_and_time(exchange: FakeExchange) -> None:
     exchange.add_job(gang("g1", "SUCCEEDED"))
-    exchange.chunks["g1"] = [*GANG_CHUNKS[:3], chunk(8, "r0 retry\n", attempt=2)]
+    exchange.chunks["g1"] = [*GANG_CHUNKS[:3],
+                             {**chunk(8, "r0 retry\n", attempt=2), "time": 1700000000.5}]
     result = run("logs", "g1", "--json")
     assert result.exit_code == 0, result.output
     assert [json.loads(line) for line in result.stdout.splitlines()] == [
-        {"attempt": 1, "rank": 0, "stream": "stdout", "text": "r0 one"},
-        {"attempt": 1, "rank": 0, "stream": "stdout", "text": "r0 two"},
-        {"attempt": 1, "rank": 1, "stream": "stdout", "text": "r1 ha"},  # cut by the attempt
-        {"attempt": 2, "rank": 0, "stream": "stdout", "text": "r0 retry"},
+        {"attempt": 1, "rank": 0, "stream": "stdout", "text": "r0 one", "time": None},
+        {"attempt": 1, "rank": 0, "stream": "stdout", "text": "r0 two", "time": None},
+        {"attempt": 1, "rank": 1, "stream": "stdout", "text": "r1 ha",  # cut by the attempt
+         "time": None},
+        {"attempt": 2, "rank": 0, "stream": "stdout", "text": "r0 retry",
+         "time": 1700000000.5},
     ]
     assert result.stderr == ""
 

@@ -76,3 +76,14 @@ def test_no_run_of_that_app_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     assert result.stderr == "no runs of an app named like 'whisper'\n"
     CliRunner().invoke(cli, ["runs"])
     assert dict(sent[1].url.params) == {"limit": "50"}  # no filter without --app
+
+
+def test_a_stage_names_its_node() -> None:
+    named = job("j-1", "train").model_copy(update={"node_id": "n-7f", "node_name": "gpu-box"})
+    unnamed = job("j-2", "eval").model_copy(update={"node_id": "n-8a"})
+    run = RunDetail(id="r-1", state="RUNNING", stages=2, started_at=T0,
+                    jobs=[named, unnamed], edges=[])
+    lines = "\n".join(describe_run(run, T0 + 10)).splitlines()
+    rows = {line.split()[1]: line.split()[3] for line in lines
+            if line.startswith(("train", "eval"))}
+    assert rows == {"j-1": "gpu-box", "j-2": "n-8a"}

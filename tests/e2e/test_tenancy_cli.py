@@ -66,7 +66,7 @@ def test_a_member_runs_a_job_with_a_secret_that_never_reaches_the_logs(
     assert stored.count(b"[redacted]") == 3, stored
     _not_in_spool(agent.work_dir)
     _audit_holds(admin)
-    bourse(admin, "tokens", "revoke", token_id)
+    bourse(admin, "tokens", "revoke", "--yes", token_id)
     stored_token = json.loads((tmp_path / "home" / "credentials.json").read_text())["token"]
     with Client(exchange.coordinator.url, stored_token) as client, pytest.raises(
             Unauthorized, match="revoked"):

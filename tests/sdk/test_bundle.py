@@ -180,3 +180,16 @@ def test_iter_file_streams_in_chunks(tmp_path: Path) -> None:
 def test_not_a_directory(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="not a directory"):
         pack(tmp_path / "nope")
+
+
+def test_pack_reports_the_bytes_read_against_their_total(tmp_path: Path) -> None:
+    big = os.urandom(300_000)
+    write(tmp_path, {"a.bin": big, "sub/b.txt": "hello", "empty": ""})
+    seen: list[tuple[int, int]] = []
+    pack(tmp_path, out=tmp_path.parent / "p.tar.gz",
+         progress=lambda done, total: seen.append((done, total)))
+    total = len(big) + 5
+    assert {t for _, t in seen} == {total}
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)  # never goes back
+    assert seen[-1][0] == total
+    assert len(seen) > 2  # told as it goes, not once at the end

@@ -228,6 +228,17 @@ def test_upload_streams_a_file(tmp_path: Path) -> None:
     assert b"".join(transport.parts) == data
 
 
+def test_upload_reports_progress_as_parts_are_sent(tmp_path: Path) -> None:
+    sha, data = "cd" * 32, b"x" * (2 * 1024 * 1024 + 5)
+    path = tmp_path / "b.tar.gz"
+    path.write_bytes(data)
+    seen: list[tuple[int, int]] = []
+    Client(URL, TOKEN, transport=PartsTransport()).upload_bundle(
+        path, sha, progress=lambda done, total: seen.append((done, total)))
+    mib = 1024 * 1024
+    assert seen == [(mib, len(data)), (2 * mib, len(data)), (len(data), len(data))]
+
+
 def test_ensure_bundle_skips_known_content() -> None:
     sha = "ef" * 32
     rec = Recorder(httpx.Response(200))

@@ -51,3 +51,19 @@ def test_attempts_have_lines_of_their_own() -> None:
     second = LogChunkView.model_validate(chunk(2, b"two\n", attempt=2))
     assert [(x.attempt, x.text) for x in split.feed(first) + split.feed(second)] == [(2, "two")]
     assert [(x.attempt, x.text, x.ended) for x in split.finish()] == [(1, "one ", False)]
+
+
+def test_a_line_has_the_time_its_first_bytes_were_read() -> None:
+    split = LogLines(8)
+    views = [LogChunkView.model_validate({**chunk(i, data), "time": t})
+             for i, (data, t) in enumerate([(b"one\ntw", 10.0), (b"o\nthree", 11.0),
+                                            (b"\n", 12.0), (b"x" * 10, 13.0)], 1)]
+    found = [line for view in views for line in split.feed(view)] + split.finish()
+    assert [(line.text, line.time) for line in found] == [
+        ("one", 10.0), ("two", 10.0), ("three", 11.0), ("x" * 8, 13.0), ("xx", 13.0)]
+
+
+def test_a_chunk_without_a_time_gives_lines_without_one() -> None:
+    split = LogLines()
+    found = split.feed(LogChunkView.model_validate(chunk(1, b"a\n")))
+    assert [line.time for line in found] == [None]

@@ -25,6 +25,9 @@ async def test_accepted_started_exited_zero_succeeds(live: Live, agent_factory: 
     scheduled = await exchange.job(job_id)
     assert (scheduled["state"], scheduled["attempt"], scheduled["node_id"]) == (
         "SCHEDULED", 1, agent.node_id)
+    assert scheduled["node_name"] == "worker"
+    [listed] = (await exchange.client.get("/api/v1/jobs")).json()["jobs"]
+    assert (listed["node_id"], listed["node_name"]) == (agent.node_id, "worker")
     expected = ["STARTING", "RUNNING", "SUCCEEDED"]
     for kind, data, state in zip(["accepted", "started", "exited"],
                                  [{}, {"pid": 42}, {"exit_code": 0}], expected, strict=True):

@@ -49,6 +49,7 @@ async def test_logs_page_with_cursors_and_say_when_they_are_done(
     first = await _page(exchange, job_id, limit=2)
     assert [c["seq"] for c in first["chunks"]] == [0, 1]
     assert [c["stream"] for c in first["chunks"]] == ["stdout", "stderr"]
+    assert [c["time"] for c in first["chunks"]] == [0.0, 0.0]  # the agent's (fake) clock
     assert first["cursor"] == first["chunks"][-1]["cursor"] and not first["done"]
     rest = await _page(exchange, job_id, after=first["cursor"])
     assert [c["seq"] for c in rest["chunks"]] == [2, 3, 4]

@@ -9,8 +9,10 @@ from typing import cast
 import click
 
 from bourse.cli import client as seam
+from bourse.cli.confirm import confirm, yes_option
 from bourse.cli.errors import handles_errors
 from bourse.cli.render import clock, echo_json, table
+from bourse.cli.suggest import SuggestingGroup
 from bourse.core.units import parse_duration
 from bourse.protocol.access import MAX_TOKEN_LIFETIME_S, Role, TokenView
 from bourse.sdk.client import Client
@@ -38,7 +40,7 @@ def login(url: str, token: str | None, name: str | None) -> None:
     click.echo(f"logged in to {url}; context {context} (current) in {path}", err=True)
 
 
-@click.group(invoke_without_command=True)
+@click.group(cls=SuggestingGroup, invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 @handles_errors
@@ -59,15 +61,19 @@ def projects(ctx: click.Context, as_json: bool) -> None:
 @click.argument("name")
 @click.option("--require-tag", "tags", multiple=True,
               help="A compliance tag every node running its jobs must carry (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
-def create_project(name: str, tags: tuple[str, ...]) -> None:
+def create_project(name: str, tags: tuple[str, ...], as_json: bool) -> None:
     """Create a project (admin)."""
     with seam.open_client() as client:
         made = client.create_project(name, tags)
+    if as_json:
+        echo_json(made)
+        return
     click.echo(made.name)
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def tokens() -> None:
     """API tokens (admin): create, list, revoke."""
 
@@ -124,11 +130,18 @@ def list_tokens(as_json: bool) -> None:
 
 @tokens.command("revoke")
 @click.argument("token_id")
+@yes_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
-def revoke_token(token_id: str) -> None:
-    """Revoke a token: refused from its next request on."""
+def revoke_token(token_id: str, yes: bool, as_json: bool) -> None:
+    """Revoke a token: refused from its next request on (asks first; -y does not)."""
+    confirm(f"revoke token {token_id}? whatever uses it stops working", yes=yes,
+            what=f"revoke token {token_id}")
     with seam.open_client() as client:
         revoked = client.revoke_token(token_id)
+    if as_json:
+        echo_json(revoked)
+        return
     click.echo(f"revoked {revoked.id}", err=True)
 
 

@@ -25,6 +25,7 @@ from bourse.cli import loop
 from bourse.cli.errors import EXIT_NO_RESULT, EXIT_OK, handles_errors
 from bourse.cli.render import echo_json
 from bourse.cli.settings import Settings, configurable
+from bourse.cli.suggest import SuggestingGroup
 from bourse.cli.verification import render_probe
 from bourse.core.compute import Compute
 from bourse.core.cuda import PYTORCH_INDEX
@@ -45,14 +46,14 @@ SETTINGS = Settings(command="agent", prefix="BOURSE_AGENT_", file_name="agent.to
 
 
 @configurable(SETTINGS)
-@click.group(invoke_without_command=True)
+@click.group(cls=SuggestingGroup, invoke_without_command=True)
 @click.option("--server", help="The coordinator's URL, e.g. http://10.0.0.5:8470.")
 @click.option("--token", help="One-time enrolment token (`bourse nodes enroll`); not needed "
               "once the node is enrolled.")
 @click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False),
               help="Read the enrolment token from this file (keep it mode 0600): unlike "
                    "--token, it never shows in the process list.")
-@click.option("--name", default=socket.gethostname(), show_default=True,
+@click.option("--name", default=socket.gethostname, show_default="this machine's hostname",
               help="Name shown for this node.")
 @click.option("--keep-alive", type=click.FloatRange(min=0.1), default=20.0, show_default=True,
               help="Seconds between heartbeats and WebSocket pings: keep it below the idle "

@@ -14,6 +14,7 @@ import click
 from bourse.cli import client as seam
 from bourse.cli.errors import EXIT_NO_RESULT, handles_errors
 from bourse.cli.render import clock, echo_json, table
+from bourse.cli.suggest import SuggestingGroup
 from bourse.core.errors import InvalidInput
 from bourse.core.units import parse_duration
 from bourse.protocol.access import AuditView
@@ -56,7 +57,7 @@ def csv_row(record: AuditView) -> list[str]:
             json.dumps(record.params, sort_keys=True), record.outcome]
 
 
-@click.group(invoke_without_command=True)
+@click.group(cls=SuggestingGroup, invoke_without_command=True)
 @click.option("--since", help="From this date or age on (2026-11-01, 7d); default: 1d.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context

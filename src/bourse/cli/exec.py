@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 import click
 
+from bourse.cli import complete
 from bourse.cli.errors import handles_errors
 from bourse.protocol.stream import CHUNK, ExecTarget
 from bourse.sdk.exec import ExecSession
@@ -27,7 +28,7 @@ from bourse.sdk.exec import ExecSession
 @click.command(context_settings={"allow_interspersed_args": False})
 @click.option("--tty/--no-tty", "-t/-T", default=None,
               help="Run on a terminal (default: when no command is given and stdin is one).")
-@click.argument("job_id")
+@click.argument("job_id", shell_complete=complete.job_ids)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @handles_errors
 def exec_(job_id: str, command: tuple[str, ...], tty: bool | None) -> None:

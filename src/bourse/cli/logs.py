@@ -16,6 +16,7 @@ from typing import Protocol
 import click
 
 from bourse.cli import client as seam
+from bourse.cli import complete
 from bourse.cli.errors import handles_errors
 from bourse.core.compute import MAX_NODES
 from bourse.core.states import JobState
@@ -89,7 +90,7 @@ def prefixed(line: LogLine) -> None:
 
 def json_line(line: LogLine) -> None:
     click.echo(json.dumps({"attempt": line.attempt, "rank": line.rank, "stream": line.stream,
-                           "text": line.text}, ensure_ascii=False))
+                           "text": line.text, "time": line.time}, ensure_ascii=False))
 
 
 def printer_for(members: int, attempt: int | None = None, as_json: bool = False) -> Printer:
@@ -161,14 +162,15 @@ def print_all(chunks: Iterable[LogChunkView], printer: Printer) -> None:
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", shell_complete=complete.job_ids)
 @click.option("-f", "--follow", "follow", is_flag=True,
               help="Keep printing until the job ends, then exit with its exit code.")
 @click.option("--attempt", type=click.IntRange(min=1), help="Only this attempt's output.")
 @click.option("--rank", type=click.IntRange(min=0, max=MAX_NODES - 1),
               help="Only this gang member's output (0 to --nodes - 1), without prefixes.")
 @click.option("--json", "as_json", is_flag=True,
-              help='JSON lines: {"attempt", "rank", "stream", "text"} per line of output.')
+              help='JSON lines: {"attempt", "rank", "stream", "text", "time"} per line of '
+                   'output (time: when the node read it, in Unix seconds).')
 @handles_errors
 def logs(job_id: str, follow: bool, attempt: int | None, rank: int | None,
          as_json: bool) -> None:

@@ -15,6 +15,7 @@ import sys
 import click
 
 from bourse import __version__
+from bourse.cli.suggest import SuggestingGroup
 from bourse.extras import MissingExtra, missing_extra, needs
 
 # name -> (module, attribute, one-line help shown by `bourse --help`)
@@ -45,6 +46,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "agent": ("bourse.cli.agent", "agent", "Run a node agent (and `agent probe`)."),
     "schema": ("bourse.cli.schema", "schema", "The JSON Schema of a task file."),
     "demo": ("bourse.cli.demo", "demo", "Run the bourse demo (what `make demo` runs)."),
+    "completion": ("bourse.cli.complete", "completion",
+                   "Print the shell completion script (bash, zsh, fish)."),
 }
 # the extras a command needs beyond the client (pyproject.toml); tests/test_client_imports.py
 # holds each command's imports to them
@@ -57,7 +60,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
 }
 
 
-class LazyGroup(click.Group):
+class LazyGroup(SuggestingGroup):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
 

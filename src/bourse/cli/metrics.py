@@ -7,6 +7,7 @@ from datetime import datetime
 
 import click
 
+from bourse.cli import complete
 from bourse.cli.errors import handles_errors
 from bourse.cli.render import echo_json, table
 from bourse.protocol.metrics import MetricsView, SampleView
@@ -15,7 +16,7 @@ HEADERS = ("TIME", "#", "CPU %", "MEMORY", "PROCS", "GPU %", "GPU MEM", "POWER",
 
 
 @click.command("metrics")
-@click.argument("job_id")
+@click.argument("job_id", shell_complete=complete.job_ids)
 @click.option("--last", type=click.IntRange(1, 50_000), default=20, show_default=True,
               help="How many of the newest samples to show.")
 @click.option("--rank", type=click.IntRange(min=0), help="One member of a multi-node job.")

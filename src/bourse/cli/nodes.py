@@ -8,8 +8,11 @@ from collections import Counter
 import click
 
 from bourse.cli import client as seam
+from bourse.cli import complete
+from bourse.cli.confirm import confirm, yes_option
 from bourse.cli.errors import handles_errors
 from bourse.cli.render import age, clock, echo_json, money, table
+from bourse.cli.suggest import SuggestingGroup
 from bourse.cli.verification import render_probe
 from bourse.core.errors import InvalidInput
 from bourse.core.units import parse_duration
@@ -44,7 +47,7 @@ def node_row(node: NodeView, now: float) -> list[str]:
             last_seen(node, now), str(len(node.running))]
 
 
-@click.group(invoke_without_command=True)
+@click.group(cls=SuggestingGroup, invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 @handles_errors
@@ -64,7 +67,7 @@ def nodes(ctx: click.Context, as_json: bool) -> None:
 
 
 @nodes.command("show")
-@click.argument("node_id", metavar="NODE")
+@click.argument("node_id", metavar="NODE", shell_complete=complete.node_refs)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
 def show(node_id: str, as_json: bool) -> None:
@@ -140,19 +143,22 @@ def _job_python(caps: Capabilities) -> str | None:
 
 
 @nodes.command("reclaim")
-@click.argument("node_id")
+@click.argument("node_id", shell_complete=complete.node_ids)
 @click.option("--notice", default="30s", show_default=True,
               help="Time the node's jobs get to checkpoint and exit (SIGTERM, then SIGKILL), "
                    "e.g. 30s, 2m.")
 @click.option("--reason", help="Why, for the jobs' timelines.")
+@yes_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
-def reclaim(node_id: str, notice: str, reason: str | None, as_json: bool) -> None:
+def reclaim(node_id: str, notice: str, reason: str | None, yes: bool, as_json: bool) -> None:
     """Reclaim an interruptible node (admin): its jobs get a preemption notice and are
-    retried elsewhere, resuming from their last checkpoint."""
+    retried elsewhere, resuming from their last checkpoint (asks first; -y does not)."""
     notice_s = parse_duration(notice, field="--notice")
     if notice_s > 3600:
         raise InvalidInput(f"--notice {notice}: at most an hour", field="--notice")
+    confirm(f"reclaim node {node_id}? its jobs get {notice_s:g} s to stop", yes=yes,
+            what=f"reclaim node {node_id}")
     with seam.open_client() as client:
         result = client.reclaim(node_id, notice_s, reason)
     if as_json:
@@ -163,13 +169,17 @@ def reclaim(node_id: str, notice: str, reason: str | None, as_json: bool) -> Non
 
 
 @nodes.command("tag")
-@click.argument("node_id")
+@click.argument("node_id", shell_complete=complete.node_ids)
 @click.argument("tags", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
-def tag(node_id: str, tags: tuple[str, ...]) -> None:
+def tag(node_id: str, tags: tuple[str, ...], as_json: bool) -> None:
     """Set a node's compliance tags (admin); no TAGS clears them."""
     with seam.open_client() as client:
         node = client.set_node_tags(node_id, tags)
+    if as_json:
+        echo_json(node)
+        return
     click.echo(f"{node.id}: {', '.join(node.tags) or 'no tags'}", err=True)
 
 

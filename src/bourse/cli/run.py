@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from bourse.cli import client as seam
+from bourse.cli import progress
 from bourse.cli.data import data_fields, data_options
 from bourse.cli.errors import handles_errors
 from bourse.cli.logs import finish, follow_job, printer_for
@@ -66,10 +67,12 @@ def parse_ports(values: tuple[str, ...]) -> list[Port]:
 def upload_code(client: Client, root: Path) -> str:
     """Pack ``root`` and upload it unless the exchange has it; returns its SHA-256."""
     with tempfile.TemporaryDirectory(prefix="bourse-") as tmp:
-        bundle = pack(root, out=Path(tmp) / "code.tar.gz")
+        with progress.step("packing code") as report:
+            bundle = pack(root, out=Path(tmp) / "code.tar.gz", progress=report)
         for warning in bundle.warnings:
             click.echo(f"warning: {warning}", err=True)
-        uploaded = client.ensure_bundle(bundle.path, bundle.sha256)
+        with progress.step("uploading code") as report:
+            uploaded = client.ensure_bundle(bundle.path, bundle.sha256, progress=report)
     where = "uploaded" if uploaded else "already on the exchange"
     click.echo(f"code: {bundle.file_count} files, {human_size(bundle.size)}, {where}", err=True)
     return bundle.sha256

@@ -9,8 +9,10 @@ from collections.abc import Sequence
 import click
 
 from bourse.cli import client as seam
+from bourse.cli.confirm import confirm, yes_option
 from bourse.cli.errors import handles_errors
 from bourse.cli.render import age, clock, dollars, echo_json, table
+from bourse.cli.suggest import SuggestingGroup
 from bourse.protocol.api import JobView, RunDetail, RunView
 
 HEADERS = ("RUN", "APP", "STATE", "STAGES", "STARTED", "DURATION", "COST")
@@ -25,11 +27,11 @@ def run_row(run: RunView, now: float) -> list[str]:
 def job_row(job: JobView, now: float, after: Sequence[str] = ()) -> list[str]:
     """A job of a run; ``after``: the stages whose outputs its stage reads."""
     ended = job.updated_at if job.state.terminal else now
-    return [job.spec.stage or "(driver)", job.id, job.state, job.node_id or "-",
+    return [job.spec.stage or "(driver)", job.id, job.state, job.node_name or job.node_id or "-",
             age(ended - job.created_at), dollars(job.cost), ", ".join(after) or "-"]
 
 
-@click.group(invoke_without_command=True)
+@click.group(cls=SuggestingGroup, invoke_without_command=True)
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
 @click.option("--app", metavar="NAME",
               help="Only runs of apps whose file name contains NAME (any case), e.g. digits.")
@@ -68,12 +70,18 @@ def show(run_id: str, as_json: bool) -> None:
 
 @runs.command("stop")
 @click.argument("run_id")
+@yes_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
-def stop(run_id: str) -> None:
+def stop(run_id: str, yes: bool, as_json: bool) -> None:
     """Cancel a run: its jobs that have not ended (a detached run's driver included), and
-    any stage it would submit later."""
+    any stage it would submit later (asks first; -y does not)."""
+    confirm(f"stop run {run_id} and every job of it?", yes=yes, what=f"stop run {run_id}")
     with seam.open_client() as client:
         cancelled = client.cancel_run(run_id, "stopped with `bourse runs stop`")
+    if as_json:
+        echo_json(cancelled)
+        return
     jobs = ", ".join(cancelled.jobs) or "none was running"
     click.echo(f"run {cancelled.run} cancelled ({cancelled.reason}); jobs stopped: {jobs}",
                err=True)

@@ -8,12 +8,14 @@ import sys
 import click
 
 from bourse.cli import client as seam
+from bourse.cli.confirm import confirm, yes_option
 from bourse.cli.errors import handles_errors
 from bourse.cli.render import clock, echo_json, table
+from bourse.cli.suggest import SuggestingGroup
 from bourse.core.errors import InvalidInput
 
 
-@click.group(invoke_without_command=True)
+@click.group(cls=SuggestingGroup, invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 @handles_errors
@@ -45,20 +47,32 @@ def read_value() -> str:
 
 @secrets.command("set")
 @click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
-def set_secret(name: str) -> None:
+def set_secret(name: str, as_json: bool) -> None:
     """Create or replace a secret; jobs name it with `bourse run --secret NAME`."""
     value = read_value()
     with seam.open_client() as client:
         made = client.set_secret(name, value)
+    if as_json:
+        echo_json(made)
+        return
     click.echo(f"secret {made.name} set", err=True)
 
 
 @secrets.command("rm")
 @click.argument("name")
+@yes_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
-def remove_secret(name: str) -> None:
-    """Delete a secret (jobs already started keep the value they got)."""
+def remove_secret(name: str, yes: bool, as_json: bool) -> None:
+    """Delete a secret (jobs already started keep the value they got; asks first, -y does
+    not)."""
+    confirm(f"delete secret {name}? jobs that name it will fail to start", yes=yes,
+            what=f"delete secret {name}")
     with seam.open_client() as client:
         gone = client.delete_secret(name)
+    if as_json:
+        echo_json(gone)
+        return
     click.echo(f"secret {gone.name} deleted", err=True)

@@ -83,11 +83,15 @@ def down_command(data_dir: Path) -> str:
 @click.command()
 @click.option("--data-dir", type=click.Path(path_type=Path),
               help="The exchange's data dir (default: ~/.bourse/local).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
-def down(data_dir: Path | None) -> None:
+def down(data_dir: Path | None, as_json: bool) -> None:
     """Stop the local exchange and everything it started (agents, their jobs, the
     coordinator and its store); waits until they have ended."""
     done = LocalExchange(_data_dir(data_dir)).down()
+    if as_json:
+        echo_json(done)
+        return
     click.echo("stopped: " + ", ".join(done.stopped) if done.stopped else "nothing was running")
     if done.gone:
         click.echo("already gone: " + ", ".join(done.gone))

@@ -90,7 +90,7 @@ class AuditView(Wire):
 
 class AuditList(Wire):
     records: list[AuditView]
-    cursor: int
+    cursor: int = Field(description="Pass back as `after` for the next page.")
 
 
 class AuditVerdict(Wire):

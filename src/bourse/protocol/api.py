@@ -51,6 +51,7 @@ class JobView(Wire):
     updated_at: float
     attempt: int  # the current attempt number, 0 before the first placement
     node_id: str | None = None
+    node_name: str | None = None  # that node's name, where the caller's project sees it
     exit_code: int | None = None
     reason: str | None = None
     pending_reason: str | None = None  # why it is not placed yet (the matcher's explanation)
@@ -203,12 +204,14 @@ class LogChunkView(Wire):
     stream: Literal["stdout", "stderr"]
     offset: int
     data: str  # base64
+    time: float | None = None  # when the agent read it (its clock); None in old archives
 
 
 class LogPage(Wire):
     chunks: list[LogChunkView]
-    cursor: int  # pass back as ``after`` for the next page
-    done: bool  # the job has ended and every chunk up to it has been returned
+    cursor: int = Field(description="Pass back as `after` for the next page.")
+    done: bool = Field(description="The job has ended and every chunk up to it has been "
+                                   "returned: there is no next page.")
 
 
 class NodeView(Wire):

@@ -44,7 +44,7 @@ from bourse.protocol.clouds import CloudList, LaunchView, ProjectLimitsView
 from bourse.protocol.common import JobSpec
 from bourse.protocol.metrics import MetricsView
 from bourse.sdk import access, clouds, core
-from bourse.sdk.bundle import aiter_file
+from bourse.sdk.bundle import Progress, aiter_file
 from bourse.sdk.client import DAY, SSE_HEADERS, Base, Source, body_headers, dropped, give_up
 from bourse.sdk.core import Call, StoredBundle
 from bourse.sdk.errors import ServerError, Unreachable, WaitTimeout, transport_errors
@@ -216,15 +216,18 @@ class AsyncClient(Base):
     async def bundle_exists(self, sha256: str) -> bool:
         return await self._send(core.bundle_exists(sha256))
 
-    async def upload_bundle(self, source: Source, sha256: str) -> StoredBundle:
+    async def upload_bundle(self, source: Source, sha256: str, *,
+                            progress: Progress | None = None) -> StoredBundle:
         headers = body_headers(source)
-        content = source if isinstance(source, bytes) else aiter_file(Path(source))
+        content = source if isinstance(source, bytes) else aiter_file(Path(source),
+                                                            progress=progress)
         return await self._send(core.upload_bundle(sha256), content=content, headers=headers)
 
-    async def ensure_bundle(self, source: Source, sha256: str) -> bool:
+    async def ensure_bundle(self, source: Source, sha256: str, *,
+                            progress: Progress | None = None) -> bool:
         if await self.bundle_exists(sha256):
             return False
-        await self.upload_bundle(source, sha256)
+        await self.upload_bundle(source, sha256, progress=progress)
         return True
 
     async def data_summary(self, uri: str) -> DataSummary:

@@ -13,7 +13,7 @@ import os
 import stat
 import tarfile
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Literal
@@ -27,6 +27,8 @@ from bourse.sdk.ignore import IGNORE_FILES, Rules, ignored, parse_rules
 MiB = 1024 * 1024
 DEFAULT_LIMIT = 100 * MiB
 CHUNK = MiB
+# progress(done, total) in bytes: files read while packing, or bundle bytes sent
+Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -55,15 +57,17 @@ class _Scan:
     warnings: list[str] = field(default_factory=list)
 
 
-def pack(root: Path | str, *, limit: int = DEFAULT_LIMIT, out: Path | None = None) -> Bundle:
-    """Pack ``root`` into ``out`` (a new temporary file by default)."""
+def pack(root: Path | str, *, limit: int = DEFAULT_LIMIT, out: Path | None = None,
+         progress: Progress | None = None) -> Bundle:
+    """Pack ``root`` into ``out`` (a new temporary file by default); ``progress`` is told the
+    bytes of files read so far against their total as packing goes."""
     scan = scan_dir(Path(root))
     if out is None:
         fd, name = tempfile.mkstemp(prefix="bourse-bundle-", suffix=".tar.gz")
         os.close(fd)
         out = Path(name)
     try:
-        sha256, size = _write(scan, out, limit)
+        sha256, size = _write(scan, out, limit, _Meter(scan.entries, progress))
     except BaseException:
         out.unlink(missing_ok=True)
         raise
@@ -151,13 +155,39 @@ class _HashingSink:
         self._raw.flush()
 
 
-def _write(scan: _Scan, out: Path, limit: int) -> tuple[str, int]:
+class _Meter:
+    """Counts the bytes of files read into the archive and tells ``progress``."""
+
+    def __init__(self, entries: list[Entry], progress: Progress | None) -> None:
+        self.progress = progress
+        self.total = sum(e.size for e in entries if e.kind == "file")
+        self.done = 0
+
+    def add(self, count: int) -> None:
+        self.done += count
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+
+class _MeteredReader:
+    """A file opened for reading whose reads are counted by a meter (tarfile reads it)."""
+
+    def __init__(self, raw: BinaryIO, meter: _Meter) -> None:
+        self._raw, self._meter = raw, meter
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(size)
+        self._meter.add(len(data))
+        return data
+
+
+def _write(scan: _Scan, out: Path, limit: int, meter: _Meter) -> tuple[str, int]:
     with out.open("wb") as raw:
         sink = _HashingSink(raw)
         gz = gzip.GzipFile(filename="", mode="wb", fileobj=sink, mtime=0)
         with gz, tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for entry in scan.entries:
-                _add(tar, scan.root, entry)
+                _add(tar, scan.root, entry, meter)
                 if sink.size > limit:
                     raise too_large(scan, limit)
     if sink.size > limit:
@@ -165,7 +195,7 @@ def _write(scan: _Scan, out: Path, limit: int) -> tuple[str, int]:
     return sink.hash.hexdigest(), sink.size
 
 
-def _add(tar: tarfile.TarFile, root: Path, entry: Entry) -> None:
+def _add(tar: tarfile.TarFile, root: Path, entry: Entry, meter: _Meter) -> None:
     info = tarfile.TarInfo(entry.path)
     info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
     info.mode = 0o755 if entry.kind == "dir" or entry.executable else 0o644
@@ -179,7 +209,7 @@ def _add(tar: tarfile.TarFile, root: Path, entry: Entry) -> None:
         info.size = entry.size
         try:
             with (root / entry.path).open("rb") as handle:
-                tar.addfile(info, handle)
+                tar.addfile(info, _MeteredReader(handle, meter))
         except OSError as exc:
             raise BourseError(f"cannot pack {entry.path}: {exc}",
                               hint="did it change while packing? run again") from exc
@@ -222,14 +252,25 @@ def human_size(size: float) -> str:
     raise AssertionError("unreachable")
 
 
-def iter_file(path: Path, chunk: int = CHUNK) -> Iterator[bytes]:
-    """A file's bytes in chunks, for a streamed upload."""
+def iter_file(path: Path, chunk: int = CHUNK,
+              progress: Progress | None = None) -> Iterator[bytes]:
+    """A file's bytes in chunks, for a streamed upload; ``progress`` is told the bytes handed
+    out so far against the file's size."""
+    total, done = path.stat().st_size, 0
     with path.open("rb") as handle:
         while data := handle.read(chunk):
             yield data
+            done += len(data)
+            if progress is not None:
+                progress(done, total)
 
 
-async def aiter_file(path: Path, chunk: int = CHUNK) -> AsyncIterator[bytes]:
+async def aiter_file(path: Path, chunk: int = CHUNK,
+                     progress: Progress | None = None) -> AsyncIterator[bytes]:
+    total, done = path.stat().st_size, 0
     async with await anyio.open_file(path, "rb") as handle:
         while data := await handle.read(chunk):
             yield data
+            done += len(data)
+            if progress is not None:
+                progress(done, total)

@@ -47,7 +47,7 @@ from bourse.protocol.clouds import CloudList, LaunchView, ProjectLimitsView
 from bourse.protocol.common import JobSpec
 from bourse.protocol.metrics import MetricsView
 from bourse.sdk import access, clouds, core
-from bourse.sdk.bundle import iter_file
+from bourse.sdk.bundle import Progress, iter_file
 from bourse.sdk.config import resolve_credentials
 from bourse.sdk.core import Call, StoredBundle
 from bourse.sdk.errors import ServerError, Unreachable, WaitTimeout, transport_errors
@@ -274,17 +274,20 @@ class Client(Base):
     def bundle_exists(self, sha256: str) -> bool:
         return self._send(core.bundle_exists(sha256))
 
-    def upload_bundle(self, source: Source, sha256: str) -> StoredBundle:
+    def upload_bundle(self, source: Source, sha256: str, *,
+                      progress: Progress | None = None) -> StoredBundle:
         """PUT a bundle: bytes as they are, a file streamed in chunks."""
         headers = body_headers(source)
-        content = source if isinstance(source, bytes) else iter_file(Path(source))
+        content = source if isinstance(source, bytes) else iter_file(Path(source),
+                                                            progress=progress)
         return self._send(core.upload_bundle(sha256), content=content, headers=headers)
 
-    def ensure_bundle(self, source: Source, sha256: str) -> bool:
+    def ensure_bundle(self, source: Source, sha256: str, *,
+                      progress: Progress | None = None) -> bool:
         """Upload unless the exchange has it already; True when it was uploaded."""
         if self.bundle_exists(sha256):
             return False
-        self.upload_bundle(source, sha256)
+        self.upload_bundle(source, sha256, progress=progress)
         return True
 
     def data_summary(self, uri: str) -> DataSummary:

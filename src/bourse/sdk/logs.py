@@ -50,6 +50,7 @@ class LogLine:
     stream: str
     text: str  # without its newline
     ended: bool  # by a newline; False for the rest at the end, or a line cut at MAX_LINE
+    time: float | None = None  # when its first bytes were read on the node
 
 
 class LogLines:
@@ -59,31 +60,38 @@ class LogLines:
         self.max_line = max_line
         self._decoder = LogDecoder()
         self._rest: dict[Key, str] = {}
+        self._since: dict[Key, float | None] = {}  # when each held line's first bytes came
 
     def feed(self, chunk: LogChunkView) -> list[LogLine]:
         """The lines this chunk completes, in order."""
         key = (chunk.attempt, chunk.rank, chunk.stream)
+        since = self._since.pop(key, chunk.time)
         *whole, rest = (self._rest.pop(key, "") + self._decoder.decode(chunk)).split("\n")
-        lines = [_line(key, text, True) for text in whole]
+        lines = []
+        for text in whole:
+            lines.append(_line(key, text, True, since))
+            since = chunk.time  # every later line starts in this chunk
         while len(rest) > self.max_line:
-            lines.append(_line(key, rest[:self.max_line], False))
-            rest = rest[self.max_line:]
+            lines.append(_line(key, rest[:self.max_line], False, since))
+            rest, since = rest[self.max_line:], chunk.time
         if rest:
-            self._rest[key] = rest
+            self._rest[key], self._since[key] = rest, since
         return lines
 
     def finish(self) -> list[LogLine]:
         """What is left: each stream's unfinished line (and any truncated character)."""
         for key, text in self._decoder.tails():
             self._rest[key] = self._rest.get(key, "") + text
-        lines = [_line(key, text, False) for key, text in self._rest.items()]
+        lines = [_line(key, text, False, self._since.get(key))
+                 for key, text in self._rest.items()]
         self._rest.clear()
+        self._since.clear()
         return lines
 
 
-def _line(key: Key, text: str, ended: bool) -> LogLine:
+def _line(key: Key, text: str, ended: bool, time: float | None) -> LogLine:
     attempt, rank, stream = key
-    return LogLine(attempt, rank, stream, text, ended)
+    return LogLine(attempt, rank, stream, text, ended, time)
 
 
 def raw_bytes(chunk: LogChunkView) -> bytes:

@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from bourse import __version__
-from bourse.server import errors, routes, ui
+from bourse.server import errors, openapi, routes, ui
 from bourse.server.audit.middleware import AuditMiddleware
 from bourse.server.config import ServerConfig, StoreConfig
 from bourse.server.dataplane import DataPlane, open_dataplane
@@ -105,7 +105,8 @@ def create_app(config: ServerConfig, clock: Callable[[], float] = time.time,
                 yield
 
     app = FastAPI(title="bourse", version=__version__, lifespan=lifespan,
-                  description="An open, self-hostable exchange for GPU compute.")
+                  description=openapi.DESCRIPTION,
+                  generate_unique_id_function=openapi.operation_id)
     app.state.bourse = state
     errors.install(app)
     app.add_middleware(BodyLimit)  # an oversized body is refused before a route reads it
@@ -115,7 +116,7 @@ def create_app(config: ServerConfig, clock: Callable[[], float] = time.time,
     app.include_router(ui.router)
 
     @app.get("/healthz", tags=["health"])
-    async def healthz() -> dict[str, bool]:
+    async def liveness() -> dict[str, bool]:
         """Liveness: answers without a token and says nothing else."""
         return {"ok": True}
 

@@ -56,7 +56,7 @@ def decode(data: bytes) -> list[LogChunkView]:
 def view(row: LogChunk) -> LogChunkView:
     return LogChunkView(cursor=row.id, attempt=row.attempt, rank=row.rank, seq=row.seq,
                         stream=row.stream, offset=row.offset,
-                        data=base64.b64encode(row.data).decode())
+                        data=base64.b64encode(row.data).decode(), time=row.time)
 
 
 def merge(archived: Sequence[LogChunkView], rows: Sequence[LogChunkView], after: int,

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from bourse.protocol.access import AuditList, AuditVerdict
+from bourse.server import openapi
 from bourse.server.errors import responses
 from bourse.server.routes.deps import Admin, State, User
 from bourse.server.services import audit
@@ -19,7 +20,8 @@ MAX_ID = 2**63 - 1
 @router.get("", responses=responses(401, 422))
 async def list_records(state: State, user: User,
                        since: Annotated[float | None, Query(ge=0, le=1e11)] = None,
-                       after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+                       after: Annotated[int, Query(ge=0, le=MAX_ID,
+                                                   description=openapi.AFTER_CURSOR)] = 0,
                        limit: Annotated[int, Query(ge=1, le=10000)] = 1000) -> AuditList:
     """Records after the cursor ``after`` (and at or after the time ``since``), oldest
     first."""

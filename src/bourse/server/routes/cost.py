@@ -15,7 +15,7 @@ router = APIRouter(prefix="/api/v1", tags=["cost"])
 
 
 @router.get("/cost", responses=responses(401, 422))
-async def cost(state: State, user: User,
+async def cost_summary(state: State, user: User,
                by: Annotated[Literal["day", "node", "job", "project"], Query()] = "day",
                since: Annotated[float | None, Query(ge=0, le=1e11)] = None) -> CostSummary:
     async with state.db.read() as session:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.requests import HTTPConnection
 
 from bourse.core.errors import Forbidden
@@ -42,11 +43,19 @@ async def principal_of(connection: HTTPConnection, kind: TokenKind) -> Principal
     return principal
 
 
-async def user(request: Request) -> Principal:
+# Declares the bearer scheme in the OpenAPI document, so the interactive docs can authorise
+# and every route that needs a token says so; the token itself is read by ``principal_of``
+# from the same header (auto_error off: a missing token is refused there, in our words).
+BEARER = HTTPBearer(auto_error=False, scheme_name="token", bearerFormat="bourse token",
+                    description="An API token (`bourse tokens create`) or a node's token.")
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)]
+
+
+async def user(request: Request, _: Credentials) -> Principal:
     return await principal_of(request, "user")
 
 
-async def admin(request: Request) -> Principal:
+async def admin(request: Request, _: Credentials) -> Principal:
     principal = await principal_of(request, "user")
     if not principal.admin:
         raise Forbidden("this needs an admin token",
@@ -54,7 +63,7 @@ async def admin(request: Request) -> Principal:
     return principal
 
 
-async def provider(request: Request) -> Principal:
+async def provider(request: Request, _: Credentials) -> Principal:
     principal = await principal_of(request, "user")
     if not principal.provider:
         raise Forbidden("this needs a provider or admin token",
@@ -62,7 +71,7 @@ async def provider(request: Request) -> Principal:
     return principal
 
 
-async def user_or_node(request: Request) -> Principal:
+async def user_or_node(request: Request, _: Credentials) -> Principal:
     kind: TokenKind = "node" if (bearer(request) or "").startswith("bse_n_") else "user"
     return await principal_of(request, kind)
 

@@ -14,10 +14,11 @@ from bourse.core.compute import MAX_NODES
 from bourse.core.states import JobState
 from bourse.protocol.api import EventList, JobBatch, JobDetail, JobList, JobView, LogPage
 from bourse.protocol.common import ID_PATTERN, JobSpec
+from bourse.server import openapi
 from bourse.server.access import Scope
 from bourse.server.errors import responses
 from bourse.server.routes.deps import State, User
-from bourse.server.services import jobs
+from bourse.server.services import jobs, nodes
 from bourse.server.state import ServerState
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
@@ -58,7 +59,8 @@ async def list_jobs(state: State, user: User, job_state: Annotated[
     async with state.db.read() as session:
         found = await jobs.list_jobs(session, user.scope, job_state.value if job_state else None,
                                      limit, run)
-        return JobList(jobs=[jobs.job_view(j) for j in found])
+        views = [jobs.job_view(j) for j in found]
+        return JobList(jobs=await nodes.named(session, user.scope, views))
 
 
 @router.get("/{job_id}", responses=responses(401, 404, 422))
@@ -78,17 +80,21 @@ async def cancel(job_id: JobIdPath, state: State, user: User) -> JobView:
 
 
 @router.get("/{job_id}/events", responses=responses(401, 404, 422))
-async def events(job_id: JobIdPath, state: State, user: User,
-                 after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0) -> EventList:
+async def events(job_id: JobIdPath, state: State, user: User, after: Annotated[
+        int, Query(ge=0, le=MAX_ID, description=openapi.AFTER_EVENT)] = 0) -> EventList:
+    """The job's timeline, oldest first, a page after the cursor ``after``."""
     async with state.db.read() as session:
         return EventList(events=await jobs.list_events(session, job_id, user.scope, after))
 
 
 @router.get("/{job_id}/logs", responses=responses(401, 404, 422, 503))
 async def logs(job_id: JobIdPath, state: State, user: User, *,
-               after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+               after: Annotated[int, Query(ge=0, le=MAX_ID,
+                                           description=openapi.AFTER_CURSOR)] = 0,
                limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
                rank: RankQuery = None) -> LogPage:
+    """A page of the job's output chunks after the cursor ``after``; ``done`` once the job has
+    ended and no chunk is left."""
     async with state.db.read() as session:
         return await jobs.read_logs(session, job_id, user.scope, after, limit,
                                     archive=state.logs, rank=rank)
@@ -96,7 +102,8 @@ async def logs(job_id: JobIdPath, state: State, user: User, *,
 
 @router.get("/{job_id}/logs/follow", responses=responses(401, 404, 422))
 async def follow(job_id: JobIdPath, state: State, user: User,
-                 after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+                 after: Annotated[int, Query(ge=0, le=MAX_ID,
+                                             description=openapi.AFTER_FOLLOW)] = 0,
                  rank: RankQuery = None) -> StreamingResponse:
     async with state.db.read() as session:  # 404 or a bad rank before the stream starts
         await jobs.get_member(session, job_id, user.scope, rank)

@@ -14,7 +14,7 @@ router = APIRouter(prefix="/api/v1", tags=["offers"])
 
 
 @router.post("/offers", responses=responses(400, 401, 413, 422))
-async def offers(query: OfferQuery, state: State, user: User) -> OfferList:
+async def match_offers(query: OfferQuery, state: State, user: User) -> OfferList:
     """The market: every project sees every node's free capacity, but a node of another
     project only under an opaque offer id, without its node id or name."""
     async with state.db.read() as session:

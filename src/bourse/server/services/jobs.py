@@ -192,6 +192,7 @@ async def job_detail(session: AsyncSession, job: Job, scope: Scope, now: float) 
         select(Node).where(Node.id.in_({a.node_id for a in attempts})), Node.project_id))).all()}
     views = [attempt_view(a, names.get(a.node_id), now) for a in attempts]
     view = job_view(job).model_dump()
+    view["node_name"] = names.get(job.node_id or "")
     view["cost"] = total_cost([a.cost for a in views])
     lost = [a.lost_work_s for a in views if a.lost_work_s is not None]
     view["lost_work_s"] = sum(lost) if lost else None

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.errors import NotFound
-from bourse.protocol.api import NodeView
+from bourse.protocol.api import JobView, NodeView
 from bourse.protocol.common import Capabilities, Declared, ProbeReport, VerificationReport
 from bourse.server.access import Scope
 from bourse.server.db.schema import Attempt, Job, Node
@@ -20,6 +20,23 @@ async def list_nodes(session: AsyncSession, scope: Scope, connected: set[str]) -
     nodes = (await session.scalars(scope.filter(
         select(Node).order_by(Node.created_at, Node.id), Node.project_id))).all()
     return await _views(session, nodes, scope, connected)
+
+
+async def node_names(session: AsyncSession, scope: Scope,
+                     ids: Iterable[str | None]) -> dict[str, str]:
+    """Names of the nodes the scope sees (another project's node has none: show its id)."""
+    wanted = {i for i in ids if i}
+    if not wanted:
+        return {}
+    rows = await session.execute(scope.filter(
+        select(Node.id, Node.name).where(Node.id.in_(wanted)), Node.project_id))
+    return {node_id: name for node_id, name in rows.all()}
+
+
+async def named(session: AsyncSession, scope: Scope, views: list[JobView]) -> list[JobView]:
+    """Jobs with the name of the node each runs on (``node_name``), where the scope sees it."""
+    names = await node_names(session, scope, (v.node_id for v in views))
+    return [v.model_copy(update={"node_name": names.get(v.node_id or "")}) for v in views]
 
 
 async def get_node(session: AsyncSession, node_id: str, scope: Scope,

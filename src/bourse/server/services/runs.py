@@ -25,6 +25,7 @@ from bourse.server.access import Scope
 from bourse.server.commands import Command
 from bourse.server.db.schema import Job, Run
 from bourse.server.services.jobs import cancel_row, job_view
+from bourse.server.services.nodes import named
 
 EXPIRE_BATCH = 100
 
@@ -102,7 +103,7 @@ async def run_detail(session: AsyncSession, run_id: str, scope: Scope) -> RunDet
                                   .order_by(Job.created_at, Job.id))).all()
     if not rows:
         raise NotFound(f"no run {run_id!r}", hint="`bourse runs` lists runs")
-    jobs = [job_view(row) for row in rows]
+    jobs = await named(session, scope, [job_view(row) for row in rows])
     lease = await session.get(Run, (rows[0].project_id, run_id))
     return RunDetail(**summarise(run_id, jobs, lease).model_dump(), jobs=jobs,
                      edges=stage_edges(jobs))

@@ -57,7 +57,7 @@ async def offers_page(ctx: Ctx) -> Response:
         error, compute = exc, None
     if compute is not None:
         query = OfferQuery(compute=compute, limit=OFFERS_LIMIT, explain=True)
-        result = await api_offers.offers(query, ctx.state, ctx.session.principal)
+        result = await api_offers.match_offers(query, ctx.state, ctx.session.principal)
     return page("offers.html", 422 if error else 200, **ctx.context(
         fields=fields, result=result, error=error,
         described=compute.describe() if compute is not None else ""))
@@ -72,7 +72,7 @@ async def _runs(ctx: Ctx) -> dict[str, object]:
         runs = views.group_runs(jobs.job_view(j) for j in found)
         stages = [s for run in runs for s in run.stages]
         times = await queries.attempt_times(session, [s.job_id for s in stages])
-        names = await queries.node_names(session, ctx.scope, [s.node_id for s in stages])
+        names = await nodes.node_names(session, ctx.scope, [s.node_id for s in stages])
     now = ctx.state.clock()
     return {"runs": [(run, graph.draw(run, names, times, now)) for run in runs], "now": now,
             "ago": views.ago, "app": app}

@@ -8,7 +8,7 @@ from starlette.responses import RedirectResponse, Response
 
 from bourse.protocol.api import JobDetail, LogPage
 from bourse.server.routes import jobs as api_jobs
-from bourse.server.services import jobs
+from bourse.server.services import jobs, nodes
 from bourse.server.ui import queries, reasons, views
 from bourse.server.ui.guard import Ctx, int_param, member_rank, path_id
 from bourse.server.ui.render import json_response, page
@@ -54,7 +54,7 @@ async def _rows(ctx: Ctx, filters: Filters) -> list[views.JobRow]:
     async with ctx.state.db.read() as session:
         found = await queries.search_jobs(session, ctx.scope, filters.state, filters.text,
                                           LIST_LIMIT)
-        names = await queries.node_names(session, ctx.scope, (j.node_id for j in found))
+        names = await nodes.node_names(session, ctx.scope, (j.node_id for j in found))
     now = ctx.state.clock()
     return [views.job_row(jobs.job_view(j), names, now) for j in found]
 

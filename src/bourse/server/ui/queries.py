@@ -1,5 +1,5 @@
 """The few reads the pages need that the API's services do not offer: searching jobs by name or
-id, node names for a page of jobs, the jobs that belong to app runs (by app) and when their
+id, the jobs that belong to app runs (by app) and when their
 current attempts ran."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.server.access import Scope
-from bourse.server.db.schema import Attempt, Job, Node
+from bourse.server.db.schema import Attempt, Job
 from bourse.server.services import runs
 
 RUN_JOBS_LIMIT = 2000  # the runs page shows the runs of the newest this many named jobs
@@ -28,17 +28,6 @@ async def search_jobs(session: AsyncSession, scope: Scope, state: str | None, te
         query = query.where(or_(func.lower(Job.name).contains(needle, autoescape=True),
                                 func.lower(Job.id).contains(needle, autoescape=True)))
     return (await session.scalars(query)).all()
-
-
-async def node_names(session: AsyncSession, scope: Scope,
-                     ids: Iterable[str | None]) -> dict[str, str]:
-    """Names of the nodes the scope sees (another project's node shows as its id)."""
-    wanted = {i for i in ids if i}
-    if not wanted:
-        return {}
-    rows = await session.execute(scope.filter(
-        select(Node.id, Node.name).where(Node.id.in_(wanted)), Node.project_id))
-    return {node_id: name for node_id, name in rows.tuples()}
 
 
 async def run_jobs(session: AsyncSession, scope: Scope, app: str = "",

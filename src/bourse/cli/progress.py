@@ -1,0 +1,124 @@
+"""Progress of the CLI's long steps (packing and uploading code), on stderr.
+
+On a terminal a step is a rich bar with bytes, speed and time left, gone when the step ends;
+anywhere else (a CI log, a pipe) it is a plain line at most every few seconds, so a log shows
+that something moves without filling up. A step that ends quickly shows nothing either way,
+and nothing at all is shown when stdout carries JSON: commands pass ``enabled=False`` there.
+
+A step is a callable ``report(done, total)`` in bytes, which is what the SDK's ``pack`` and
+``ensure_bundle`` take as ``progress``; it shows nothing until the first call, so a step that
+never happens (a bundle the exchange already has) leaves no trace.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import click
+
+from bourse.sdk.bundle import human_size
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+Report = Callable[[int, int], None]
+QUIET_S = 0.5  # a step shorter than this shows nothing
+PLAIN_EVERY_S = 5.0  # a plain line at most this often
+
+
+def stderr_is_terminal() -> bool:
+    if os.environ.get("TERM") == "dumb":
+        return False
+    return sys.stderr.isatty()
+
+
+class PlainStep:
+    """One line per few seconds: ``packing code: 40.0 MiB / 86.0 MiB (46 %)``."""
+
+    def __init__(self, label: str, clock: Callable[[], float] = time.monotonic,
+                 every_s: float = PLAIN_EVERY_S) -> None:
+        self.label, self.clock, self.every_s = label, clock, every_s
+        self.started = clock()
+        self.last: float | None = None  # when a line was last written
+        self.done = self.total = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+        now = self.clock()
+        due = self.started + QUIET_S if self.last is None else self.last + self.every_s
+        if now >= due and done < total:
+            self.last = now
+            click.echo(f"{self.label}: {line(done, total, now - self.started)}", err=True)
+
+    def close(self) -> None:
+        """The last line, if any was written: where the step ended."""
+        if self.last is not None:
+            click.echo(f"{self.label}: {line(self.done, self.total, self.clock() - self.started)}",
+                       err=True)
+
+
+def line(done: int, total: int, elapsed: float) -> str:
+    share = f" ({100 * done // total} %)" if total else ""
+    speed = f", {human_size(done / elapsed)}/s" if elapsed > 0 else ""
+    return f"{human_size(done)} / {human_size(total)}{share}{speed}"
+
+
+class BarStep:
+    """A rich bar on stderr, started at the first report after ``QUIET_S``."""
+
+    def __init__(self, label: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.label, self.clock = label, clock
+        self.started = clock()
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._bar is None:
+            if self.clock() < self.started + QUIET_S or done >= total:
+                return
+            self._start()
+        assert self._bar is not None and self._task is not None
+        self._bar.update(self._task, completed=done, total=total)
+
+    def _start(self) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                             TransferSpeedColumn(), TimeRemainingColumn(),
+                             console=Console(stderr=True), transient=True)
+        self._bar.start()
+        self._task = self._bar.add_task(self.label, total=None)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+@contextmanager
+def step(label: str, *, enabled: bool = True) -> Iterator[Report]:
+    """A ``report(done, total)`` for one step, shown as this module says."""
+    if not enabled:
+        yield _ignore
+        return
+    shown = BarStep(label) if stderr_is_terminal() else PlainStep(label)
+    try:
+        yield shown
+    finally:
+        shown.close()
+
+
+def _ignore(done: int, total: int) -> None:
+    return None
