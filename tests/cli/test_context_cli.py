@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 
 from bourse.cli import access
 from bourse.cli import client as seam
-from bourse.cli import context as context_cli
+from bourse.cli import confirm as confirming
 from bourse.cli.main import cli
 from bourse.sdk.client import Client
 from bourse.sdk.contexts import load_contexts
@@ -126,7 +126,7 @@ def test_rm_needs_a_yes_without_a_terminal(home: Path,
     refused = run("context", "rm", "lab")
     assert refused.exit_code == 2 and "pass --yes" in refused.stderr
     assert load_contexts().names == ["prod", "lab"]
-    monkeypatch.setattr(context_cli, "interactive", lambda: True)
+    monkeypatch.setattr(confirming, "terminal", lambda: True)
     assert run("context", "rm", "lab", stdin="n\n").exit_code == 1  # answered no
     assert run("context", "rm", "lab", stdin="y\n").exit_code == 0
     removed = run("context", "rm", "-y", "prod")

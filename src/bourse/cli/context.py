@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from bourse.cli.confirm import confirm, yes_option
 from bourse.cli.errors import handles_errors
 from bourse.cli.render import echo_json, table
 from bourse.core.errors import InvalidInput
@@ -136,18 +137,14 @@ def show(as_json: bool) -> None:
 
 @context.command("rm")
 @click.argument("name")
-@click.option("-y", "--yes", is_flag=True, help="Do not ask.")
+@yes_option
 @handles_errors
 def remove(name: str, yes: bool) -> None:
     """Remove a context and its token from this machine (the token stays valid on the
     exchange: `bourse tokens revoke` ends it)."""
     contexts = load_contexts()
     entry = contexts.get(name)
-    if not yes:
-        if not interactive():
-            raise InvalidInput(f"removing context {name} needs a confirmation", field="--yes",
-                               hint="pass --yes (-y)")
-        click.confirm(f"remove context {name} ({entry.url})?", abort=True)
+    confirm(f"remove context {name} ({entry.url})?", yes=yes, what=f"remove context {name}")
     after = contexts.remove(name)
     save_contexts(after)
     note = "" if after.current else "; no context is current now (`bourse context use NAME`)"
