@@ -26,6 +26,9 @@ from bourse.protocol.common import MAX_PENDING_TIMEOUT_S, Port, parse_port
 from bourse.sdk.bundle import human_size, pack
 from bourse.sdk.client import Client
 from bourse.sdk.core import job_spec
+from bourse.sdk.inputs import resolve_local_inputs
+from bourse.storage.copyplan import Plan
+from bourse.storage.transfer import TransferResult
 
 
 def parse_env(pairs: tuple[str, ...], environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -72,6 +75,17 @@ def upload_code(client: Client, root: Path) -> str:
     where = "uploaded" if uploaded else "already on the exchange"
     click.echo(f"code: {bundle.file_count} files, {human_size(bundle.size)}, {where}", err=True)
     return bundle.sha256
+
+
+def report_input(name: str, plan: Plan, result: TransferResult) -> None:
+    """One line per local input: what went up, or that the store had it already."""
+    where = plan.dest.text
+    if not result.copied:
+        click.echo(f"input {name}: already in the store at {where}", err=True)
+        return
+    size = human_size(sum(i.size for i in result.copied))
+    click.echo(f"input {name}: {len(result.copied)} file(s), {size}, uploaded to {where}",
+               err=True)
 
 
 class StatusLine:
@@ -163,9 +177,12 @@ def run(command: tuple[str, ...], *, name: str | None, env_pairs: tuple[str, ...
                    "ports": parse_ports(ports),
                    "project_secrets": list(secrets) or None,
                    "pending_timeout_s": pending_seconds(pending_timeout)}
-    spec_fields |= data_fields(flags)  # --input, --output, --checkpoint
+    data = data_fields(flags)  # --input, --output, --checkpoint
     with seam.open_client() as client:
         bundle = None if no_code else upload_code(client, Path.cwd())
+        if data["inputs"]:  # local paths uploaded, replaced by their URIs
+            data["inputs"] = resolve_local_inputs(client, data["inputs"], report=report_input)
+        spec_fields |= data
         job = client.submit(job_spec(list(command), bundle=bundle, **spec_fields))
         if detach:
             click.echo(job.id)
