@@ -25,6 +25,7 @@ from bourse.storage.transfer import Transfer, TransferOptions
 pytestmark = pytest.mark.anyio
 PART = 5 << 20  # S3's smallest multipart part (SeaweedFS refuses smaller ones too)
 OPTIONS = TransferOptions(concurrency=4, part_size=PART, part_concurrency=4)
+ONE = TransferOptions(concurrency=1, part_size=PART)
 RECURSIVE = PlanOptions(recursive=True, part_size=PART)
 
 
@@ -34,9 +35,9 @@ class Interrupted(Exception):
 
 @pytest.fixture(scope="module")
 def bucket(seaweed: SeaweedServer) -> Iterator[str]:
-    """One bucket for the module, each test below a prefix of its own: SeaweedFS 4.48's
-    volume server took 12-29 s to stop (instead of 2) once several buckets that had held
-    multipart objects were made and deleted (its log: "Volume stopped 28.6s")."""
+    """One bucket for the module, each test below a prefix of its own (fewer buckets made and
+    deleted: SeaweedFS 4.48's volume server sometimes takes 12-29 s to stop instead of 2
+    after these tests, "Volume stopped 29.3s" in its log; cause not found)."""
     client = s3_client(seaweed)
     name = f"t-{uuid.uuid4().hex[:16]}"
     client.create_bucket(Bucket=name)
@@ -64,9 +65,10 @@ def _tree(make_tree: Any) -> Path:
     return Path(make_tree(files))
 
 
-async def _copy(stores: Opener, source: str, dest: str, **extra: Any) -> Any:
+async def _copy(stores: Opener, source: str, dest: str, *,
+                options: TransferOptions = OPTIONS, **extra: Any) -> Any:
     plan = await plan_copy(stores, Place.of(source), Place.of(dest, "dest"), RECURSIVE)
-    return plan, await Transfer(stores, OPTIONS, **extra).run(plan)
+    return plan, await Transfer(stores, options, **extra).run(plan)
 
 
 def _same_trees(a: Path, b: Path) -> None:
@@ -103,7 +105,8 @@ async def test_a_tree_goes_up_comes_back_and_is_not_copied_twice(
 
 async def test_an_interrupted_copy_copies_only_the_rest_when_run_again(
         stores: Stores, bucket: str, make_tree: Any) -> None:
-    # single-part files: a multipart upload cut mid-part is left in the store (its parts)
+    # single-part files, one at a time: an upload cut mid-request leaves SeaweedFS 4.48's
+    # volume server 30 s to stop ("truncated request body" in its log)
     tree = Path(make_tree({f"f{i:02d}": os.urandom(1000 + i) for i in range(12)}))
     dest = f"s3://{bucket}/resume/"
     done: list[str] = []
@@ -113,16 +116,14 @@ async def test_an_interrupted_copy_copies_only_the_rest_when_run_again(
         if len(done) == 3:
             raise Interrupted
 
-    with pytest.raises(ExceptionGroup) as stopped:
-        await _copy(stores, str(tree), dest, on_object=stop_after_three)
-    present = {i.key for i in await stores(Place.of(dest).uri).list("resume/")}
+    with pytest.raises(ExceptionGroup) as stopped:  # one at a time: none cut mid-request
+        await _copy(stores, str(tree), dest, on_object=stop_after_three, options=ONE)
     plan, rest = await _copy(stores, str(tree), dest)
 
     assert stopped.group_contains(Interrupted)
-    assert set(done) <= present and 3 <= len(present) < 12
-    assert {i.dest for i in plan.skip} == present
-    assert len(rest.copied) == 12 - len(present) and not rest.failures
-    assert {i.dest for i in rest.copied}.isdisjoint(present)
+    assert {i.dest for i in plan.skip} == set(done)
+    assert {i.dest for i in rest.copied} == {i.dest for i in plan.copy}
+    assert len(rest.copied) == 9 and not rest.failures
 
 
 async def test_a_file_rewritten_with_the_same_size_is_copied_again(

@@ -83,9 +83,9 @@ class Transfer:
                 except (StorageError, OSError) as exc:
                     result.failures[item.source] = str(exc)
                     return
-            result.copied.append(item)
-            if self.on_object is not None:
-                self.on_object(item)
+                result.copied.append(item)
+                if self.on_object is not None:  # before the next object may start
+                    self.on_object(item)
 
         async with asyncio.TaskGroup() as group:
             for item in sorted(plan.copy, key=lambda i: -i.size):  # largest first
