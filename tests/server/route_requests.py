@@ -20,6 +20,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/v1/projects"): {"json": {"name": "made-by-matrix"}},
     ("PUT", "/api/v1/secrets/{name}"): {"json": {"value": "matrix-value"}},
     ("PUT", "/api/v1/nodes/{node_id}/tags"): {"json": {"tags": ["hipaa"]}},
+    ("POST", "/api/v1/data/credentials"): {"json": {"read": ["s3://bourse/shared/"]}},
 }
 
 # Routes that name what they read in their query: (method, path) -> (parameter, its id, default)

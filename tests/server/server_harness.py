@@ -29,6 +29,8 @@ from bourse.server.http.limits import MAX_FRAME_BYTES
 from bourse.server.scheduler import PlacementReport
 from bourse.server.services import tokens
 from bourse.server.state import ServerState
+from bourse.storage import MemoryStore
+from bourse.storage.memory import MemoryStores
 
 START = 1_700_000_000.0
 NOTHING_CONNECTED = re.compile(r"^no (verified )?node is connected$")  # a pending reason
@@ -174,13 +176,14 @@ def server_config(data_dir: Path, database_url: str, **overrides: Any) -> Server
 
 @contextlib.asynccontextmanager
 async def memory_store_exchange(tmp_path: Path, database_url: str,
-                                store: Any) -> AsyncIterator[Exchange]:
-    """``open_exchange`` with a data plane over an in-memory store (bucket ``bourse``) and
-    an issuer that hands out keys without a store behind them."""
+                                store: MemoryStore) -> AsyncIterator[Exchange]:
+    """``open_exchange`` with a data plane over an in-memory store (bucket ``bourse``; every
+    other bucket an empty one of its own) and an issuer that hands out keys without a store
+    behind them."""
     from bourse.storage import MemoryIssuer, StoreSettings
 
     plane = DataPlane(StoreSettings(endpoint="http://store.test:8333"), "bourse",
-                      MemoryIssuer(), store=store)
+                      MemoryIssuer(), store=store, opener=MemoryStores(store))
     async with open_exchange(tmp_path, database_url, dataplane=plane) as opened:
         yield opened
 

@@ -28,7 +28,8 @@ async def _fixtures(exchange: Exchange) -> dict[str, str]:
     node_id, _ = await exchange.enroll("n0")
     made = await exchange.client.post("/api/v1/tokens", json={"name": "spare"})
     return {"job_id": job["id"], "node_id": node_id, "sha256": SHA, "run_id": "r-auth",
-            "token_id": made.json()["id"], "name": "SOME_SECRET", "project": "default"}
+            "token_id": made.json()["id"], "name": "SOME_SECRET", "project": "default",
+            "grant_id": "u" + "0" * 20}
 
 
 async def _revoked(exchange: Exchange) -> str:

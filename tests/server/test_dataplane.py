@@ -22,6 +22,7 @@ from bourse.server.dataplane.plan import attempt_scope, check_spec, overlaps, re
 from bourse.storage import MemoryIssuer, MemoryStore, StoreSettings, parse_uri
 from bourse.storage.credentials import ScopedCredentials
 from bourse.storage.errors import CredentialError
+from bourse.storage.memory import MemoryStores
 
 pytestmark = pytest.mark.anyio
 ROOT = parse_uri("s3://bourse/")
@@ -48,7 +49,8 @@ def issuer() -> FlakyIssuer:
 
 @pytest.fixture
 def plane(issuer: FlakyIssuer) -> DataPlane:
-    return DataPlane(SETTINGS, "bourse", issuer, store=MemoryStore("bourse"))
+    return DataPlane(SETTINGS, "bourse", issuer, store=MemoryStore("bourse"),
+                     opener=MemoryStores())
 
 
 @pytest.fixture
@@ -279,7 +281,8 @@ async def test_renewal_and_recovery_after_a_restart(plane: DataPlane,
     later = first.expires_at - plane.ttl / 2 + timedelta(seconds=1)
     assert await plane.renew_due(later) == 1
     assert plane.grants[("j-1", 1)].expires_at == later + plane.ttl
-    restarted = DataPlane(SETTINGS, "bourse", issuer, store=MemoryStore("bourse"))
+    restarted = DataPlane(SETTINGS, "bourse", issuer, store=MemoryStore("bourse"),
+                          opener=MemoryStores())
     assert await restarted.recover([("j-1", 1, spec), ("j-2", 1, spec)]) == 1
     adopted = restarted.grants[("j-1", 1)]
     assert (adopted.access_key.access_key_id, adopted.access_key.secret_access_key) == (

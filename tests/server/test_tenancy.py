@@ -83,7 +83,11 @@ async def _alpha(exchange: Exchange) -> Alpha:
     secret = await client.put("/api/v1/secrets/ALPHA_SECRET_NAME", headers=member,
                               json={"value": "alpha-secret-value-0d2"})
     assert secret.status_code == 201, secret.text
-    ids = {"job_id": job.json()["id"], "node_id": node.json()["node_id"], "sha256": ALPHA_SHA,
+    grant = await client.post("/api/v1/data/credentials", headers=member,
+                              json={"write": [ALPHA_OUT + "more/"]})
+    assert grant.status_code == 201, grant.text
+    ids = {"grant_id": grant.json()["id"], "job_id": job.json()["id"],
+           "node_id": node.json()["node_id"], "sha256": ALPHA_SHA,
            "token_id": token.json()["id"], "name": "ALPHA_SECRET_NAME",
            "run_id": "r-alpha-run-5e1", "uri": ALPHA_OUT, "project": "alpha-corp"}
     markers = {*ids.values(), "alpha-job-name-91c", "alpha-node-name-7f3", "alpha-corp",

@@ -13,9 +13,11 @@ from bourse.protocol.api import JobView
 
 def data_options(command: Any) -> Any:
     options = [
-        click.option("--input", "inputs", multiple=True, metavar="NAME=URI",
+        click.option("--input", "inputs", multiple=True, metavar="NAME=URI|PATH",
                      help="Data the job reads, prefetched to the node before it starts; the "
-                     "job finds it at $BOURSE_INPUT_<NAME> (repeatable)."),
+                     "job finds it at $BOURSE_INPUT_<NAME> (repeatable). A local path is "
+                     "uploaded once to the project's home in the store (unchanged data is "
+                     "not uploaded again)."),
         click.option("--output", "outputs", multiple=True, metavar="NAME=URI",
                      help="A directory the job fills ($BOURSE_OUTPUT_<NAME>), uploaded to URI "
                      "when it exits 0; the job succeeds once it is (repeatable)."),

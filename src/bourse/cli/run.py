@@ -10,7 +10,7 @@ import shlex
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -28,6 +28,10 @@ from bourse.protocol.common import MAX_PENDING_TIMEOUT_S, Port, parse_port
 from bourse.sdk.bundle import human_size, pack
 from bourse.sdk.client import Client
 from bourse.sdk.core import job_spec
+
+if TYPE_CHECKING:
+    from bourse.storage.copyplan import Plan
+    from bourse.storage.transfer import TransferResult
 
 
 def parse_env(pairs: tuple[str, ...], environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -76,6 +80,17 @@ def upload_code(client: Client, root: Path) -> str:
     where = "uploaded" if uploaded else "already on the exchange"
     click.echo(f"code: {bundle.file_count} files, {human_size(bundle.size)}, {where}", err=True)
     return bundle.sha256
+
+
+def report_input(name: str, plan: Plan, result: TransferResult) -> None:
+    """One line per local input: what went up, or that the store had it already."""
+    where = plan.dest.text
+    if not result.copied:
+        click.echo(f"input {name}: already in the store at {where}", err=True)
+        return
+    size = human_size(sum(i.size for i in result.copied))
+    click.echo(f"input {name}: {len(result.copied)} file(s), {size}, uploaded to {where}",
+               err=True)
 
 
 class StatusLine:
@@ -206,19 +221,28 @@ def run(command: tuple[str, ...], *, local: bool, run_id: str | None, **options:
 
 
 def submit_job(command: list[str], fields: dict[str, Any], code: Path | None,
-               options: dict[str, Any], summary: str) -> None:
-    """Submit the job (its code packed from ``code``) and follow it, print its id
-    (``--detach``), or print what it would be (``--dry-run``)."""
+               options: dict[str, Any], summary: str, base: Path | None = None) -> None:
+    """Submit the job (its code packed from ``code``, local inputs read from ``base``, the
+    working directory by default) and follow it, print its id (``--detach``), or print what
+    it would be (``--dry-run``: local inputs shown as ``file://`` URIs, not uploaded)."""
     if options.get("as_json") and not options.get("dry_run"):
         raise click.UsageError("--json goes with --dry-run (the plan as JSON)")
+    inputs = fields.get("inputs") or {}
     if options.get("dry_run"):
         from bourse.cli.plan import show_plan
 
-        show_plan(job_spec(command, **fields), code, summary, as_json=bool(
-            options.get("as_json")))
+        shown = {n: v if "://" in v else (base or Path.cwd()).joinpath(v).resolve().as_uri()
+                 for n, v in inputs.items()}
+        show_plan(job_spec(command, **(fields | {"inputs": shown or None})), code, summary,
+                  as_json=bool(options.get("as_json")))
         return
     with seam.open_client() as client:
         bundle = None if code is None else upload_code(client, code)
+        if any("://" not in v for v in inputs.values()):  # local paths: uploaded, then URIs
+            from bourse.sdk.inputs import resolve_local_inputs
+
+            fields = fields | {"inputs": resolve_local_inputs(client, inputs, base=base,
+                                                                report=report_input)}
         job = client.submit(job_spec(command, bundle=bundle, **fields))
         if options.get("detach"):
             click.echo(job.id)

@@ -8,9 +8,11 @@ from pydantic import Field
 
 from bourse.core.compute import Compute
 from bourse.core.states import AttemptState, JobState, NodeState
+from bourse.protocol.agent import StoreAccess
 from bourse.protocol.clouds import LaunchView
 from bourse.protocol.common import (
     Capabilities,
+    DataUri,
     Declared,
     JobSpec,
     ProbeReport,
@@ -179,6 +181,36 @@ class DataSummary(Wire):
     objects: int
     bytes: int
     digest: str
+
+
+MIN_GRANT_TTL_S, MAX_GRANT_TTL_S = 60.0, 12 * 3600.0
+
+
+class DataGrantRequest(Wire):
+    """``POST /data/credentials``: store credentials for the caller, reading ``read`` and
+    reading, writing and deleting below ``write`` (``bourse cp``, ``ls``, ``rm``)."""
+
+    read: list[DataUri] = Field(default_factory=list, max_length=64)
+    write: list[DataUri] = Field(default_factory=list, max_length=64)
+    ttl_s: float = Field(default=3600.0, ge=MIN_GRANT_TTL_S, le=MAX_GRANT_TTL_S)
+
+
+class DataGrant(Wire):
+    """Short-lived store credentials of the caller's project, scoped to what it asked for and
+    may touch; ``store`` holds the endpoint and the key (its secret once, here)."""
+
+    id: str  # DELETE /data/credentials/{id} revokes it before it expires
+    read: list[str]
+    write: list[str]
+    store: StoreAccess
+
+
+class DataHome(Wire):
+    """``GET /data/home``: the exchange's bucket and the caller's project's home in it."""
+
+    store: str  # s3://<bucket>/
+    home: str  # s3://<bucket>/projects/<project>/
+    project: str
 
 
 class EventView(Wire):

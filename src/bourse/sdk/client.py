@@ -28,6 +28,8 @@ from bourse.protocol.access import (
 )
 from bourse.protocol.api import (
     CostSummary,
+    DataGrant,
+    DataHome,
     DataSummary,
     EnrollmentToken,
     EventView,
@@ -293,6 +295,19 @@ class Client(Base):
     def data_summary(self, uri: str) -> DataSummary:
         """What the exchange's store holds at ``uri``: objects, bytes, digest."""
         return self._send(core.data_summary(uri))
+
+    def data_home(self) -> DataHome:
+        """The exchange's bucket and this project's home in it (``projects/<project>/``)."""
+        return self._send(core.data_home())
+
+    def data_credentials(self, read: Sequence[str] = (), write: Sequence[str] = (),
+                         ttl_s: float = 3600.0) -> DataGrant:
+        """Store credentials of this project's that read ``read`` and write below
+        ``write``, for ``ttl_s`` seconds (``bourse.sdk.data.granted`` revokes them after)."""
+        return self._send(core.data_credentials(read, write, ttl_s))
+
+    def revoke_data_credentials(self, grant_id: str) -> None:
+        self._send(core.revoke_data_credentials(grant_id))
 
     def offers(self, compute: Compute | None = None, limit: int = 20,
                explain: bool = False) -> OfferList:

@@ -20,6 +20,9 @@ from bourse.core.compute import Compute
 from bourse.core.errors import InvalidInput
 from bourse.protocol.api import (
     CostSummary,
+    DataGrant,
+    DataGrantRequest,
+    DataHome,
     DataSummary,
     EnrollmentCreate,
     EnrollmentToken,
@@ -249,6 +252,20 @@ def upload_bundle(sha256: str) -> Call[StoredBundle]:
 
 def data_summary(uri: str) -> Call[DataSummary]:
     return Call("GET", "/data/summary", model(DataSummary), params={"uri": uri})
+
+
+def data_home() -> Call[DataHome]:
+    return Call("GET", "/data/home", model(DataHome))
+
+
+def data_credentials(read: Sequence[str], write: Sequence[str],
+                     ttl_s: float) -> Call[DataGrant]:
+    body = DataGrantRequest(read=list(read), write=list(write), ttl_s=ttl_s)
+    return Call("POST", "/data/credentials", model(DataGrant), json=body.model_dump())
+
+
+def revoke_data_credentials(grant_id: str) -> Call[None]:
+    return Call("DELETE", f"/data/credentials/{_path_id(grant_id)}", _nothing)
 
 
 def offers(compute: Compute | None, limit: int, explain: bool) -> Call[OfferList]:

@@ -43,3 +43,18 @@ def content_digest(objects: Iterable[ObjectInfo]) -> str:
         stamp = "" if info.etag or info.last_modified is None else info.last_modified.isoformat()
         digest.update(f"{info.key}\0{info.size}\0{info.etag}\0{stamp}\n".encode())
     return digest.hexdigest()
+
+
+def one_level(objects: Iterable[ObjectInfo], prefix: str) -> tuple[list[str], list[ObjectInfo]]:
+    """What lies directly below the prefix ``prefix`` (empty or ending in ``/``): the names
+    of the prefixes below it (``sub/``) and its own objects, as ``ls`` shows one level."""
+    folders: set[str] = set()
+    own: list[ObjectInfo] = []
+    for info in objects:
+        rest = info.key[len(prefix):]
+        head, slash, _ = rest.partition("/")
+        if slash:
+            folders.add(head + "/")
+        else:
+            own.append(info)
+    return sorted(folders), own

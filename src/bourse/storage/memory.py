@@ -93,3 +93,17 @@ class MemoryStore(ObjectStore):
     async def delete(self, key: str) -> None:
         self._enter("delete")
         self.objects.pop(key, None)
+
+    async def probe(self) -> None:
+        """The bucket is there unless a fault says otherwise (``fail("probe", ...)``)."""
+        self._enter("probe")
+
+
+class MemoryStores:
+    """An `Opener` of memory stores, one per bucket, each made empty when first opened."""
+
+    def __init__(self, *stores: MemoryStore) -> None:
+        self.stores = {store.root: store for store in stores}
+
+    def __call__(self, uri: StoreURI) -> MemoryStore:
+        return self.stores.setdefault(uri.root, MemoryStore(uri.bucket, uri.scheme))

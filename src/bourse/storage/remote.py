@@ -175,6 +175,23 @@ class RemoteStore(ObjectStore):
             raise translate(exc, self.uri(key)) from None
         return normalize_etag(result["e_tag"])
 
+    async def probe(self) -> None:
+        """A listing of at most one key: NoSuchBucket is `ObjectNotFound`, a key that does
+        not reach the bucket `AccessDenied`."""
+        try:
+            stream = obstore.list(self._store, None, chunk_size=1)
+            await anext(aiter(stream), None)
+        except Exception as exc:
+            raise translate(exc, self.root) from None
+
+    async def copy(self, source: str, dest: str) -> str:
+        """A server-side copy (S3 CopyObject): the bytes do not pass through here."""
+        try:
+            await obstore.copy_async(self._store, source, dest)
+        except Exception as exc:
+            raise translate(exc, self.uri(source)) from None
+        return (await self.head(dest)).etag
+
     async def delete(self, key: str) -> None:
         try:
             await obstore.delete_async(self._store, key)

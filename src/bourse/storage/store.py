@@ -184,6 +184,17 @@ class ObjectStore(ABC):
     async def delete(self, key: str) -> None:
         """Remove the object; removing a missing object is not an error."""
 
+    @abstractmethod
+    async def probe(self) -> None:
+        """Check that the bucket exists and that the credentials in use reach it (one small
+        request): `ObjectNotFound`, `AccessDenied` or `StoreUnavailable` when not."""
+
+    async def copy(self, source: str, dest: str) -> str:
+        """Copy the object ``source`` to ``dest`` in this bucket; returns the new ETag. This
+        default reads it whole and writes it; `RemoteStore` asks the store to copy."""
+        await self.put(dest, await self.get(source))
+        return (await self.head(dest)).etag
+
 
 Opener = Callable[[StoreURI], ObjectStore]
 """Gives the store for a URI's bucket: what prefetch, upload and checkpoints are handed."""

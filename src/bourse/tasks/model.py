@@ -19,6 +19,7 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     StrictStr,
+    ValidationInfo,
     field_validator,
 )
 
@@ -43,6 +44,7 @@ COMPATS = ("bourse", "skypilot", "dstack")
 Compat = Literal["bourse", "skypilot", "dstack"]
 Text = Annotated[str, Field(max_length=131072, pattern=NO_NUL)]
 Argument = Annotated[str, Field(max_length=65536, pattern=NO_NUL)]
+InputSource = DataUri  # a store URI, or a local path (no "://"), uploaded at submit
 EnvValue = StrictStr | StrictInt | StrictFloat | StrictBool | None
 
 
@@ -71,8 +73,10 @@ class Task(Strict):
         "variables for the job; a null value copies it from the submitting shell"))
     secrets: list[SecretName] = Field(default_factory=list, max_length=64, description=(
         "project secrets (bourse secrets set) given as variables of the same names"))
-    inputs: dict[DataName, DataUri] = Field(default_factory=dict, max_length=64, description=(
-        "data prefetched before the job starts: NAME: URI, at $BOURSE_INPUT_<NAME>"))
+    inputs: dict[DataName, InputSource] = Field(default_factory=dict, max_length=64,
+                                                description=(
+        "data prefetched before the job starts, at $BOURSE_INPUT_<NAME>: NAME: URI, or NAME: a "
+        "local path (relative to the task file), uploaded once by its content"))
     outputs: dict[DataName, DataUri] = Field(default_factory=dict, max_length=64, description=(
         "directories the job fills ($BOURSE_OUTPUT_<NAME>), uploaded when it exits 0"))
     checkpoint: DataUri | None = Field(default=None, description=(
@@ -103,9 +107,10 @@ class Task(Strict):
 
     @field_validator("inputs", "outputs")
     @classmethod
-    def _uris(cls, value: dict[str, str]) -> dict[str, str]:
+    def _uris(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         for name, uri in value.items():
-            parse_uri(uri, field=name)
+            if info.field_name == "outputs" or "://" in uri:  # an input may be a local path
+                parse_uri(uri, field=name)
         return value
 
     @field_validator("checkpoint")

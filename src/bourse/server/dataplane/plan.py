@@ -9,6 +9,8 @@ not reach the prefixes the exchange keeps for itself: ``bundles/`` (code, conten
 ``jobs/`` (default checkpoints, which the exchange assigns) and ``logs/`` (ended jobs' logs),
 nor claim ``runs/`` as a whole (every project's app runs write below it). Reads may not reach
 them either, except a job's own project's ``jobs/<id>/`` (``services.claims`` asks whose).
+Each project has a home, ``projects/<project>/`` (where `bourse cp` and local inputs put data):
+only that project reads or writes inside it, and nobody claims ``projects/`` as a whole.
 
 Which project may touch the rest is ``services.claims``'s business; the prefix arithmetic it
 needs is here (`location`, `ancestors`, `below`).
@@ -31,6 +33,7 @@ from bourse.storage.settings import StoreSettings
 RESERVED = ("bundles/", "jobs/", "logs/")
 SHARED = "runs/"  # app runs write at runs/<run>/<stage>/ (bourse.app.exchange)
 JOBS = "jobs/"
+HOMES = "projects/"  # projects/<project>/: a project's own place in the store
 NO_STORE_HINT = ("this exchange runs without an object store (`bourse server --no-store`); "
                   "start it with the embedded store (the default) or --store-endpoint")
 
@@ -74,18 +77,24 @@ def check_spec(spec: JobSpec, root: StoreURI | None) -> None:
                                "the exchange's S3 store only", field=field,
                                hint="copy the data into an s3:// bucket of the exchange")
         if written:
-            _check_write(field, uri, root)
+            check_write(field, uri, root)
         else:
             check_read(field, uri, root)
 
 
-def _check_write(field: str, uri: StoreURI, root: StoreURI) -> None:
+def check_write(field: str, uri: StoreURI, root: StoreURI) -> None:
+    """Refuse writes into the exchange's own prefixes, over every home or all of ``runs/``
+    (a home's own project is ``services.claims``'s to check)."""
     reserved = next((r for r in RESERVED if overlaps(uri, root.join(r))), None)
     if reserved is not None:
         raise InvalidInput(
             f"{field}: {uri} reaches {root.join(reserved)}, which the exchange keeps for "
             "itself", field=field, hint=f"write elsewhere, e.g. {root.join('data/')}; "
             "the default checkpoint is already a prefix of the job's own")
+    if overlaps(uri, root.join(HOMES)) and home_of(uri, root) is None:
+        raise InvalidInput(
+            f"{field}: {uri} covers {root.join(HOMES)}, where every project has its home",
+            field=field, hint=f"write below a project's home, {root.join(HOMES, '<project>/')}")
     if contains(uri, root.join(SHARED)):
         raise InvalidInput(
             f"{field}: {uri} covers {root.join(SHARED)}, where the app runs of every project "
@@ -99,6 +108,11 @@ def check_read(field: str, uri: StoreURI, root: StoreURI) -> None:
     may read it: `job_of`)."""
     reserved = next((r for r in RESERVED if overlaps(uri, root.join(r))), None)
     if reserved is None or (reserved == JOBS and job_of(uri, root) is not None):
+        if overlaps(uri, root.join(HOMES)) and home_of(uri, root) is None:
+            raise InvalidInput(
+                f"{field}: {uri} covers {root.join(HOMES)}, every project's home",
+                field=field, hint=f"read below your project's home, "
+                                  f"{root.join(HOMES, '<project>/')}")
         return
     raise InvalidInput(
         f"{field}: {uri} reaches {root.join(reserved)}, which the exchange keeps for itself",
@@ -118,6 +132,19 @@ def job_of(uri: StoreURI, root: StoreURI) -> str | None:
     if uri.root != root or not key.startswith(JOBS):
         return None
     return key[len(JOBS):].partition("/")[0] or None
+
+
+def home_of(uri: StoreURI, root: StoreURI) -> str | None:
+    """The project whose home ``root/projects/<project>/`` holds ``uri``; None elsewhere."""
+    key = uri.as_prefix().key
+    if uri.root != root or not key.startswith(HOMES):
+        return None
+    return key[len(HOMES):].partition("/")[0] or None
+
+
+def home_uri(root: StoreURI, project_id: str) -> StoreURI:
+    """A project's home in the exchange's bucket."""
+    return root.join(HOMES, project_id + "/")
 
 
 def location(field: str, text: str) -> StoreURI:

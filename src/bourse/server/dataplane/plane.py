@@ -26,13 +26,15 @@ from bourse.core.uri import StoreURI
 from bourse.protocol.agent import StartJob
 from bourse.protocol.common import JobSpec
 from bourse.server.commands import Command
+from bourse.server.dataplane.buckets import Buckets
+from bourse.server.dataplane.grants import UserGrants
 from bourse.server.dataplane.plan import attempt_scope, data_plan, renewal_due, uses_data
 from bourse.server.services.lifecycle import ENDED_INFO
 from bourse.storage.credentials import DEFAULT_TTL, CredentialIssuer, ScopedCredentials
 from bourse.storage.errors import CredentialError, StorageError
 from bourse.storage.remote import Stores, open_store
 from bourse.storage.settings import StoreSettings
-from bourse.storage.store import ObjectStore
+from bourse.storage.store import ObjectStore, Opener
 
 log = logging.getLogger(__name__)
 Key = tuple[str, int]
@@ -52,11 +54,15 @@ class Failure:
 
 class DataPlane:
     def __init__(self, settings: StoreSettings, bucket: str, issuer: CredentialIssuer, *,
-                 ttl: timedelta = DEFAULT_TTL, store: ObjectStore | None = None) -> None:
+                 ttl: timedelta = DEFAULT_TTL, store: ObjectStore | None = None,
+                 opener: Opener | None = None) -> None:
         self.settings, self.issuer, self.ttl = settings, issuer, ttl
         self.root = StoreURI("s3", bucket, "")
         self.store = store or open_store(self.root, settings)  # the exchange's own bucket
-        self.stores = Stores(settings)  # the other buckets on its endpoint, opened when read
+        # the other buckets on its endpoint, opened when read
+        self.stores: Opener = opener or Stores(settings)
+        self.buckets = Buckets(self.root, self.store_for)
+        self.users = UserGrants(issuer)  # users' credentials (``bourse cp``)
         self.grants: dict[Key, ScopedCredentials] = {}
         self._issuing: dict[Key, asyncio.Task[ScopedCredentials]] = {}
         self._ended: OrderedDict[Key, None] = OrderedDict()

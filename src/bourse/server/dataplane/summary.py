@@ -17,11 +17,17 @@ from bourse.storage.errors import AccessDenied, StorageError
 from bourse.storage.listing import content_digest, locate
 
 
+def plane_of(plane: DataPlane | None) -> DataPlane:
+    """The exchange's data plane, or why there is none (422)."""
+    if plane is None:
+        raise InvalidInput("this exchange has no object store", field="uri", hint=NO_STORE_HINT)
+    return plane
+
+
 def location(plane: DataPlane | None, text: str) -> tuple[DataPlane, StoreURI]:
     """``text`` as a URI of the exchange's store (with the plane that reads it), or why it
     cannot be summed up."""
-    if plane is None:
-        raise InvalidInput("this exchange has no object store", field="uri", hint=NO_STORE_HINT)
+    plane = plane_of(plane)
     uri = parse_uri(text, field="uri")
     if uri.scheme != "s3":
         raise InvalidInput(f"{text} is not an s3:// URI; the exchange reads its S3 store only",

@@ -4,7 +4,7 @@ members' or one gang member's)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
@@ -16,6 +16,7 @@ from bourse.protocol.api import EventList, JobBatch, JobDetail, JobList, JobView
 from bourse.protocol.common import ID_PATTERN, JobSpec
 from bourse.server import openapi
 from bourse.server.access import Scope
+from bourse.server.dataplane.buckets import written
 from bourse.server.errors import responses
 from bourse.server.routes.deps import State, User
 from bourse.server.services import jobs, nodes
@@ -29,16 +30,20 @@ RankQuery = Annotated[int | None, Query(ge=0, lt=MAX_NODES)]
 KEEP_ALIVE_S = 15.0
 
 
-@router.post("", status_code=201, responses=responses(400, 401, 403, 413, 422))
+@router.post("", status_code=201, responses=responses(400, 401, 403, 413, 422, 503))
 async def submit(spec: JobSpec, state: State, user: User) -> JobView:
+    """Submit a job (422: a field is invalid, or an output's bucket does not exist; 403: it
+    names another project's data, or a bucket the exchange's key does not reach)."""
+    await _check_buckets(state, [spec], user.project_id)
     job = await state.submit(spec, user.project_id)
     state.scheduler.kick()
     return jobs.job_view(job)
 
 
-@router.post("/batch", status_code=201, responses=responses(400, 401, 403, 413, 422))
+@router.post("/batch", status_code=201, responses=responses(400, 401, 403, 413, 422, 503))
 async def submit_batch(batch: JobBatch, state: State, user: User) -> JobList:
     """Submit up to 1,000 jobs at once, in one transaction."""
+    await _check_buckets(state, batch.jobs, user.project_id)
     now = state.clock()
     async with state.db.write() as session:
         required = await jobs.required_tags(session, user.project_id)
@@ -49,6 +54,14 @@ async def submit_batch(batch: JobBatch, state: State, user: User) -> JobList:
                    for i, spec in enumerate(batch.jobs)]
     state.scheduler.kick()
     return JobList(jobs=[jobs.job_view(j) for j in created])
+
+
+async def _check_buckets(state: ServerState, specs: Sequence[JobSpec], project_id: str) -> None:
+    """Refuse, before the transaction, jobs writing to a bucket that is not there (a probe of
+    the store, outside any transaction: ``dataplane.buckets``)."""
+    if state.dataplane is not None:
+        await state.dataplane.buckets.check(
+            (pair for spec in specs for pair in written(spec)), project_id)
 
 
 @router.get("", responses=responses(401, 422))

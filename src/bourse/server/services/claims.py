@@ -28,7 +28,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bourse.core.errors import InvalidInput, NotFound
 from bourse.core.uri import StoreURI
 from bourse.protocol.common import JobSpec
-from bourse.server.dataplane.plan import ancestors, below, check_read, job_of, reads, writes
+from bourse.server.dataplane.plan import (
+    ancestors,
+    below,
+    check_read,
+    home_of,
+    home_uri,
+    job_of,
+    reads,
+    writes,
+)
 from bourse.server.db.schema import Job, StoreClaim
 from bourse.server.db.upsert import insert_ignore
 from bourse.server.errors import ForeignData
@@ -43,20 +52,31 @@ async def claim_spec(session: AsyncSession, spec: JobSpec, job_id: str, project_
     """Check what a job (its spec resolved) reads and writes against other projects' claims,
     then claim what it writes for its project (its default checkpoint, in ``jobs/<id>/``, is
     its own already)."""
-    read, written = reads(spec), writes(spec)
-    if root is None or not (read or written):
+    if root is not None:
+        await claim_locations(session, reads(spec), writes(spec), project_id, root,
+                              claimant=job_id, now=now)
+
+
+async def claim_locations(session: AsyncSession, read: Sequence[tuple[str, StoreURI]],
+                          written: Sequence[tuple[str, StoreURI]], project_id: str,
+                          root: StoreURI, *, claimant: str, now: float) -> None:
+    """Check (field, location) pairs read and written against other projects' claims and
+    homes, then claim the written ones for ``project_id`` (``claimant``: the job, or the
+    store credentials, that claimed them)."""
+    if not (read or written):
         return
     await _serialise(session)
     claimed = [(f, u) for f, u in written if job_of(u, root) is None]
     for field, uri in claimed:
         _check_length(field, uri)
+        await _check_job(session, field, uri, project_id, root, write=True)
     for field, uri in read:
         await _check_job(session, field, uri, project_id, root)
     refused = await _first_foreign(session, [*read, *claimed], project_id)
     if refused is not None:
         field, uri = refused
-        raise _foreign(field, uri, project_id, root, write=not field.startswith("inputs."))
-    await insert_ignore(session, CLAIMS, [_claim(u, project_id, job_id, now)
+        raise _foreign(field, uri, project_id, root, write=(field, uri) in claimed)
+    await insert_ignore(session, CLAIMS, [_claim(u, project_id, claimant, now)
                                           for u in {u for _, u in claimed}])
 
 
@@ -127,9 +147,13 @@ _IN_BUCKET = select(_claims_where())
 
 
 async def _check_job(session: AsyncSession, field: str, uri: StoreURI, project_id: str,
-                     root: StoreURI) -> None:
-    """Refuse a read inside another project's ``jobs/<id>/`` (or a job that does not exist,
-    in the same words)."""
+                     root: StoreURI, *, write: bool = False) -> None:
+    """Refuse a location inside another project's home ``projects/<project>/``, or a read
+    inside another project's ``jobs/<id>/`` (or a job that does not exist, in the same
+    words)."""
+    home = home_of(uri, root)
+    if home is not None and home != project_id:
+        raise _foreign(field, uri, project_id, root, write=write)
     job = job_of(uri, root)
     if job is not None and await session.scalar(
             select(Job.project_id).where(Job.id == job)) != project_id:
@@ -145,8 +169,7 @@ def _check_length(field: str, uri: StoreURI) -> None:
 def _foreign(field: str, uri: StoreURI, project_id: str, root: StoreURI,
              write: bool) -> ForeignData:
     if write:
-        hint = ("write under a prefix of your own project's, e.g. "
-                f"{root.join('data', project_id, '')}")
+        hint = f"write under your project's home, e.g. {home_uri(root, project_id)}"
     else:
         hint = ("a job reads what its own project's jobs wrote, or data put in the store "
                 "outside bourse")
