@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 # The suite needs every extra: the client (no extra), the coordinator, the agent, training.
-TEST_EXTRAS := dev,train,server,agent
+TEST_EXTRAS := dev,train,server,agent,data
 # The demo runs a local exchange (coordinator and agents) and trains the digits app.
 DEMO_EXTRAS := train,server,agent
 STAMP      := $(VENV)/.installed-stamp

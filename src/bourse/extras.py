@@ -2,7 +2,9 @@
 
 ``pip install bourse`` is the client: the ``bourse`` command for those who submit jobs, and the
 SDK. The coordinator (``bourse[server]``), the node agent (``bourse[agent]``) and the training
-integration (``bourse[train]``) each bring their own dependencies. A command or module reached
+integration (``bourse[train]``) each bring their own dependencies, and so does the client's
+data transfer (``bourse[data]``: ``bourse cp/ls/rm`` and local inputs, over obstore, a 16 MB
+native library that would put the client over its 60 MB). A command or module reached
 without its extra fails with :class:`MissingExtra`, which says what to install, instead of a
 bare ``ModuleNotFoundError``.
 
@@ -38,7 +40,7 @@ PROVIDED_BY: dict[str, tuple[str, ...]] = {
     "pynvml": ("agent",),
     "uvloop": ("server", "agent"),
     "numpy": ("server", "agent", "train"),
-    "obstore": ("server", "agent", "train"),
+    "obstore": ("data", "server", "agent", "train"),
     "lightning": ("train",),
     "sklearn": ("train",),
     "torch": ("train",),

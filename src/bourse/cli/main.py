@@ -60,6 +60,9 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "up": ("server", "agent"),
     "down": ("server", "agent"),
     "demo": ("server", "agent", "train"),
+    "cp": ("data",),
+    "ls": ("data",),
+    "rm": ("data",),
 }
 
 

@@ -239,7 +239,10 @@ def submit_job(command: list[str], fields: dict[str, Any], code: Path | None,
     with seam.open_client() as client:
         bundle = None if code is None else upload_code(client, code)
         if any("://" not in v for v in inputs.values()):  # local paths: uploaded, then URIs
-            from bourse.sdk.inputs import resolve_local_inputs
+            from bourse.extras import needs
+
+            with needs("a local path as an input", ("data",)):
+                from bourse.sdk.inputs import resolve_local_inputs
 
             fields = fields | {"inputs": resolve_local_inputs(client, inputs, base=base,
                                                                 report=report_input)}
