@@ -175,3 +175,17 @@ def test_an_app_has_no_dry_run(exchange: FakeExchange, project: Path) -> None:
     result = run("--dry-run", "app.py")
     assert result.exit_code == 2 and "not an app" in result.stderr
     assert exchange.requests == []
+
+
+def test_a_local_input_is_read_from_the_file_s_directory_and_a_dry_run_uploads_nothing(
+        exchange: FakeExchange, project: Path) -> None:
+    (project / "conf" / "digits").mkdir()
+    (project / "conf" / "digits" / "a.csv").write_text("1,2\n")
+    task = project / "conf" / "local.yaml"
+    task.write_text("run: python train.py\nworkdir: ..\ninputs: {data: digits/}\n")
+    exchange.offers = {"offers": [OFFER], "explanation": ["1 matched"]}
+    result = run("--dry-run", "--json", str(task))
+    assert result.exit_code == 0, result.output
+    assert sent(exchange) == ["POST /api/v1/offers"]
+    shown = json.loads(result.stdout)["spec"]["inputs"]["data"]
+    assert shown == (project / "conf" / "digits").resolve().as_uri()
