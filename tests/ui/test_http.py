@@ -19,7 +19,7 @@ from bourse.server.ui.session import csrf_token, safe_next
 from bourse.storage import MemoryIssuer, MemoryStore, StoreSettings
 
 pytestmark = pytest.mark.anyio
-IDS = {"job_id": "j-missing", "node_id": "n-missing"}
+IDS = {"job_id": "j-missing", "node_id": "n-missing", "token": "not-a-token"}
 
 
 def _url(path: str) -> str:

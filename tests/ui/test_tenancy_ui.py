@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from ui_site import BASE_URL, Site
 
-from bourse.server.ui import routes
+from bourse.server.files import keys
+from bourse.server.ui import links, routes
 from bourse.server.ui.session import csrf_token
 
 pytestmark = pytest.mark.anyio
@@ -31,6 +32,8 @@ async def test_another_projects_session_sees_nothing_of_alpha(site: Site) -> Non
                                   headers={"Authorization": f"Bearer "
                                                             f"{enrolment.json()['token']}"})
     ids = {"job_id": job.json()["id"], "node_id": node.json()["node_id"]}
+    log = links.grant(links.Kind.LOG, ids["job_id"], "alpha-corp", site.clock())
+    ids["token"] = links.sign(keys.subkey(site.state.key, "ui-download"), log)  # alpha's link
     markers = {*ids.values(), "alpha-job-name-91c", "alpha-node-7f3"}
     beta = await _token(site, "beta-labs")
     assert (await site.login(beta)).status_code == 303

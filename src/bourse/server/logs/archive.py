@@ -68,6 +68,33 @@ def merge(archived: Sequence[LogChunkView], rows: Sequence[LogChunkView], after:
     return [unique[k] for k in sorted(unique)[:limit]]
 
 
+def as_text(chunks: Iterable[LogChunkView]) -> bytes:
+    """A log as one file to download: each member's output in the order it arrived (stdout and
+    stderr as they interleaved), under a ``==> rank N <==`` line when there are several, and a
+    ``--- attempt N ---`` line where a new attempt begins."""
+    ordered = sorted(chunks, key=lambda c: (c.rank, c.cursor))
+    ranks = {c.rank for c in ordered}
+    out: list[bytes] = []
+    where: tuple[int, int] | None = None
+    for chunk in ordered:
+        if len(ranks) > 1 and (where is None or where[0] != chunk.rank):
+            _mark(out, f"==> rank {chunk.rank} <==")
+            where = None
+        if where is not None and where[1] != chunk.attempt:
+            _mark(out, f"--- attempt {chunk.attempt} ---")
+        where = (chunk.rank, chunk.attempt)
+        if data := base64.b64decode(chunk.data):
+            out.append(data)
+    return b"".join(out)
+
+
+def _mark(out: list[bytes], line: str) -> None:
+    """A marker on a line of its own, even after output that did not end one."""
+    if out and not out[-1].endswith(b"\n"):
+        out.append(b"\n")
+    out.append(line.encode() + b"\n")
+
+
 class LogArchive:
     """Writes and reads archived logs in the exchange's store."""
 

@@ -9,7 +9,7 @@ from starlette.responses import RedirectResponse, Response
 from bourse.protocol.api import JobDetail, LogPage
 from bourse.server.routes import jobs as api_jobs
 from bourse.server.services import jobs, nodes
-from bourse.server.ui import queries, reasons, views
+from bourse.server.ui import downloads, queries, reasons, views
 from bourse.server.ui.guard import Ctx, int_param, member_rank, path_id
 from bourse.server.ui.render import json_response, page
 from bourse.server.ui.session import check_csrf
@@ -91,13 +91,22 @@ def _header(ctx: Ctx, job: JobDetail) -> Response:
     return page("job/_header.html", **ctx.context(**_summary(job)))
 
 
-async def _with_timeline(ctx: Ctx) -> tuple[JobDetail, list[views.Phase]]:
+@dataclass(frozen=True)
+class Owner:
+    """What the job page needs of the job's row beyond its view: whose it is, and whether its
+    logs moved to the store (for the download links)."""
+
+    project: str
+    archived: bool
+
+
+async def _with_timeline(ctx: Ctx) -> tuple[JobDetail, list[views.Phase], Owner]:
     async with ctx.state.db.read() as session:
-        job = await jobs.job_detail(
-            session, await jobs.get_job(session, path_id(ctx, "job_id"), ctx.scope), ctx.scope,
-            ctx.state.clock())
+        row = await jobs.get_job(session, path_id(ctx, "job_id"), ctx.scope)
+        owner = Owner(row.project_id, row.logs_archive is not None)
+        job = await jobs.job_detail(session, row, ctx.scope, ctx.state.clock())
         events = await jobs.list_events(session, job.id, ctx.scope, 0)
-    return job, views.timeline(events, job.attempts)
+    return job, views.timeline(events, job.attempts), owner
 
 
 def _members(job: JobDetail, rank: int | None) -> dict[str, object]:
@@ -109,10 +118,12 @@ def _members(job: JobDetail, rank: int | None) -> dict[str, object]:
 
 async def job_page(ctx: Ctx) -> Response:
     rank = member_rank(ctx)
-    job, phases = await _with_timeline(ctx)
+    job, phases, owner = await _with_timeline(ctx)
+    data = views.data_items(job)
+    found = downloads.job_links(ctx, data, owner.project, job, owner.archived)
     return page("job.html", **ctx.context(
-        **_summary(job), phases=phases, data=views.data_items(job), sections=SECTIONS,
-        compute=job.spec.compute.describe(), **_members(job, rank)))
+        **_summary(job), phases=phases, data=data, links=found.data, log_link=found.log,
+        sections=SECTIONS, compute=job.spec.compute.describe(), **_members(job, rank)))
 
 
 async def job_header(ctx: Ctx) -> Response:
@@ -120,7 +131,7 @@ async def job_header(ctx: Ctx) -> Response:
 
 
 async def job_timeline(ctx: Ctx) -> Response:
-    job, phases = await _with_timeline(ctx)
+    job, phases, _ = await _with_timeline(ctx)
     return page("job/_timeline.html", **ctx.context(
         job=job, terminal=job.state.terminal, phases=phases))
 
