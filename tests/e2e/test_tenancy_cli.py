@@ -39,8 +39,8 @@ def _member(exchange: Exchange, admin: dict[str, str], home: Path) -> tuple[dict
                              "member", "--expires", "30d", "--json").stdout)
     env = {"BOURSE_HOME": str(home), "BOURSE_URL": "", "BOURSE_TOKEN": ""}
     bourse(env, "login", exchange.coordinator.url, "--token", made["token"])
-    credentials = home / "credentials.json"
-    assert os.stat(credentials).st_mode & 0o777 == 0o600
+    contexts = home / "contexts.json"  # bourse login writes a context
+    assert os.stat(contexts).st_mode & 0o777 == 0o600
     return env, made["id"]
 
 
@@ -67,7 +67,8 @@ def test_a_member_runs_a_job_with_a_secret_that_never_reaches_the_logs(
     _not_in_spool(agent.work_dir)
     _audit_holds(admin)
     bourse(admin, "tokens", "revoke", "--yes", token_id)
-    stored_token = json.loads((tmp_path / "home" / "credentials.json").read_text())["token"]
+    stored = json.loads((tmp_path / "home" / "contexts.json").read_text())
+    stored_token = stored["contexts"][stored["current"]]["token"]
     with Client(exchange.coordinator.url, stored_token) as client, pytest.raises(
             Unauthorized, match="revoked"):
         client.jobs()
