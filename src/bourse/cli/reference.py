@@ -37,6 +37,9 @@ def commands() -> Iterator[tuple[str, click.Context]]:
         for name in group.list_commands(parent):
             command = group.get_command(parent, name)
             assert command is not None
+            # click keeps the help option of the first context that asked for it: a test that
+            # invoked the command alone (no `-h`) must not change what `bourse X -h` shows
+            command._help_option = None
             ctx = click.Context(command, info_name=name, parent=parent)
             yield f"{prefix}{name}", ctx
             if isinstance(command, click.Group):
