@@ -13,6 +13,7 @@ from data_jobs import WRITE_OUTPUT, python
 from dataplane_harness import DATASETS, RESULTS, DataExchange
 
 from bourse.protocol.common import JobSpec
+from bourse.sdk.errors import ApiInvalidInput
 
 pytestmark = pytest.mark.slow
 
@@ -28,15 +29,16 @@ def test_a_missing_input_fails_the_start(dx: DataExchange) -> None:
     assert job.attempts[0].started_at is None
 
 
-def test_an_output_that_cannot_be_uploaded_fails_the_job(dx: DataExchange) -> None:
+def test_an_output_to_a_bucket_that_does_not_exist_is_refused_at_submit(
+        dx: DataExchange) -> None:
+    """Before the training, not after it (a failed upload of outputs that were accepted is
+    tests/server/test_dataplane.py's, with an injected store fault)."""
     spec = JobSpec(command=python(WRITE_OUTPUT),
                    outputs={"model": "s3://no-such-bucket-here/model/"})
-    job = dx.exchange.wait_ended(dx.exchange.client.submit(spec).id, 60)
-    assert (job.state, job.exit_code) == ("FAILED", 0)
-    assert job.reason is not None
-    assert job.reason.startswith("outputs could not be uploaded: model: "), job.reason
-    assert "no-such-bucket-here" in job.reason
-    assert job.outputs is None
+    before = len(dx.exchange.client.jobs())
+    with pytest.raises(ApiInvalidInput, match="bucket no-such-bucket-here does not exist"):
+        dx.exchange.client.submit(spec)
+    assert len(dx.exchange.client.jobs()) == before
 
 
 def test_outputs_are_uploaded_by_an_agent_restarted_after_the_exit(dx: DataExchange,

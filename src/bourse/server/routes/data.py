@@ -45,7 +45,8 @@ async def home(state: State, user: User) -> DataHome:
                     project=user.project_id)
 
 
-@router.post("/credentials", status_code=201, responses=responses(401, 403, 422, 502, 503))
+@router.post("/credentials", status_code=201,
+             responses=responses(400, 401, 403, 422, 502, 503))
 async def credentials(body: DataGrantRequest, state: State, user: User) -> DataGrant:
     """Store credentials for the caller: read ``read``, read, write and delete below
     ``write``, for ``ttl_s`` seconds (the endpoint and the key; never the store's root key).
