@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from bourse.cli import client as seam
+from bourse.cli.confirm import confirm, yes_option
 from bourse.cli.errors import EXIT_NO_RESULT, handles_errors
 from bourse.cli.render import clock, echo_json, table
 from bourse.core.errors import InvalidInput
@@ -178,17 +179,15 @@ async def _delete_all(stores: Stores, uri: StoreURI, keys: list[str]) -> None:
 
 
 def _confirm(found: Located, where: StoreURI, yes: bool) -> None:
-    if yes:
-        return
     size = format_bytes(sum(i.size for i in found.objects))
-    click.confirm(f"delete {len(found.objects)} object(s), {size}, below {where}?",
-                  abort=True, err=True)
+    confirm(f"delete {len(found.objects)} object(s), {size}, below {where}?", yes=yes,
+            what=f"rm -r {where}")
 
 
 @click.command()
 @click.argument("uri")
 @click.option("-r", "--recursive", is_flag=True, help="Delete every object below a prefix.")
-@click.option("-y", "--yes", is_flag=True, help="Do not ask before a recursive delete.")
+@yes_option
 @click.option("--json", "as_json", is_flag=True, help="Print what was deleted as JSON.")
 @handles_errors
 def rm(uri: str, recursive: bool, yes: bool, as_json: bool) -> None:
