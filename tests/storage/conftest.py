@@ -49,17 +49,23 @@ def root_s3(seaweed: SeaweedServer) -> Any:
     return s3_client(seaweed)
 
 
-@pytest.fixture
-def bucket(seaweed: SeaweedServer, root_s3: Any) -> Iterator[str]:
-    """A new, empty bucket, deleted with its objects after the test (which frees its volume)."""
+def made_bucket(client: Any) -> Iterator[str]:
+    """A new, empty bucket (through the boto3 ``client``), deleted with its objects when the
+    generator is closed (which frees its volume)."""
     name = f"t-{uuid.uuid4().hex[:16]}"
-    root_s3.create_bucket(Bucket=name)
+    client.create_bucket(Bucket=name)
     yield name
-    for page in root_s3.get_paginator("list_objects_v2").paginate(Bucket=name):
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=name):
         keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
         if keys:
-            root_s3.delete_objects(Bucket=name, Delete={"Objects": keys})
-    root_s3.delete_bucket(Bucket=name)
+            client.delete_objects(Bucket=name, Delete={"Objects": keys})
+    client.delete_bucket(Bucket=name)
+
+
+@pytest.fixture
+def bucket(seaweed: SeaweedServer, root_s3: Any) -> Iterator[str]:
+    """A new, empty bucket, deleted with its objects after the test."""
+    yield from made_bucket(root_s3)
 
 
 @pytest.fixture

@@ -7,13 +7,12 @@ same size is copied again."""
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import s3_client
+from conftest import made_bucket, s3_client
 
 from bourse.storage import SeaweedServer, Stores
 from bourse.storage.copyplan import Place, PlanOptions, plan_copy
@@ -38,15 +37,7 @@ def bucket(seaweed: SeaweedServer) -> Iterator[str]:
     """One bucket for the module, each test below a prefix of its own (fewer buckets made and
     deleted: SeaweedFS 4.48's volume server sometimes takes 12-29 s to stop instead of 2
     after these tests, "Volume stopped 29.3s" in its log; cause not found)."""
-    client = s3_client(seaweed)
-    name = f"t-{uuid.uuid4().hex[:16]}"
-    client.create_bucket(Bucket=name)
-    yield name
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=name):
-        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-        if keys:
-            client.delete_objects(Bucket=name, Delete={"Objects": keys})
-    client.delete_bucket(Bucket=name)
+    yield from made_bucket(s3_client(seaweed))
 
 
 @pytest.fixture
