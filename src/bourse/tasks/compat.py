@@ -36,17 +36,12 @@ fi
 export GPUS_PER_NODE NODE_RANK NNODES NODE_IPS WORLD_SIZE
 """
 
+# after BOURSE, which has defaulted the gang variables (GPUS_PER_NODE counted there)
 _BASE = r"""__bourse_rank="${NODE_RANK:-0}"
 __bourse_nodes="${NNODES:-1}"
 __bourse_ips="${NODE_IPS:-${MASTER_ADDR:-127.0.0.1}}"
 __bourse_master="${MASTER_ADDR:-${__bourse_ips%%$'\n'*}}"
-if [ -n "${GPUS_PER_NODE:-}" ]; then
-  __bourse_gpus="$GPUS_PER_NODE"
-elif [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
-  __bourse_gpus=$(( $(printf '%s' "$CUDA_VISIBLE_DEVICES" | tr -cd , | wc -c) + 1 ))
-else
-  __bourse_gpus=0
-fi
+__bourse_gpus="${GPUS_PER_NODE:-0}"
 """
 
 _SKYPILOT = r"""export SKYPILOT_NODE_RANK="$__bourse_rank"
