@@ -74,9 +74,12 @@ class Transfer:
         start = time.monotonic()
         move = self._mover(plan)
         gate = asyncio.Semaphore(max(1, self.options.concurrency))
+        stopped = asyncio.Event()  # on_object raised: no further object may start
 
         async def one(item: Item) -> None:
             async with gate:
+                if stopped.is_set():
+                    return
                 try:
                     await retrying(functools.partial(move, item), self.options.retry,
                                    f"copy of {item.source}")
@@ -85,7 +88,11 @@ class Transfer:
                     return
                 result.copied.append(item)
                 if self.on_object is not None:  # before the next object may start
-                    self.on_object(item)
+                    try:
+                        self.on_object(item)
+                    except BaseException:
+                        stopped.set()  # set before the gate lets a waiting object in
+                        raise
 
         async with asyncio.TaskGroup() as group:
             for item in sorted(plan.copy, key=lambda i: -i.size):  # largest first
