@@ -44,9 +44,11 @@ def mlflow_error(exc: Exception) -> JSONResponse:
         return JSONResponse({"error_code": "INVALID_PARAMETER_VALUE",
                              "message": f"{where}: {first.get('msg', 'invalid')}"}, 400)
     assert isinstance(exc, BourseError)
+    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
     for kind, code, status in CODES:
         if isinstance(exc, kind):
-            return JSONResponse({"error_code": code, "message": str(exc)}, status)
+            return JSONResponse({"error_code": code, "message": str(exc)}, status,
+                                headers=headers)
     return JSONResponse({"error_code": "INTERNAL_ERROR", "message": str(exc)}, 500)
 
 
