@@ -6,8 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from route_requests import BUNDLE, SHA
-from route_requests import TRACKING_IDS
+from route_requests import BUNDLE, SHA, TRACKING_IDS
 from route_requests import request_for as _request
 from route_requests import routes as _routes
 from server_harness import Exchange, Live, place_job

@@ -231,7 +231,7 @@ async def delete_tag(body: m.DeleteTag, state: State, who: Writer) -> dict[str, 
 
 
 @router.get("/metrics/get-history")
-async def metric_history(state: State, who: Writer, metric_key: Annotated[str, Query(
+async def metric_history(state: State, who: Writer, *, metric_key: Annotated[str, Query(
         max_length=250)], run_id: Annotated[str | None, Query(max_length=64)] = None,
         run_uuid: Annotated[str | None, Query(max_length=64)] = None,
         max_results: Annotated[int, Query(ge=1, le=25_000)] = 25_000,

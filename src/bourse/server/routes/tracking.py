@@ -36,7 +36,7 @@ async def list_experiments(state: State, user: User) -> ExperimentList:
 
 
 @router.get("/runs", responses=responses(401, 422))
-async def search_runs(state: State, user: User, experiment_id: Ids = [],  # noqa: B006
+async def search_runs(state: State, user: User, *, experiment_id: Ids = [],  # noqa: B006
                       filter: Annotated[str | None, Query(max_length=4000)] = None,
                       order_by: Annotated[list[str], Query(max_length=10)] = [],  # noqa: B006
                       limit: Annotated[int, Query(ge=1, le=5000)] = 100,
