@@ -4,8 +4,10 @@ doubles as ``"NaN"``/``"Infinity"``; unknown fields are ignored (newer clients s
 
 from __future__ import annotations
 
+from typing import NotRequired
+
 from pydantic import BaseModel, ConfigDict, Field
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict  # pydantic needs typing_extensions' before 3.12
 
 
 class Body(BaseModel):

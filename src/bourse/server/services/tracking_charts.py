@@ -32,29 +32,11 @@ Key = tuple[str, int, int]  # metric key, level, bucket
 def bucket_rows(run_id: str, points: Sequence[Any]) -> list[dict[str, Any]]:
     """A batch's extremes per (key, level, bucket); NaN points have none. Pure: one pass
     over the points for the finest level, the coarser ones from its buckets."""
-    finest: dict[Key, list[float]] = {}
-    first = LEVELS[0]
-    for p in points:  # the hot loop of an ingest: comparisons inline
-        value, step = p.value, p.step
-        if math.isnan(value):
-            continue
-        at = (p.key, first, step >> first)
-        row = finest.get(at)
-        if row is None:
-            finest[at] = [step, step, value, value]
-            continue
-        if step < row[0]:
-            row[0] = step
-        elif step > row[1]:
-            row[1] = step
-        if value < row[2]:
-            row[2] = value
-        elif value > row[3]:
-            row[3] = value
+    finest = _finest(points)
     found = dict(finest)
     for (key, _, bucket), row in finest.items():
         for level in LEVELS[1:]:
-            at = (key, level, bucket >> (level - first))
+            at = (key, level, bucket >> (level - LEVELS[0]))
             if at in found:
                 _merge(found[at], row)
             else:
@@ -62,6 +44,27 @@ def bucket_rows(run_id: str, points: Sequence[Any]) -> list[dict[str, Any]]:
     return [{"run_id": run_id, "key": k, "level": level, "bucket": b, "min_step": int(r[0]),
              "max_step": int(r[1]), "min_value": r[2], "max_value": r[3]}
             for (k, level, b), r in found.items()]
+
+
+def _finest(points: Sequence[Any]) -> dict[Key, list[float]]:
+    """The hot loop of an ingest, its comparisons inline."""
+    found: dict[Key, list[float]] = {}
+    first = LEVELS[0]
+    for p in points:
+        value, step = p.value, p.step
+        if math.isnan(value):
+            continue
+        at = (p.key, first, step >> first)
+        row = found.get(at)
+        if row is None:
+            found[at] = [step, step, value, value]
+            continue
+        row[0], row[1] = min(row[0], step), max(row[1], step)
+        if value < row[2]:
+            row[2] = value
+        elif value > row[3]:
+            row[3] = value
+    return found
 
 
 def _merge(into: list[float], row: list[float]) -> None:
