@@ -23,11 +23,19 @@ class Column:
     key: str
     differs: bool = False
 
+    @property
+    def css(self) -> str:
+        """Its cells' class: a param's says whether it differs between the runs."""
+        if self.kind != "param":
+            return self.kind
+        return f"param {'differs' if self.differs else 'same'}"
+
 
 @dataclass(frozen=True)
 class Cell:
     text: str
     sort: str  # what the table sorts on: a number as text, or the value itself
+    css: str = ""  # its column's
 
 
 @dataclass(frozen=True)
@@ -64,17 +72,17 @@ def keys_of(maps: Iterable[Mapping[str, object]]) -> list[str]:
     return sorted(found)
 
 
-def _param_cell(run: RunView, key: str) -> Cell:
-    value = run.params.get(key)
-    return Cell(MISSING, "") if value is None else Cell(value, value)
+def _param_cell(run: RunView, column: Column) -> Cell:
+    value = run.params.get(column.key)
+    return Cell(MISSING, "", column.css) if value is None else Cell(value, value, column.css)
 
 
-def _metric_cell(run: RunView, key: str) -> Cell:
-    latest = run.metrics.get(key)
+def _metric_cell(run: RunView, column: Column) -> Cell:
+    latest = run.metrics.get(column.key)
     if latest is None:
-        return Cell(MISSING, "")
+        return Cell(MISSING, "", column.css)
     text = metric_text(latest.value)
-    return Cell(text, "" if latest.value is None else repr(latest.value))
+    return Cell(text, "" if latest.value is None else repr(latest.value), column.css)
 
 
 def table(runs: Sequence[RunView]) -> Table:
@@ -84,8 +92,8 @@ def table(runs: Sequence[RunView]) -> Table:
     params.sort(key=lambda c: not c.differs)  # stable: alphabetical within each group
     metrics = [Column("metric", k) for k in keys_of(r.metrics for r in runs)]
     columns = (*params, *metrics)
-    rows = tuple(Row(r, tuple(_param_cell(r, c.key) if c.kind == "param"
-                              else _metric_cell(r, c.key) for c in columns)) for r in runs)
+    rows = tuple(Row(r, tuple(_param_cell(r, c) if c.kind == "param" else _metric_cell(r, c)
+                              for c in columns)) for r in runs)
     return Table(columns, rows)
 
 

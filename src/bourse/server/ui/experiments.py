@@ -15,7 +15,7 @@ from bourse.server.services import tracking as t
 from bourse.server.services import tracking_charts as tc
 from bourse.server.services import tracking_search as ts
 from bourse.server.services import tracking_views as tv
-from bourse.server.ui import comparison
+from bourse.server.ui import comparison, queries
 from bourse.server.ui.guard import Ctx, int_param, path_id
 from bourse.server.ui.render import json_response, page
 
@@ -50,8 +50,7 @@ async def _search(ctx: Ctx, experiment_ids: Sequence[str], text: str, order: str
     async with ctx.state.db.read() as session:
         runs, more = await ts.search_runs(session, ctx.scope, experiment_ids, text or None,
                                           [order] if order else [], limit=limit, offset=0)
-        found = await t.run_data(session, runs)
-    return [tv.run_view(d) for d in found], more
+        return await queries.run_table(session, runs), more
 
 
 async def runs_page(ctx: Ctx) -> Response:
@@ -116,8 +115,8 @@ def _picked(ctx: Ctx) -> list[str]:
 
 async def _picked_runs(ctx: Ctx, run_ids: Sequence[str]) -> list[RunView]:
     async with ctx.state.db.read() as session:
-        found = await t.run_data(session, await tv.visible_runs(session, ctx.scope, run_ids))
-    return [tv.run_view(d) for d in found]
+        return await queries.run_table(session, await tv.visible_runs(session, ctx.scope,
+                                                                      run_ids))
 
 
 async def compare_page(ctx: Ctx) -> Response:

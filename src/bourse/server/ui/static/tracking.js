@@ -56,8 +56,9 @@
   }
 
   function cellValue(row, index, numeric) {
-    const raw = row.cells[index].dataset.sort || "";
-    if (!numeric) return raw;
+    const cell = row.cells[index];
+    if (!numeric) return cell.textContent; // params and names sort as text, as MLflow's do
+    const raw = cell.dataset.sort || "";
     return raw === "" ? NaN : Number(raw);
   }
 
