@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from server_harness import Exchange, Live, memory_store_exchange, serve
 
-from bourse.server.services.tracking_tokens import with_tracking
 from bourse.protocol.agent import StartJob
+from bourse.server.services.tracking_tokens import with_tracking
 from bourse.storage import MemoryStore
 
 pytest.importorskip("mlflow", reason="mlflow-skinny is in the dev extra")
@@ -64,9 +64,10 @@ Trainer(max_epochs=2, logger=MLFlowLogger(), log_every_n_steps=2, enable_checkpo
 
 @pytest.fixture
 async def live(database_url: str, tmp_path: Path) -> AsyncIterator[Live]:
-    async with memory_store_exchange(tmp_path, database_url, MemoryStore("bourse")) as opened:
-        async with serve(opened) as served:
-            yield served
+    store = MemoryStore("bourse")
+    async with memory_store_exchange(tmp_path, database_url, store) as opened, \
+            serve(opened) as served:
+        yield served
 
 
 def _job_env(live: Live, job_id: str) -> dict[str, str]:

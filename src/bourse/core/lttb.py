@@ -25,7 +25,7 @@ def lttb(points: Sequence[Point], n: int) -> list[Point]:
     for bucket in range(n - 2):
         start, end = int(bucket * every) + 1, int((bucket + 1) * every) + 1
         mean_x, mean_y = _mean(points, end, min(int((bucket + 2) * every) + 1, len(points)))
-        chosen = _largest(points, start, end, points[chosen], mean_x, mean_y)
+        chosen = _largest(points, start, end, points[chosen], (mean_x, mean_y))
         kept.append(points[chosen])
     kept.append(points[-1])
     return kept
@@ -41,10 +41,9 @@ def _mean(points: Sequence[Point], start: int, end: int) -> Point:
     return xs / (end - start), ys / (end - start)
 
 
-def _largest(points: Sequence[Point], start: int, end: int, a: Point, cx: float,
-             cy: float) -> int:
+def _largest(points: Sequence[Point], start: int, end: int, a: Point, c: Point) -> int:
     """The index in ``[start, end)`` of the point making the largest triangle with a and c."""
-    ax, ay = a
+    (ax, ay), (cx, cy) = a, c
     best, best_area = start, -1.0
     for index in range(start, end):
         x, y = points[index]

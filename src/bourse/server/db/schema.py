@@ -438,7 +438,7 @@ class TrackingMetric(Base):
     timestamp: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, default=0)  # same step+time
     value: Mapped[float | None] = mapped_column(Float)
-    __table_args__ = {"sqlite_with_rowid": False}
+    __table_args__ = ({"sqlite_with_rowid": False},)
 
 
 class TrackingLatest(Base):
@@ -452,3 +452,19 @@ class TrackingLatest(Base):
     step: Mapped[int] = mapped_column(BigInteger)
     timestamp: Mapped[int] = mapped_column(BigInteger)
     count: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class TrackingBucket(Base):
+    """A metric's extremes per step bucket of width ``2**level`` (levels 6, 9, 12, 15, 18),
+    kept as points arrive, so a chart of a long series reads a few thousand of these rows
+    instead of every point (``services.tracking_charts``)."""
+
+    __tablename__ = "tracking_buckets"
+    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key: Mapped[str] = mapped_column(String(250), primary_key=True)
+    level: Mapped[int] = mapped_column(Integer, primary_key=True)
+    bucket: Mapped[int] = mapped_column(BigInteger, primary_key=True)  # step >> level
+    min_step: Mapped[int] = mapped_column(BigInteger)
+    max_step: Mapped[int] = mapped_column(BigInteger)
+    min_value: Mapped[float] = mapped_column(Float)
+    max_value: Mapped[float] = mapped_column(Float)

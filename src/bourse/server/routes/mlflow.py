@@ -44,9 +44,11 @@ def mlflow_error(exc: Exception) -> JSONResponse:
         return JSONResponse({"error_code": "INVALID_PARAMETER_VALUE",
                              "message": f"{where}: {first.get('msg', 'invalid')}"}, 400)
     assert isinstance(exc, BourseError)
+    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
     for kind, code, status in CODES:
         if isinstance(exc, kind):
-            return JSONResponse({"error_code": code, "message": str(exc)}, status)
+            return JSONResponse({"error_code": code, "message": str(exc)}, status,
+                                headers=headers)
     return JSONResponse({"error_code": "INTERNAL_ERROR", "message": str(exc)}, 500)
 
 
@@ -229,7 +231,7 @@ async def delete_tag(body: m.DeleteTag, state: State, who: Writer) -> dict[str, 
 
 
 @router.get("/metrics/get-history")
-async def metric_history(state: State, who: Writer, metric_key: Annotated[str, Query(
+async def metric_history(state: State, who: Writer, *, metric_key: Annotated[str, Query(
         max_length=250)], run_id: Annotated[str | None, Query(max_length=64)] = None,
         run_uuid: Annotated[str | None, Query(max_length=64)] = None,
         max_results: Annotated[int, Query(ge=1, le=25_000)] = 25_000,

@@ -36,7 +36,7 @@ async def list_experiments(state: State, user: User) -> ExperimentList:
 
 
 @router.get("/runs", responses=responses(401, 422))
-async def search_runs(state: State, user: User, experiment_id: Ids = [],  # noqa: B006
+async def search_runs(state: State, user: User, *, experiment_id: Ids = [],  # noqa: B006
                       filter: Annotated[str | None, Query(max_length=4000)] = None,
                       order_by: Annotated[list[str], Query(max_length=10)] = [],  # noqa: B006
                       limit: Annotated[int, Query(ge=1, le=5000)] = 100,
@@ -51,33 +51,33 @@ async def search_runs(state: State, user: User, experiment_id: Ids = [],  # noqa
                    next_offset=offset + len(found) if more else None)
 
 
-@router.get("/runs/{run_id}", responses=responses(401, 404, 422))
-async def get_run(run_id: RunId, state: State, user: User) -> RunDetail:
+@router.get("/runs/{tracking_run}", responses=responses(401, 404, 422))
+async def get_run(tracking_run: RunId, state: State, user: User) -> RunDetail:
     """A run with its params, tags and latest metrics; a job's with its priced attempts."""
     writer = t.writer_of(user.project_id, user.scope)
     async with state.db.write() as session:
-        run = await t.job_run(session, writer, run_id, state.clock())
+        run = await t.job_run(session, writer, tracking_run, state.clock())
         return await tv.run_detail(session, (await t.run_data(session, [run]))[0], user.scope,
                                    state.clock())
 
 
-@router.get("/runs/{run_id}/metrics/{key}", responses=responses(401, 404, 422))
-async def metric_series(run_id: RunId, key: Key, state: State, user: User,
+@router.get("/runs/{tracking_run}/metrics/{key}", responses=responses(401, 404, 422))
+async def metric_series(tracking_run: RunId, key: Key, state: State, user: User,
                         points: Points = 1000) -> SeriesView:
     """One metric's curve, downsampled (LTTB) to at most ``points`` points."""
     async with state.db.read() as session:
-        await _visible(session, user.scope, [run_id])
-        return tv.series_view(await tc.series(session, run_id, key, points))
+        await _visible(session, user.scope, [tracking_run])
+        return tv.series_view(await tc.series(session, tracking_run, key, points))
 
 
-@router.get("/runs/{run_id}/system", responses=responses(401, 404, 422))
-async def system_metrics(run_id: RunId, state: State, user: User) -> MetricsView:
+@router.get("/runs/{tracking_run}/system", responses=responses(401, 404, 422))
+async def system_metrics(tracking_run: RunId, state: State, user: User) -> MetricsView:
     """The resource samples of the run's job (minute means past a few hours)."""
     async with state.db.read() as session:
-        run = await _visible(session, user.scope, [run_id])
+        run = await _visible(session, user.scope, [tracking_run])
         job_id = run[0].job_id
         if job_id is None:
-            raise NotFound(f"run {run_id} is not a job's; it has no system metrics")
+            raise NotFound(f"run {tracking_run} is not a job's; it has no system metrics")
         await jobs.get_job(session, job_id, user.scope)
         samples = await metrics.job_metrics(session, job_id, 0.0, 50_000)
     return MetricsView(job_id=job_id, samples=samples)

@@ -1,24 +1,85 @@
-"""Metric curves for charts, downsampled on the server, and what a run's job cost and used.
+"""Metric curves for charts, downsampled on the server.
 
-A series with few points is read whole and thinned by LTTB (``core.lttb``). A long one is
-first reduced in SQL to each of ``4 × points`` step buckets' lowest and highest value (two
-points per bucket, at the bucket's first and last step: at chart resolution a bucket is less
-than a pixel wide), so a 1,000,000-point series costs one aggregate over its index range, not
-a million rows in Python; LTTB then picks ``points`` of those.
+A series with few points is read whole and thinned by LTTB (``core.lttb``). For a long one,
+the extremes of each step bucket are kept as points arrive (``tracking_buckets``: buckets of
+``2**level`` steps at a few levels; a batch of 1,000 consecutive steps touches about twenty
+rows); a chart reads the finest level with at most ``4 × points`` buckets — two candidate
+points per bucket, its lowest value at its first step and its highest at its last (at chart
+resolution a bucket is narrower than a pixel) — and LTTB picks ``points`` of those. A
+1,000,000-point series costs a thousand small rows, not a million.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
-from sqlalchemy import Integer, cast, func, select
+from sqlalchemy import Table, func, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.lttb import lttb
-from bourse.server.db.schema import TrackingLatest, TrackingMetric
+from bourse.server.db.schema import TrackingBucket, TrackingLatest, TrackingMetric
 
 WHOLE_FACTOR = 4  # a series of up to 4 × points points is read whole
+LEVELS = (6, 9, 12, 15, 18)  # bucket widths 64 ... 262,144 steps
+BUCKETS = cast(Table, TrackingBucket.__table__)
+Key = tuple[str, int, int]  # metric key, level, bucket
+
+
+def bucket_rows(run_id: str, points: Sequence[Any]) -> list[dict[str, Any]]:
+    """A batch's extremes per (key, level, bucket); NaN points have none. Pure: one pass
+    over the points for the finest level, the coarser ones from its buckets."""
+    finest: dict[Key, list[float]] = {}
+    first = LEVELS[0]
+    for p in points:
+        value = p.value
+        if math.isnan(value):
+            continue
+        at = (p.key, first, p.step >> first)
+        row = finest.get(at)
+        if row is None:
+            finest[at] = [p.step, p.step, value, value]
+        else:
+            _merge(row, [p.step, p.step, value, value])
+    found = dict(finest)
+    for (key, _, bucket), row in finest.items():
+        for level in LEVELS[1:]:
+            at = (key, level, bucket >> (level - first))
+            if at in found:
+                _merge(found[at], row)
+            else:
+                found[at] = list(row)
+    return [{"run_id": run_id, "key": k, "level": level, "bucket": b, "min_step": int(r[0]),
+             "max_step": int(r[1]), "min_value": r[2], "max_value": r[3]}
+            for (k, level, b), r in found.items()]
+
+
+def _merge(into: list[float], row: list[float]) -> None:
+    into[0] = min(into[0], row[0])
+    into[1] = max(into[1], row[1])
+    into[2] = min(into[2], row[2])
+    into[3] = max(into[3], row[3])
+
+
+async def add_buckets(session: AsyncSession, run_id: str, points: Sequence[Any]) -> None:
+    """Merge a batch into the stored buckets (min and max: a batch sent twice changes
+    nothing)."""
+    rows = bucket_rows(run_id, points)
+    if not rows:
+        return
+    postgres = session.get_bind().dialect.name == "postgresql"
+    statement = (postgresql.insert(BUCKETS) if postgres else sqlite.insert(BUCKETS))
+    low, high = (func.least, func.greatest) if postgres else (func.min, func.max)
+    new = statement.excluded
+    await session.execute(statement.on_conflict_do_update(
+        index_elements=["run_id", "key", "level", "bucket"],
+        set_={"min_step": low(BUCKETS.c.min_step, new.min_step),
+              "max_step": high(BUCKETS.c.max_step, new.max_step),
+              "min_value": low(BUCKETS.c.min_value, new.min_value),
+              "max_value": high(BUCKETS.c.max_value, new.max_value)}), rows)
 
 
 @dataclass(frozen=True)
@@ -37,7 +98,7 @@ async def series(session: AsyncSession, run_id: str, key: str, points: int) -> S
             TrackingMetric.run_id == run_id, TrackingMetric.key == key,
             TrackingMetric.value.is_not(None)).order_by(TrackingMetric.step,
                                                         TrackingMetric.timestamp))).all()
-        found = [(float(s), float(v)) for s, v in rows]
+        found = [(float(s), float(v)) for s, v in rows if v is not None]
     else:
         found = await _bucketed(session, run_id, key, points * WHOLE_FACTOR)
     return Series(run_id, key, int(total), lttb(found, points))
@@ -45,20 +106,20 @@ async def series(session: AsyncSession, run_id: str, key: str, points: int) -> S
 
 async def _bucketed(session: AsyncSession, run_id: str, key: str,
                     buckets: int) -> list[tuple[float, float]]:
-    where = (TrackingMetric.run_id == run_id, TrackingMetric.key == key)
-    low, high = (await session.execute(select(func.min(TrackingMetric.step),
-                                              func.max(TrackingMetric.step)).where(
-        *where))).one()
+    where = (TrackingBucket.run_id == run_id, TrackingBucket.key == key)
+    low, high = (await session.execute(select(func.min(TrackingBucket.min_step),
+                                              func.max(TrackingBucket.max_step)).where(
+        *where, TrackingBucket.level == LEVELS[-1]))).one()  # a few rows
     if low is None:
         return []
     span = int(high) - int(low) + 1
-    bucket = cast((TrackingMetric.step - int(low)) * buckets / span, Integer).label("b")
-    rows = (await session.execute(select(
-        bucket, func.min(TrackingMetric.step), func.max(TrackingMetric.step),
-        func.min(TrackingMetric.value), func.max(TrackingMetric.value)).where(
-        *where, TrackingMetric.value.is_not(None)).group_by(bucket).order_by(bucket))).all()
+    level = next((lv for lv in LEVELS if span >> lv <= buckets), LEVELS[-1])
+    rows = (await (await session.connection()).execute(select(  # plain rows: no ORM
+        TrackingBucket.min_step, TrackingBucket.max_step, TrackingBucket.min_value,
+        TrackingBucket.max_value).where(*where, TrackingBucket.level == level)
+        .order_by(TrackingBucket.bucket))).all()
     found: list[tuple[float, float]] = []
-    for _, first, last, lowest, highest in rows:
+    for first, last, lowest, highest in rows:
         found.append((float(first), float(lowest)))
         if last != first or highest != lowest:
             found.append((float(last), float(highest)))

@@ -20,8 +20,8 @@ from bourse.core.errors import InvalidInput
 from bourse.server.db.schema import TrackingLatest, TrackingMetric, TrackingParam
 from bourse.server.db.upsert import _insert
 from bourse.server.services.tracking import Writer, set_tags, writable_run
+from bourse.server.services.tracking_charts import add_buckets
 
-METRICS = cast(Table, TrackingMetric.__table__)
 PARAMS = cast(Table, TrackingParam.__table__)
 MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100  # MLflow's limits per log-batch
 MAX_PARAM_VALUE = 6000  # MLflow 2.x/3.x's param value length
@@ -84,22 +84,39 @@ async def _log_params(session: AsyncSession, run_id: str, params: Mapping[str, s
         await session.execute(_insert(session, PARAMS), rows)
 
 
-def point_rows(run_id: str, points: Sequence[Point]) -> list[dict[str, Any]]:
-    """The rows of a batch; points of one key at one step and time are told apart by
-    ``seq`` (their order in the batch)."""
+def point_rows(run_id: str, points: Sequence[Point]) -> list[tuple[Any, ...]]:
+    """The rows of a batch, in ``INSERT_COLUMNS`` order; points of one key at one step and
+    time are told apart by ``seq`` (their order in the batch)."""
     seen: dict[tuple[str, int, int], int] = {}
     rows = []
     for p in points:
         at = (p.key, p.step, p.timestamp)
         seq = seen[at] = seen.get(at, -1) + 1
-        rows.append({"run_id": run_id, "key": p.key, "step": p.step, "timestamp": p.timestamp,
-                     "seq": seq, "value": None if math.isnan(p.value) else p.value})
+        rows.append((run_id, p.key, p.step, p.timestamp, seq,
+                     None if p.value != p.value else p.value))  # NaN != NaN
     return rows
 
 
+INSERT_COLUMNS = "run_id, key, step, timestamp, seq, value"
+_INSERTS = {
+    "sqlite": f"INSERT OR IGNORE INTO tracking_metrics ({INSERT_COLUMNS}) "
+              "VALUES (?, ?, ?, ?, ?, ?)",
+    "postgresql": f"INSERT INTO tracking_metrics ({INSERT_COLUMNS}) "
+                  "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+}
+
+
+async def insert_points(session: AsyncSession, rows: list[tuple[Any, ...]]) -> None:
+    """One executemany on the driver: SQLAlchemy's per-row parameter processing cost more
+    than SQLite takes to store the rows (benchmarks/tracking.py)."""
+    connection = await session.connection()
+    await connection.exec_driver_sql(_INSERTS[connection.dialect.name], rows)
+
+
 async def _log_points(session: AsyncSession, run_id: str, points: Sequence[Point]) -> None:
-    await session.execute(_insert(session, METRICS), point_rows(run_id, points))
+    await insert_points(session, point_rows(run_id, points))
     await _update_latest(session, run_id, points)
+    await add_buckets(session, run_id, points)
 
 
 def _newest(points: Sequence[Point]) -> dict[str, tuple[Point, int]]:

@@ -62,9 +62,19 @@ def upgrade() -> None:
         sa.Column("step", sa.BigInteger(), nullable=False),
         sa.Column("timestamp", sa.BigInteger(), nullable=False),
         sa.Column("count", sa.BigInteger(), nullable=False))
+    op.create_table(
+        "tracking_buckets",
+        sa.Column("run_id", RUN_ID, primary_key=True),
+        sa.Column("key", KEY, primary_key=True),
+        sa.Column("level", sa.Integer(), primary_key=True),
+        sa.Column("bucket", sa.BigInteger(), primary_key=True),
+        sa.Column("min_step", sa.BigInteger(), nullable=False),
+        sa.Column("max_step", sa.BigInteger(), nullable=False),
+        sa.Column("min_value", sa.Float(), nullable=False),
+        sa.Column("max_value", sa.Float(), nullable=False))
 
 
 def downgrade() -> None:
-    for name in ("tracking_latest", "tracking_metrics", "tracking_tags", "tracking_params",
+    for name in ("tracking_buckets", "tracking_latest", "tracking_metrics", "tracking_tags", "tracking_params",
                  "tracking_runs", "tracking_experiments"):
         op.drop_table(name)
