@@ -11,6 +11,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 from click.testing import CliRunner
+from pydantic import BaseModel
 
 from bourse.cli import client as seam
 from bourse.cli.main import cli
@@ -40,6 +41,7 @@ CURVES = {"a": [(0, 1.0), (1, 0.1), (2, 0.2)], "b": [(0, 0.9), (2, 0.4)]}
 
 def answer(request: httpx.Request) -> httpx.Response:
     path = request.url.path.removeprefix("/api/v1/tracking")
+    body: BaseModel
     if path == "/experiments":
         body = ExperimentList(experiments=[ExperimentView(
             experiment_id="0", name="Default", lifecycle_stage="active", created_at=0)])

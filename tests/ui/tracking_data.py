@@ -60,8 +60,9 @@ def sweep_rows(experiment_id: str, runs: int, steps: int, project: str = "defaul
                                       None, None))
         rows["tracking_params"] += [(run_id, "lr", LEARNING_RATES[index % 4]),
                                     (run_id, "batch", "64"), (run_id, "seed", str(index))]
-        for key, curve in (("val_loss", lambda s: 1 / (s + 1)), ("acc", lambda s: s / steps)):
-            values = [curve(s) + index / 10_000 for s in range(steps)]
+        for key, curve in (("val_loss", [1 / (s + 1) for s in range(steps)]),
+                           ("acc", [s / steps for s in range(steps)])):
+            values = [v + index / 10_000 for v in curve]
             rows["tracking_metrics"] += [(run_id, key, s, 1000 + s, 0, v)
                                          for s, v in enumerate(values)]
             rows["tracking_latest"].append((run_id, key, values[-1], steps - 1,

@@ -67,12 +67,12 @@ async def run_table(session: AsyncSession, runs: Sequence[TrackingRun]) -> list[
             TrackingParam.run_id, TrackingParam.key, TrackingParam.value).where(
             TrackingParam.run_id.in_(ids))):
         params[run_id][key] = value
-    for run_id, key, value, step, timestamp, count in await session.execute(select(
+    for run_id, key, number, step, timestamp, count in await session.execute(select(
             TrackingLatest.run_id, TrackingLatest.key, TrackingLatest.value,
             TrackingLatest.step, TrackingLatest.timestamp, TrackingLatest.count).where(
             TrackingLatest.run_id.in_(ids))):
         latest[run_id][key] = LatestMetric.model_construct(
-            value=value, step=step, timestamp=timestamp, count=count)
+            value=number, step=step, timestamp=timestamp, count=count)
     return [RunView.model_construct(
         run_id=r.id, experiment_id=r.experiment_id, name=r.name, status=r.status,
         lifecycle_stage=r.lifecycle_stage, start_time=r.start_time, end_time=r.end_time,
