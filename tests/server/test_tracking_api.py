@@ -118,6 +118,8 @@ async def test_a_jobs_run_is_the_job_and_its_token_writes_only_it(exchange: Exch
     detail = (await exchange.client.get(f"/api/v1/tracking/runs/{job['id']}")).json()
     assert detail["job_id"] == job["id"] and detail["metrics"]["x"]["step"] == 3
     assert detail["job_state"] == "PENDING" and detail["attempts"] == []
+    system = await exchange.client.get(f"/api/v1/tracking/runs/{job['id']}/system")
+    assert system.status_code == 200 and system.json()["job_id"] == job["id"]
 
 
 async def test_a_long_curve_is_downsampled(exchange: Exchange) -> None:

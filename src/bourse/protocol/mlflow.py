@@ -5,6 +5,7 @@ doubles as ``"NaN"``/``"Infinity"``; unknown fields are ignored (newer clients s
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import NotRequired, TypedDict
 
 
 class Body(BaseModel):
@@ -16,11 +17,14 @@ class KeyValue(Body):
     value: str = ""
 
 
-class MetricIn(Body):
+class MetricIn(TypedDict):
+    """A point of a batch: a TypedDict, not a model, since a batch holds up to 1,000 of them
+    (validating models cost more than storing the points)."""
+
     key: str
     value: float
-    timestamp: int = 0
-    step: int = 0
+    timestamp: NotRequired[int]
+    step: NotRequired[int]
 
 
 class CreateExperiment(Body):

@@ -188,7 +188,8 @@ async def restore_run(body: m.RunRef, state: State, who: Writer) -> dict[str, An
 
 @router.post("/runs/log-batch")
 async def log_batch(body: m.LogBatch, state: State, who: Writer) -> dict[str, Any]:
-    points = [tl.Point(p.key, p.value, p.timestamp, p.step) for p in body.metrics]
+    points = [tl.Point(p["key"], p["value"], p.get("timestamp", 0), p.get("step", 0))
+              for p in body.metrics]
     params = {p.key: p.value for p in body.params}
     if len(params) != len(body.params):
         raise InvalidInput("a batch names a param twice; params are written once")

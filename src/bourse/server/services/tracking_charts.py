@@ -34,16 +34,23 @@ def bucket_rows(run_id: str, points: Sequence[Any]) -> list[dict[str, Any]]:
     over the points for the finest level, the coarser ones from its buckets."""
     finest: dict[Key, list[float]] = {}
     first = LEVELS[0]
-    for p in points:
-        value = p.value
+    for p in points:  # the hot loop of an ingest: comparisons inline
+        value, step = p.value, p.step
         if math.isnan(value):
             continue
-        at = (p.key, first, p.step >> first)
+        at = (p.key, first, step >> first)
         row = finest.get(at)
         if row is None:
-            finest[at] = [p.step, p.step, value, value]
-        else:
-            _merge(row, [p.step, p.step, value, value])
+            finest[at] = [step, step, value, value]
+            continue
+        if step < row[0]:
+            row[0] = step
+        elif step > row[1]:
+            row[1] = step
+        if value < row[2]:
+            row[2] = value
+        elif value > row[3]:
+            row[3] = value
     found = dict(finest)
     for (key, _, bucket), row in finest.items():
         for level in LEVELS[1:]:
