@@ -19,7 +19,7 @@
     };
   }
 
-  function drawChart(grid, chart) {
+  function drawChart(grid, chart, width) {
     const box = document.createElement("div");
     box.className = "curve";
     box.dataset.key = chart.key;
@@ -32,7 +32,7 @@
       box.appendChild(document.createTextNode("no finite values"));
       return;
     }
-    new uPlot(chartOptions(chart, box.clientWidth || 560), [chart.x].concat(chart.y), box);
+    new uPlot(chartOptions(chart, width), [chart.x].concat(chart.y), box);
   }
 
   async function loadCurves(root) {
@@ -46,7 +46,10 @@
         return;
       }
       const data = await response.json();
-      for (const chart of data.charts) drawChart(grid, chart);
+      // one width for all, measured once: reading a box's width after adding another would
+      // lay the page out again (a table of 1,000 runs below it) for every chart
+      const width = Math.max(360, Math.min(grid.clientWidth || 720, data.charts.length > 1 ? Math.floor(grid.clientWidth / 2) - 16 : 1200));
+      for (const chart of data.charts) drawChart(grid, chart, width);
       const drawn = performance.now() - started;
       root.dataset.drawnMs = String(Math.round(drawn));
       status.textContent = `${data.charts.length} chart${data.charts.length === 1 ? "" : "s"}, drawn in ${Math.round(drawn)} ms`;
