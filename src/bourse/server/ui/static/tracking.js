@@ -25,7 +25,8 @@
     box.dataset.key = chart.key;
     box.dataset.points = String(chart.x.length);
     const title = document.createElement("h3");
-    title.textContent = `${chart.key} (${chart.total.toLocaleString()} points stored)`;
+    const stored = `${chart.total.toLocaleString()} points stored`;
+    title.textContent = chart.runs.length > 1 ? `${chart.key} (${chart.runs.length} runs, ${stored})` : `${chart.key} (${stored})`;
     box.appendChild(title);
     grid.appendChild(box);
     if (!chart.x.length) {
