@@ -7,15 +7,18 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from tracking_data import LEARNING_RATES, insert_rows, sweep_rows
 from ui_exchange import COMPUTER, HUNDRED_K, TICKER, UiExchange
 from ui_exchange import _free_port as free_port
 
@@ -537,3 +540,88 @@ def test_an_arrow_that_skips_a_stage_is_drawn_around_its_box(page: Page,
     shot(page, "runs-by-app")
     page.fill("#run-filter input[name=app]", "no-such-app")
     expect(page.locator("#run-list .empty")).to_contain_text("No runs of an app named like")
+
+
+COMPARED = 1000  # runs on the comparison page, which loads in under a second
+
+
+def _mlflow(http: httpx.Client, path: str, body: dict[str, object]) -> dict[str, Any]:
+    response = http.post(f"/api/2.0/mlflow/{path}", json=body)
+    assert response.status_code == 200, response.text
+    found: dict[str, Any] = response.json()
+    return found
+
+
+def _points(index: int, steps: int) -> list[dict[str, object]]:
+    return [{"key": key, "value": value + index / 10_000, "timestamp": 1000 + step,
+             "step": step} for step in range(steps)
+            for key, value in (("val_loss", 1 / (step + 1)), ("acc", step / steps))]
+
+
+def _sweep(exchange: UiExchange, runs: int, steps: int) -> tuple[str, list[str]]:
+    """An experiment of ``runs`` runs, as MLflow clients log them (``sweep_rows``' values)."""
+    with httpx.Client(base_url=exchange.url, timeout=30, headers={
+            "Authorization": f"Bearer {exchange.token}"}) as http:
+        experiment = _mlflow(http, "experiments/create", {"name": f"ui-sweep-{runs}"})
+        run_ids = []
+        for index in range(runs):
+            made = _mlflow(http, "runs/create", {"experiment_id": experiment["experiment_id"],
+                                                 "run_name": f"sweep-{index:04d}"})
+            run_id = made["run"]["info"]["run_id"]
+            params = {"lr": LEARNING_RATES[index % 4], "batch": "64", "seed": str(index)}
+            points = _points(index, steps)
+            for start in range(0, len(points), 1000):  # MLflow's batch limit
+                _mlflow(http, "runs/log-batch", {"run_id": run_id, "metrics": points[
+                    start:start + 1000], "params": [] if start else [
+                    {"key": k, "value": v} for k, v in params.items()]})
+            run_ids.append(run_id)
+    return str(experiment["experiment_id"]), run_ids
+
+
+def test_the_comparison_of_1000_runs_loads_in_under_a_second(page: Page,
+                                                             exchange: UiExchange) -> None:
+    experiment, _ = _sweep(exchange, 0, steps=0)  # its runs written straight into the database
+    stored = sweep_rows(experiment, COMPARED, steps=20)
+    insert_rows(exchange.root / "server" / "bourse.db", stored)
+    run_ids = [str(row[0]) for row in stored["tracking_runs"]]
+    started = time.perf_counter()
+    page.goto(f"/ui/tracking/compare?experiment={experiment}")
+    expect(page.locator("#compare-curves")).to_have_attribute("data-drawn-ms", re.compile(r"\d"))
+    TIMINGS["compare_1000_runs_s"] = loaded = time.perf_counter() - started
+    TIMINGS["compare_curves_drawn_ms"] = float(
+        page.locator("#compare-curves").get_attribute("data-drawn-ms") or "nan")
+    navigation = page.evaluate("performance.getEntriesByType('navigation')[0].toJSON()")
+    for mark in ("responseStart", "responseEnd", "domContentLoadedEventEnd"):
+        TIMINGS[f"compare_{mark}_ms"] = navigation[mark]
+    rows = page.locator("table.runs-table tbody tr")
+    expect(rows).to_have_count(COMPARED)
+    expect(page.locator(".curve")).to_have_count(2)  # acc and val_loss, overlaid
+    expect(page.locator(".curve[data-key=val_loss] .u-legend .u-series")).to_have_count(21)
+    expect(page.locator("th.param.differs")).to_have_text(["lr", "seed"])
+    expect(page.locator("th.param.same")).to_have_text(["batch"])
+    shot(page, "compare")
+    val_loss = page.locator("th.metric", has_text="val_loss")
+    val_loss.click()  # ascending: run 0 ended lowest
+    expect(rows.first).to_have_attribute("data-run-id", run_ids[0])
+    val_loss.click()
+    expect(rows.first).to_have_attribute("data-run-id", run_ids[-1])
+    page.fill(".row-filter", "sweep-0042")
+    expect(page.locator("table.runs-table tbody tr:visible")).to_have_count(1)
+    page.check(".only-differing")
+    expect(page.locator("th.param.same")).to_be_hidden()
+    expect(page.locator("th.param.differs").first).to_be_visible()
+    assert loaded < 1.0, f"the comparison of {COMPARED} runs took {loaded:.2f} s"
+
+
+def test_a_runs_page_charts_its_long_curve_downsampled(page: Page,
+                                                       exchange: UiExchange) -> None:
+    _, [run_id] = _sweep(exchange, 1, steps=12_500)  # 25,000 points, two keys
+    started = time.perf_counter()
+    page.goto(f"/ui/tracking/runs/{run_id}")
+    expect(page.locator("#run-curves")).to_have_attribute("data-drawn-ms", re.compile(r"\d"))
+    TIMINGS["run_page_25k_points_s"] = time.perf_counter() - started
+    chart = page.locator(".curve[data-key=val_loss]")
+    expect(chart.locator("h3")).to_contain_text("12,500 points stored")
+    assert 3 <= int(chart.get_attribute("data-points") or 0) <= 1000
+    expect(page.locator("table.params")).to_contain_text("seed")
+    shot(page, "tracked-run")

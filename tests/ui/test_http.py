@@ -19,7 +19,8 @@ from bourse.server.ui.session import csrf_token, safe_next
 from bourse.storage import MemoryIssuer, MemoryStore, StoreSettings
 
 pytestmark = pytest.mark.anyio
-IDS = {"job_id": "j-missing", "node_id": "n-missing", "token": "not-a-token"}
+IDS = {"job_id": "j-missing", "node_id": "n-missing", "token": "not-a-token",
+       "experiment_id": "e-missing", "run_id": "r-missing"}
 
 
 def _url(path: str) -> str:

@@ -25,7 +25,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("bourse.cli.run", "run", "Run a command or task file on the exchange, stream its "
                                      "output."),
     "jobs": ("bourse.cli.jobs", "jobs", "List jobs (and `jobs show ID`)."),
-    "runs": ("bourse.cli.runs", "runs", "List app runs (and `runs show RUN`)."),
+    "runs": ("bourse.cli.runs", "runs", "List app runs (and `runs show RUN`, `runs compare "
+                                       "A B`)."),
+    "experiments": ("bourse.cli.tracking", "experiments", "List tracking experiments."),
+    "metrics": ("bourse.cli.tracking", "metrics", "A tracking run's metric curve (--csv)."),
     "logs": ("bourse.cli.logs", "logs", "Print a job's output; -f follows it."),
     "stop": ("bourse.cli.jobs", "stop", "Cancel jobs."),
     "exec": ("bourse.cli.exec", "exec_", "Run a command (or a shell) beside a running job."),

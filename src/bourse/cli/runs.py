@@ -13,6 +13,7 @@ from bourse.cli.confirm import confirm, yes_option
 from bourse.cli.errors import handles_errors
 from bourse.cli.render import age, clock, dollars, echo_json, table
 from bourse.cli.suggest import SuggestingGroup
+from bourse.cli.tracking import compare
 from bourse.protocol.api import JobView, RunDetail, RunView
 
 HEADERS = ("RUN", "APP", "STATE", "STAGES", "STARTED", "DURATION", "COST")
@@ -40,7 +41,7 @@ def job_row(job: JobView, now: float, after: Sequence[str] = ()) -> list[str]:
 @handles_errors
 def runs(ctx: click.Context, limit: int, app: str | None, as_json: bool) -> None:
     """List app runs (`bourse run app.py`), newest first; `bourse runs show RUN` for one,
-    `bourse runs stop RUN` to cancel one."""
+    `bourse runs stop RUN` to cancel one; `bourse runs compare A B` compares tracking runs."""
     if ctx.invoked_subcommand is not None:
         return
     with seam.open_client() as client:
@@ -98,3 +99,6 @@ def describe_run(run: RunDetail, now: float) -> list[str]:
         after.setdefault(edge.target, []).append(edge.source)
     rows = [job_row(j, now, after.get(j.spec.stage or "", ())) for j in run.jobs]
     return [*lines, "", table(JOB_HEADERS, rows, right=(5,))]
+
+
+runs.add_command(compare)

@@ -45,7 +45,10 @@ from bourse.protocol.api import (
 from bourse.protocol.clouds import CloudList, LaunchView, ProjectLimitsView
 from bourse.protocol.common import JobSpec
 from bourse.protocol.metrics import MetricsView
-from bourse.sdk import access, clouds, core
+from bourse.protocol.tracking import ChartView, ExperimentView, SeriesView
+from bourse.protocol.tracking import RunDetail as TrackedRun
+from bourse.protocol.tracking import RunList as TrackedRuns
+from bourse.sdk import access, clouds, core, tracking
 from bourse.sdk.bundle import Progress, aiter_file
 from bourse.sdk.client import DAY, SSE_HEADERS, Base, Source, body_headers, dropped, give_up
 from bourse.sdk.core import Call, StoredBundle
@@ -207,6 +210,31 @@ class AsyncClient(Base):
 
     async def set_limits(self, project: str, **fields: Any) -> ProjectLimitsView:
         return await self._send(clouds.set_limits(project, **fields))
+
+    async def experiments(self) -> list[ExperimentView]:
+        """The project's tracking experiments (``bourse experiments``)."""
+        return await self._send(tracking.experiments())
+
+    async def search_runs(self, experiment_ids: Sequence[str] = (), filter_text: str | None = None,
+                    order_by: Sequence[str] = (), limit: int = 100,
+                    offset: int = 0) -> TrackedRuns:
+        """Tracking runs by MLflow's search syntax (``metrics.loss < 0.2 and params.lr =
+        "1e-3"``), ``order_by`` like ``metrics.loss ASC``; newest first otherwise."""
+        return await self._send(tracking.search_runs(experiment_ids, filter_text, order_by, limit,
+                                                offset))
+
+    async def tracked_run(self, run_id: str) -> TrackedRun:
+        """A tracking run (a job's id is its run's): params, tags, latest metrics, cost."""
+        return await self._send(tracking.tracked_run(run_id))
+
+    async def metric(self, run_id: str, key: str, points: int = 1000) -> SeriesView:
+        """A run's curve of ``key``, downsampled on the server to at most ``points``."""
+        return await self._send(tracking.metric(run_id, key, points))
+
+    async def chart(self, run_ids: Sequence[str], keys: Sequence[str],
+              points: int = 1000) -> ChartView:
+        """The curves of several runs (up to 100) and keys (up to 20) in one call."""
+        return await self._send(tracking.chart(run_ids, keys, points))
 
     async def create_enrollment(self, name: str | None = None,
                                 expires_in_s: float = DAY,

@@ -48,7 +48,10 @@ from bourse.protocol.api import (
 from bourse.protocol.clouds import CloudList, LaunchView, ProjectLimitsView
 from bourse.protocol.common import JobSpec
 from bourse.protocol.metrics import MetricsView
-from bourse.sdk import access, clouds, core
+from bourse.protocol.tracking import ChartView, ExperimentView, SeriesView
+from bourse.protocol.tracking import RunDetail as TrackedRun
+from bourse.protocol.tracking import RunList as TrackedRuns
+from bourse.sdk import access, clouds, core, tracking
 from bourse.sdk.bundle import Progress, iter_file
 from bourse.sdk.config import resolve_credentials
 from bourse.sdk.core import Call, StoredBundle
@@ -265,6 +268,31 @@ class Client(Base):
         """A project's clouds and spending caps (admins): ``clouds=["aws"]``,
         ``cap_hour=20.0``, ``cap_day=300.0``; None lifts one."""
         return self._send(clouds.set_limits(project, **fields))
+
+    def experiments(self) -> list[ExperimentView]:
+        """The project's tracking experiments (``bourse experiments``)."""
+        return self._send(tracking.experiments())
+
+    def search_runs(self, experiment_ids: Sequence[str] = (), filter_text: str | None = None,
+                    order_by: Sequence[str] = (), limit: int = 100,
+                    offset: int = 0) -> TrackedRuns:
+        """Tracking runs by MLflow's search syntax (``metrics.loss < 0.2 and params.lr =
+        "1e-3"``), ``order_by`` like ``metrics.loss ASC``; newest first otherwise."""
+        return self._send(tracking.search_runs(experiment_ids, filter_text, order_by, limit,
+                                                offset))
+
+    def tracked_run(self, run_id: str) -> TrackedRun:
+        """A tracking run (a job's id is its run's): params, tags, latest metrics, cost."""
+        return self._send(tracking.tracked_run(run_id))
+
+    def metric(self, run_id: str, key: str, points: int = 1000) -> SeriesView:
+        """A run's curve of ``key``, downsampled on the server to at most ``points``."""
+        return self._send(tracking.metric(run_id, key, points))
+
+    def chart(self, run_ids: Sequence[str], keys: Sequence[str],
+              points: int = 1000) -> ChartView:
+        """The curves of several runs (up to 100) and keys (up to 20) in one call."""
+        return self._send(tracking.chart(run_ids, keys, points))
 
     def create_enrollment(self, name: str | None = None,
                           expires_in_s: float = DAY,

@@ -8,7 +8,7 @@ identically and errors are mapped in one place (:func:`bourse.sdk.errors.error_f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -69,7 +69,7 @@ class Call(Generic[T]):
     method: str
     path: str
     read: Callable[[httpx.Response], T]
-    params: dict[str, str | int] = field(default_factory=dict)
+    params: Mapping[str, str | int | list[str]] = field(default_factory=dict)
     json: Any = None
 
 

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
-from bourse.server.ui import charts, downloads, fleet, jobs, login
+from bourse.server.ui import charts, downloads, experiments, fleet, jobs, login
 from bourse.server.ui.guard import Handler, Kind, guarded
 from bourse.server.ui.render import STATIC_DIR, STATIC_PATH
 
@@ -32,6 +32,12 @@ GUARDED: list[tuple[str, Handler, Kind, tuple[str, ...]]] = [
     ("/ui/offers", fleet.offers_page, Kind.PAGE, GET),
     ("/ui/runs", fleet.runs_page, Kind.PAGE, GET),
     ("/ui/runs/list", fleet.runs_list, Kind.FRAGMENT, GET),
+    ("/ui/experiments", experiments.experiments_page, Kind.PAGE, GET),
+    ("/ui/experiments/{experiment_id}", experiments.runs_page, Kind.PAGE, GET),
+    ("/ui/tracking/runs/{run_id}", experiments.run_page, Kind.PAGE, GET),
+    ("/ui/tracking/runs/{run_id}/curves", experiments.run_curves, Kind.JSON, GET),
+    ("/ui/tracking/compare", experiments.compare_page, Kind.PAGE, GET),
+    ("/ui/tracking/curves", experiments.compare_curves, Kind.JSON, GET),
     ("/ui/download/{token}", downloads.download, Kind.PAGE, GET),
     ("/ui/logout", login.logout, Kind.PAGE, POST),
 ]
