@@ -137,3 +137,15 @@ async def test_a_long_curve_is_downsampled(exchange: Exchange) -> None:
     whole = (await exchange.client.get(f"/api/v1/tracking/runs/{run_id}/metrics/loss",
                                        params={"points": 2000})).json()  # read whole
     assert len(whole["points"]) == 2000 and whole["points"][0] == [0.0, 0.0]
+
+
+async def test_a_key_with_slashes_is_read_by_its_path(exchange: Exchange) -> None:
+    run_id = await _run(exchange)
+    await _post(exchange, "runs/log-batch", {"run_id": run_id, "metrics": [
+        {"key": "train/loss", "value": 1.0 / (s + 1), "timestamp": s, "step": s}
+        for s in range(10)]})
+
+    curve = await exchange.client.get(f"/api/v1/tracking/runs/{run_id}/metrics/train/loss")
+
+    assert curve.status_code == 200, curve.text
+    assert curve.json()["key"] == "train/loss" and len(curve.json()["points"]) == 10

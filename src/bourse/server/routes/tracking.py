@@ -61,7 +61,7 @@ async def get_run(tracking_run: RunId, state: State, user: User) -> RunDetail:
                                    state.clock())
 
 
-@router.get("/runs/{tracking_run}/metrics/{key}", responses=responses(401, 404, 422))
+@router.get("/runs/{tracking_run}/metrics/{key:path}", responses=responses(401, 404, 422))
 async def metric_series(tracking_run: RunId, key: Key, state: State, user: User,
                         points: Points = 1000) -> SeriesView:
     """One metric's curve, downsampled (LTTB) to at most ``points`` points."""
