@@ -3,6 +3,7 @@ version to apply, and what is shown of a service, its versions and its decisions
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -37,8 +38,8 @@ class ServicePolicy(Wire):
             raise ValueError(f"max_replicas {self.max_replicas} is below min_replicas "
                              f"{self.min_replicas}")
         steps = self.steps
-        if steps[-1] != 100 or steps[0] < 1 or any(b <= a for a, b in zip(steps, steps[1:],
-                                                                           strict=False)):
+        if steps[-1] != 100 or steps[0] < 1 or any(
+                b <= a for a, b in itertools.pairwise(steps)):
             raise ValueError(f"steps {steps} must rise from 1 or more and end at 100")
         return self
 

@@ -12,6 +12,7 @@ from bourse.server.routes import (
     cost,
     data,
     execs,
+    gateway,
     jobs,
     metrics,
     nodes,
@@ -21,8 +22,9 @@ from bourse.server.routes import (
     prometheus,
     runs,
     secrets,
+    services,
 )
 
 ROUTERS: tuple[APIRouter, ...] = tuple(m.router for m in (
     jobs, nodes, agent, bundles, offers, cost, data, execs, ports, projects, audit, secrets, runs,
-    metrics, prometheus, clouds))
+    metrics, prometheus, clouds, services, gateway))
