@@ -417,6 +417,7 @@ class ServiceReplica(Base):
     job_id: Mapped[str] = mapped_column(String(40), ForeignKey("jobs.id"), primary_key=True)
     service_id: Mapped[str] = mapped_column(String(40), ForeignKey("services.id"))
     version: Mapped[int] = mapped_column(Integer)
+    port: Mapped[int] = mapped_column(Integer)  # its own ($PORT): replicas may share a node
     created_at: Mapped[float] = mapped_column(Float)
     ended: Mapped[bool] = mapped_column(Boolean, default=False)  # its job is terminal
     __table_args__ = (Index("ix_service_replicas_service", "service_id", "ended"),)

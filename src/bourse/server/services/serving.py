@@ -21,7 +21,7 @@ from bourse.core.errors import Conflict, NotFound
 from bourse.core.rollout import Rules
 from bourse.core.states import JobState
 from bourse.core.uri import StoreURI
-from bourse.protocol.common import JobSpec
+from bourse.protocol.common import JobSpec, Port
 from bourse.protocol.services import ServiceApply, ServiceEventView, ServicePolicy
 from bourse.server.access import Scope
 from bourse.server.commands import Command
@@ -243,14 +243,24 @@ def weights_of(service: ServiceRow, steps: Sequence[int] | None) -> dict[int, in
 
 async def add_replicas(session: AsyncSession, service: ServiceRow, number: int, count: int,
                        *, now: float, store: StoreURI | None, box: SecretBox | None) -> None:
-    """``count`` more replicas of version ``number``: ordinary jobs, refused as jobs are."""
+    """``count`` more replicas of version ``number``: ordinary jobs, refused as jobs are.
+    Each gets a port of its own, the service's port or the next free above it, declared and
+    given in ``$PORT``: replicas placed on one node must not collide."""
     version = await session.get(ServiceVersion, (service.id, number))
     assert version is not None
     spec = JobSpec.model_validate(version.job)
+    base = ServicePolicy.model_validate(version.policy).port
+    used = set(await session.scalars(select(ServiceReplica.port).where(
+        ServiceReplica.service_id == service.id, ServiceReplica.ended.is_(False))))
     for _ in range(count):
-        job = await submit_job(session, spec, service.project_id, now, store, box=box)
+        port = next(p for p in range(base, 65536) if p not in used)
+        used.add(port)
+        mine = spec.model_copy(update={"ports": [Port(number=port)],
+                                       "env": {**spec.env, "PORT": str(port)},
+                                       "name": spec.name or f"{service.name}-v{number}"})
+        job = await submit_job(session, mine, service.project_id, now, store, box=box)
         session.add(ServiceReplica(job_id=job.id, service_id=service.id, version=number,
-                                   created_at=now, ended=False))
+                                   port=port, created_at=now, ended=False))
 
 
 def first_count(body: ServiceApply) -> int:

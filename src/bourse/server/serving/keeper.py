@@ -261,7 +261,7 @@ def _infos(replicas: Sequence[tuple[ServiceReplica, Job]],
         if job.state != JobState.RUNNING.value or job.cancel_requested:
             continue
         policy = ServicePolicy.model_validate(versions[replica.version].policy)
-        infos.append(ReplicaInfo(job.id, replica.version, policy.port, job.node_id,
+        infos.append(ReplicaInfo(job.id, replica.version, replica.port, job.node_id,
                                  job.attempt, job.updated_at, policy.readiness_path,
                                  policy.readiness_timeout_s, policy.initial_delay_s))
     return infos

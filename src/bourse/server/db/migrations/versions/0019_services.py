@@ -47,6 +47,7 @@ def upgrade() -> None:
         sa.Column("service_id", sa.String(length=40), sa.ForeignKey("services.id"),
                   nullable=False),
         sa.Column("version", sa.Integer(), nullable=False),
+        sa.Column("port", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.Float(), nullable=False),
         sa.Column("ended", sa.Boolean(), nullable=False))
     op.create_index("ix_service_replicas_service", "service_replicas", ["service_id", "ended"])
