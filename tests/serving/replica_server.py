@@ -13,7 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 
 PORT, VERSION = int(sys.argv[1]), os.environ.get("VERSION", "?")
-FAIL_RATE, EXTRA_MS = float(os.environ.get("FAIL_RATE", "0")), float(os.environ.get("EXTRA_MS", "0"))
+FAIL_RATE = float(os.environ.get("FAIL_RATE", "0"))
+EXTRA_MS = float(os.environ.get("EXTRA_MS", "0"))
 rng = np.random.default_rng(0)
 W1, W2 = rng.normal(size=(64, 128)) / 8, rng.normal(size=(128, 10)) / 11
 DIGIT = rng.integers(0, 16, size=64).astype(float)

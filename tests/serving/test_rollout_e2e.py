@@ -17,7 +17,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from click.testing import CliRunner
 from ui_exchange import UiExchange, wait_for
+
+from bourse.cli.main import cli
 
 from bourse.core.compute import Compute
 from bourse.protocol.common import JobSpec
@@ -95,10 +98,34 @@ def _decided(client: Client, words: str) -> str | None:
                  if e.kind == "decision" and words in e.message), None)
 
 
-def test_promote_roll_back_and_replace(exchange: UiExchange) -> None:
+def bourse(exchange: UiExchange, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args), env={
+        "BOURSE_URL": exchange.url, "BOURSE_TOKEN": exchange.token,
+        "BOURSE_HOME": str(exchange.root / "cli-home"), "BOURSE_CONTEXT": None})
+    return result.exit_code, result.output
+
+
+TASK = """\
+name: digits
+env: {VERSION: "1"}
+resources: {cpus: 0.25}
+run: exec %s %s $PORT
+service:
+  port: 18500
+  readiness: /health
+  replicas: 2
+  rollout: {steps: [10, 50, 100], pause: 2s, min_requests: 40}
+"""
+
+
+def test_promote_roll_back_and_replace(exchange: UiExchange, tmp_path: Path) -> None:
     client = exchange.client
-    view = client.apply_service(version(1))
-    assert view.url == "/svc/default/digits/"
+    task = tmp_path / "service.yaml"
+    task.write_text(TASK % (sys.executable, Path(__file__).parent / "replica_server.py"))
+    code, out = bourse(exchange, "serve", str(task), "--no-code")
+    assert code == 0, out
+    assert f"{exchange.url}/svc/default/digits/" in out
+    view = client.service("digits")
     wait_for(lambda: _ready(client, 1, 2), 60, "version 1's two replicas", exchange.logs)
     load = Load(f"{exchange.url}{view.url}predict", exchange.token)
     thread = threading.Thread(target=load.run, daemon=True)
@@ -138,5 +165,11 @@ def test_promote_roll_back_and_replace(exchange: UiExchange) -> None:
     assert load.gateway_errors(bad="3") == []  # none failed because of a switch or the kill
     counts = Counter(s[1] for s in load.seen)
     assert counts["1"] and counts["2"] and counts["3"]
-    client.stop_service("digits")
-    assert client.service("digits").state == "stopped"
+    code, out = bourse(exchange, "services", "show", "digits")
+    assert code == 0 and "rolled back version 3" in out and "v2" in out, out
+    code, out = bourse(exchange, "services", "rollback", "digits", "-y")
+    assert code == 1 and "no rollout in progress" in out, out
+    code, out = bourse(exchange, "services", "stop", "digits", "-y")
+    assert code == 0, out
+    code, out = bourse(exchange, "services")
+    assert "digits" in out and "stopped" in out, out

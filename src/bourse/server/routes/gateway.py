@@ -42,6 +42,8 @@ async def forward(request: Request) -> Response:
 
 
 async def add_slash(request: Request) -> Response:
+    """``/svc/{project}/{name}`` -> ``.../{name}/`` (for a caller who may see it)."""
+    await authenticate(request)
     return RedirectResponse(f"{request.url.path}/", 307)
 
 

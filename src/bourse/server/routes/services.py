@@ -52,34 +52,34 @@ async def list_services(state: State, user: User) -> ServiceList:
                                      for r in rows])
 
 
-@router.get("/{name}", responses=responses(401, 404, 422))
-async def show(name: NamePath, state: State, user: User) -> ServiceDetail:
+@router.get("/{service}", responses=responses(401, 404, 422))
+async def show(service: NamePath, state: State, user: User) -> ServiceDetail:
     """Versions, weights, replicas, the gateway's figures, decisions and figures rows."""
     async with state.db.read() as session:
-        service = await svc.get_service(session, name, user.scope, user.project_id)
-        return await service_detail(session, service, state.gateway, state.clock())
+        row = await svc.get_service(session, service, user.scope, user.project_id)
+        return await service_detail(session, row, state.gateway, state.clock())
 
 
-@router.post("/{name}/rollback", responses=responses(401, 404, 409, 422))
-async def rollback(name: NamePath, state: State, user: User) -> ServiceView:
+@router.post("/{service}/rollback", responses=responses(401, 404, 409, 422))
+async def rollback(service: NamePath, state: State, user: User) -> ServiceView:
     """End the rollout in progress: the new version's traffic goes back to the stable one."""
     now = state.clock()
     async with state.db.write() as session:
-        service = await svc.get_service(session, name, user.scope, user.project_id)
-        commands = await svc.roll_back(session, service, "rolled back by hand", now)
-        view = await service_view(session, service, state.gateway, now)
+        row = await svc.get_service(session, service, user.scope, user.project_id)
+        commands = await svc.roll_back(session, row, "rolled back by hand", now)
+        view = await service_view(session, row, state.gateway, now)
     state.hub.send(commands)
     return view
 
 
-@router.post("/{name}/stop", responses=responses(401, 404, 422))
-async def stop(name: NamePath, state: State, user: User) -> ServiceView:
+@router.post("/{service}/stop", responses=responses(401, 404, 422))
+async def stop(service: NamePath, state: State, user: User) -> ServiceView:
     """Stop every replica; the gateway answers 503 for it. `bourse serve` starts it again."""
     now = state.clock()
     async with state.db.write() as session:
-        service = await svc.get_service(session, name, user.scope, user.project_id)
-        commands = await svc.stop_service(session, service, now)
-        view = await service_view(session, service, state.gateway, now)
-    state.gateway.drop(service.project_id, service.name)
+        row = await svc.get_service(session, service, user.scope, user.project_id)
+        commands = await svc.stop_service(session, row, now)
+        view = await service_view(session, row, state.gateway, now)
+    state.gateway.drop(row.project_id, row.name)
     state.hub.send(commands)
     return view

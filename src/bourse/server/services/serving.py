@@ -140,7 +140,7 @@ async def live_replicas(session: AsyncSession, service_id: str,
         ServiceReplica.service_id == service_id, ServiceReplica.ended.is_(False))
     if version is not None:
         query = query.where(ServiceReplica.version == version)
-    return [(r, j) for r, j in (await session.execute(query)).tuples()]
+    return [(r, j) for r, j in await session.execute(query)]
 
 
 async def _end_version(session: AsyncSession, service: ServiceRow, version: ServiceVersion,
