@@ -91,8 +91,8 @@ async def _alpha(exchange: Exchange) -> Alpha:
         "name": "alpha-svc-name-3a1", "job": {"command": ["true"], "bundle": ALPHA_SHA},
         "policy": {"port": 18000}})
     assert service.status_code == 200, service.text
-    ids = {"service": "alpha-svc-name-3a1", "grant_id": grant.json()["id"], "job_id": job.json()["id"],
-           "node_id": node.json()["node_id"], "sha256": ALPHA_SHA,
+    ids = {"service": "alpha-svc-name-3a1", "grant_id": grant.json()["id"],
+           "job_id": job.json()["id"], "node_id": node.json()["node_id"], "sha256": ALPHA_SHA,
            "token_id": token.json()["id"], "name": "ALPHA_SECRET_NAME",
            "run_id": "r-alpha-run-5e1", "uri": ALPHA_OUT, "project": "alpha-corp"}
     markers = {*ids.values(), "alpha-job-name-91c", "alpha-node-name-7f3", "alpha-corp",

@@ -21,7 +21,6 @@ from click.testing import CliRunner
 from ui_exchange import UiExchange, wait_for
 
 from bourse.cli.main import cli
-
 from bourse.core.compute import Compute
 from bourse.protocol.common import JobSpec
 from bourse.protocol.services import ServiceApply, ServicePolicy
