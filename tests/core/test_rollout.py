@@ -36,8 +36,9 @@ STABLE = fig(900, 9, p99=20.0)
     (Step(2, 100, 90, True), fig(200), STABLE, 111, Verdict.ADVANCE, "promoted"),
     # errors: 20 % of 100 rolls back at once, even before the pause
     (READY, fig(100, 20), STABLE, 101, Verdict.ROLL_BACK, "error rate 20.0%"),
-    # 8 % of 100 is not enough evidence against 1 % + 5 points
-    (READY, fig(100, 8), STABLE, 111, Verdict.ADVANCE, "within"),
+    # 8 % of 100 is not enough evidence against 1 % + 5 points, nor good enough to advance
+    (READY, fig(100, 8), STABLE, 111, Verdict.HOLD, "not yet beyond doubt"),
+    (READY, fig(100, 5), STABLE, 111, Verdict.ADVANCE, "within"),
     # ... but 8 % of 2000 is
     (READY, fig(2000, 160), STABLE, 111, Verdict.ROLL_BACK, "error rate 8.0%"),
     # a stable version with too few requests: the baseline is 0

@@ -52,13 +52,23 @@ class Load:
     failures: list[tuple[float, str]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
 
-    def run(self) -> None:
+    def run(self, workers: int = 4) -> None:
+        """``workers`` threads, each at its share of RATE (a slow answer delays only its
+        own thread's next request)."""
+        threads = [threading.Thread(target=self._worker, args=(workers,), daemon=True)
+                   for _ in range(workers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _worker(self, workers: int) -> None:
         with httpx.Client(headers={"Authorization": f"Bearer {self.token}"},
                           timeout=10) as client:
             next_at = time.monotonic()
             while not self._stop.is_set():
                 self._one(client)
-                next_at += 1 / RATE
+                next_at += workers / RATE
                 time.sleep(max(0.0, next_at - time.monotonic()))
 
     def _one(self, client: httpx.Client) -> None:
@@ -90,6 +100,15 @@ def exchange(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiExchange]:
 def _ready(client: Client, number: int, count: int) -> bool:
     versions = {v.number: v for v in client.service("digits").versions}
     return number in versions and versions[number].ready >= count
+
+
+def _story(client: Client) -> str:
+    """What the service did, for a failed wait."""
+    detail = client.service("digits")
+    lines = [f"v{v.number} {v.state} {v.weight}% ready {v.ready}/{v.replicas} {v.figures}"
+             for v in detail.versions]
+    lines += [f"{e.time:.1f} {e.kind} v{e.version}: {e.message}" for e in detail.events]
+    return "\n".join(lines)
 
 
 def _decided(client: Client, words: str) -> str | None:
@@ -133,20 +152,28 @@ def test_promote_roll_back_and_replace(exchange: UiExchange, tmp_path: Path) -> 
         time.sleep(2)
         client.apply_service(version(2))
         wait_for(lambda: client.service("digits").stable == 2, 60, "version 2 promoted",
-                 exchange.logs)
+                 lambda: _story(client))
         assert _decided(client, "promoted")
-        assert {s[1] for s in load.seen[-RATE:]} == {"2"}  # all traffic on the new version
+        promoted = time.time()
+        time.sleep(1.5)
+        after = {s[1] for s in load.seen if s[0] > promoted + 0.5}
+        assert after == {"2"}  # all traffic on the new version
 
         bad_at = time.time()
         client.apply_service(version(3, FAIL_RATE="0.2"))
         wait_for(lambda: _decided(client, "rolled back version 3"), 60, "the rollback",
-                 exchange.logs)
+                 lambda: _story(client))
         first_bad = min(s[0] for s in load.seen if s[1] == "3")
         rolled = time.time()
         detail = client.service("digits")
         assert detail.stable == 2 and detail.canary is None
         assert "error rate" in (_decided(client, "rolled back version 3") or "")
         assert rolled - first_bad < 30, (first_bad - bad_at, rolled - first_bad)
+        for event in detail.events:
+            if event.kind in ("decision", "rollout"):
+                print(f"{event.time - bad_at:+7.1f} s  {event.message}")
+        print(f"bad version: first traffic {first_bad - bad_at:.1f} s after apply, rolled "
+              f"back {rolled - first_bad:.1f} s after its first request")
 
         victim = max(s[3] for s in load.seen[-RATE:] if s[1] == "2")
         os.kill(victim, signal.SIGKILL)
@@ -163,6 +190,7 @@ def test_promote_roll_back_and_replace(exchange: UiExchange, tmp_path: Path) -> 
     assert load.failures == []
     assert load.gateway_errors(bad="3") == []  # none failed because of a switch or the kill
     counts = Counter(s[1] for s in load.seen)
+    print(f"answers by version: {dict(counts)}; failures {len(load.failures)}")
     assert counts["1"] and counts["2"] and counts["3"]
     code, out = bourse(exchange, "services", "show", "digits")
     assert code == 0 and "rolled back version 3" in out and "v2" in out, out

@@ -14,8 +14,11 @@ gateway's figures of the canary are compared with the stable version's over the 
   - readiness: none of its replicas became ready within ``ready_timeout_s`` of the rollout's
     start (it never took traffic);
 - **advance** to the next step once the step has lasted ``pause_s`` and the canary has served
-  ``min_requests`` in it without breaking a rule (the last step promotes it);
-- **hold** otherwise, saying what it waits for.
+  ``min_requests`` in it with an observed error rate within the margin (the last step
+  promotes it);
+- **hold** otherwise, saying what it waits for — in particular while the observed error rate
+  is over the margin but not yet beyond doubt: the step gathers more requests instead of
+  advancing a doubtful version or rolling back on a few unlucky errors.
 
 The stable version's error rate is the baseline only when it has served ``min_requests`` in
 the window; with fewer the baseline is 0 (the canary is held to the margin alone).
@@ -97,7 +100,7 @@ def judge(rules: Rules, step: Step, canary: Figures, stable: Figures, now: float
     broken = _broken(rules, canary, stable)
     if broken is not None:
         return Decision(Verdict.ROLL_BACK, broken)
-    return _progress(rules, step, canary, now)
+    return _progress(rules, step, canary, stable, now)
 
 
 def _broken(rules: Rules, canary: Figures, stable: Figures) -> str | None:
@@ -106,8 +109,12 @@ def _broken(rules: Rules, canary: Figures, stable: Figures) -> str | None:
     return _errors_broken(rules, canary, stable) or _latency_broken(rules, canary, stable)
 
 
+def _baseline(rules: Rules, stable: Figures) -> float:
+    return stable.error_rate if stable.requests >= rules.min_requests else 0.0
+
+
 def _errors_broken(rules: Rules, canary: Figures, stable: Figures) -> str | None:
-    baseline = stable.error_rate if stable.requests >= rules.min_requests else 0.0
+    baseline = _baseline(rules, stable)
     low = wilson_low(canary.errors, canary.requests)
     if low <= baseline + rules.error_margin:
         return None
@@ -126,12 +133,18 @@ def _latency_broken(rules: Rules, canary: Figures, stable: Figures) -> str | Non
             f"+ {rules.p99_margin_ms:.0f} ms (over {canary.requests} requests)")
 
 
-def _progress(rules: Rules, step: Step, canary: Figures, now: float) -> Decision:
+def _progress(rules: Rules, step: Step, canary: Figures, stable: Figures,
+              now: float) -> Decision:
     waited = now - step.since
     weight = rules.steps[step.index]
     if canary.requests < rules.min_requests:
         return Decision(Verdict.HOLD, f"{canary.requests} of {rules.min_requests} requests "
                                       f"at {weight} % before judging")
+    baseline = _baseline(rules, stable)
+    if canary.error_rate > baseline + rules.error_margin:
+        return Decision(Verdict.HOLD, f"error rate {canary.error_rate:.1%} over "
+                                      f"{baseline:.1%} + {rules.error_margin:.0%}, not yet "
+                                      f"beyond doubt: more requests at {weight} %")
     if waited < rules.pause_s:
         return Decision(Verdict.HOLD, f"{waited:.0f} of {rules.pause_s:.0f} s at {weight} %")
     if step.index + 1 >= len(rules.steps):
