@@ -136,54 +136,68 @@ service:
 """
 
 
-def test_promote_roll_back_and_replace(exchange: UiExchange, tmp_path: Path) -> None:
-    client = exchange.client
+def _start(exchange: UiExchange, tmp_path: Path) -> str:
+    """Version 1 from a task file with `bourse serve`; its URL once both replicas are ready."""
     task = tmp_path / "service.yaml"
     task.write_text(TASK % (sys.executable, Path(__file__).parent / "replica_server.py"))
     code, out = bourse(exchange, "serve", str(task), "--no-code")
     assert code == 0, out
     assert f"{exchange.url}/svc/default/digits/" in out
-    view = client.service("digits")
-    wait_for(lambda: _ready(client, 1, 2), 60, "version 1's two replicas", exchange.logs)
-    load = Load(f"{exchange.url}{view.url}predict", exchange.token)
+    wait_for(lambda: _ready(exchange.client, 1, 2), 60, "version 1's two replicas",
+             exchange.logs)
+    return f"{exchange.url}{exchange.client.service('digits').url}"
+
+
+def _promote(client: Client, load: Load) -> None:
+    client.apply_service(version(2))
+    wait_for(lambda: client.service("digits").stable == 2, 60, "version 2 promoted",
+             lambda: _story(client))
+    assert _decided(client, "promoted")
+    promoted = time.time()
+    time.sleep(1.5)
+    assert {s[1] for s in load.seen if s[0] > promoted + 0.5} == {"2"}  # all on the new one
+
+
+def _roll_back(client: Client, load: Load) -> None:
+    bad_at = time.time()
+    client.apply_service(version(3, FAIL_RATE="0.2"))
+    wait_for(lambda: _decided(client, "rolled back version 3"), 60, "the rollback",
+             lambda: _story(client))
+    rolled = time.time()
+    first_bad = min(s[0] for s in load.seen if s[1] == "3")
+    detail = client.service("digits")
+    assert detail.stable == 2 and detail.canary is None
+    assert "error rate" in (_decided(client, "rolled back version 3") or "")
+    for event in detail.events:
+        if event.kind in ("decision", "rollout"):
+            print(f"{event.time - bad_at:+7.1f} s  {event.message}")
+    print(f"bad version: first traffic {first_bad - bad_at:.1f} s after apply, rolled "
+          f"back {rolled - first_bad:.1f} s after its first request")
+    assert rolled - first_bad < 30
+
+
+def _kill_a_replica(client: Client, load: Load) -> None:
+    victim = max(s[3] for s in load.seen[-RATE:] if s[1] == "2")
+    os.kill(victim, signal.SIGKILL)
+    killed = time.time()
+    time.sleep(1.5)
+    assert [s for s in load.seen if s[3] == victim and s[0] > killed + 1.0] == []
+    assert [s for s in load.seen if s[0] > killed + 1.0]  # the others answer
+    wait_for(lambda: _ready(client, 2, 2) and any(
+        e.kind == "replica" for e in client.service("digits").events), 60,
+        "the killed replica replaced", lambda: _story(client))
+
+
+def test_promote_roll_back_and_replace(exchange: UiExchange, tmp_path: Path) -> None:
+    client = exchange.client
+    load = Load(_start(exchange, tmp_path) + "predict", exchange.token)
     thread = threading.Thread(target=load.run, daemon=True)
     thread.start()
     try:
         time.sleep(2)
-        client.apply_service(version(2))
-        wait_for(lambda: client.service("digits").stable == 2, 60, "version 2 promoted",
-                 lambda: _story(client))
-        assert _decided(client, "promoted")
-        promoted = time.time()
-        time.sleep(1.5)
-        after = {s[1] for s in load.seen if s[0] > promoted + 0.5}
-        assert after == {"2"}  # all traffic on the new version
-
-        bad_at = time.time()
-        client.apply_service(version(3, FAIL_RATE="0.2"))
-        wait_for(lambda: _decided(client, "rolled back version 3"), 60, "the rollback",
-                 lambda: _story(client))
-        first_bad = min(s[0] for s in load.seen if s[1] == "3")
-        rolled = time.time()
-        detail = client.service("digits")
-        assert detail.stable == 2 and detail.canary is None
-        assert "error rate" in (_decided(client, "rolled back version 3") or "")
-        assert rolled - first_bad < 30, (first_bad - bad_at, rolled - first_bad)
-        for event in detail.events:
-            if event.kind in ("decision", "rollout"):
-                print(f"{event.time - bad_at:+7.1f} s  {event.message}")
-        print(f"bad version: first traffic {first_bad - bad_at:.1f} s after apply, rolled "
-              f"back {rolled - first_bad:.1f} s after its first request")
-
-        victim = max(s[3] for s in load.seen[-RATE:] if s[1] == "2")
-        os.kill(victim, signal.SIGKILL)
-        killed = time.time()
-        time.sleep(1.5)
-        late = [s for s in load.seen if s[3] == victim and s[0] > killed + 1.0]
-        assert late == []  # no answer from it after a second (it cannot answer at all)
-        wait_for(lambda: _ready(client, 2, 2) and any(
-            e.kind == "replica" for e in client.service("digits").events), 60,
-            "the killed replica replaced", exchange.logs)
+        _promote(client, load)
+        _roll_back(client, load)
+        _kill_a_replica(client, load)
     finally:
         load.stop()
         thread.join(timeout=10)

@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                                          "new version."),
     "services": ("bourse.cli.serve", "services", "List services (and `show`, `rollback`, "
                                                  "`stop`)."),
+    "gate": ("bourse.cli.gate", "gate_command", "Fail a CI check when a metric regresses "
+                                                "against a baseline."),
     "jobs": ("bourse.cli.jobs", "jobs", "List jobs (and `jobs show ID`)."),
     "runs": ("bourse.cli.runs", "runs", "List app runs (and `runs show RUN`)."),
     "logs": ("bourse.cli.logs", "logs", "Print a job's output; -f follows it."),

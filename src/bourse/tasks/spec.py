@@ -53,4 +53,5 @@ def code_root(task: Task, task_file: Path) -> Path:
 def refuse_service(task: Task) -> None:
     if task.service is not None:
         raise InvalidInput(SERVICES_REFUSED, field="service",
-                           hint="`bourse serve FILE` starts it; drop service: to run the task once as a job")
+                           hint="`bourse serve FILE` starts it; drop service: to run the task "
+                                "once as a job")
