@@ -8,7 +8,7 @@ import random
 import pytest
 
 from bourse.core.rollout import Rules, Step, Verdict, judge, weights, wilson_low
-from bourse.core.window import Figures, Window
+from bourse.core.window import Figures, Window, bucket_of
 
 RULES = Rules(steps=(10, 50, 100), pause_s=10, error_margin=0.05, p99_margin_ms=200,
               min_requests=100, ready_timeout_s=60)
@@ -16,8 +16,20 @@ READY = Step(index=0, since=100.0, started=100.0, ready=True)
 
 
 def fig(requests: int, errors: int = 0, p99: float | None = 20.0) -> Figures:
-    return Figures(requests, errors, 10.0, 5.0 if requests else None,
-                   p99 if requests else None)
+    """``requests`` of which 2 % take ``p99`` ms, the rest 5 ms."""
+    if not requests or p99 is None:
+        return Figures(requests, errors, 10.0, None, None)
+    slow = max(1, requests // 50)
+    histogram = tuple(sorted({bucket_of(5.0): requests - slow, bucket_of(p99): slow}.items()))
+    return Figures(requests, errors, 10.0, 5.0, p99, histogram)
+
+
+def slow_fig(requests: int, slow_ms: float, share: float) -> Figures:
+    """``share`` of ``requests`` at ``slow_ms``, the rest 5 ms (p99 as the window says)."""
+    window = Window(seconds=60)
+    for i in range(requests):
+        window.record(105, slow_ms if i < share * requests else 5.0, False)
+    return window.figures(110.0)
 
 
 STABLE = fig(900, 9, p99=20.0)
@@ -43,9 +55,12 @@ STABLE = fig(900, 9, p99=20.0)
     (READY, fig(2000, 160), STABLE, 111, Verdict.ROLL_BACK, "error rate 8.0%"),
     # a stable version with too few requests: the baseline is 0
     (READY, fig(400, 60), fig(50, 25), 111, Verdict.ROLL_BACK, "stable version's 0.0%"),
-    # latency: +300 ms rolls back, +150 ms does not
-    (READY, fig(100, p99=320), STABLE, 101, Verdict.ROLL_BACK, "p99 320 ms"),
-    (READY, fig(100, p99=170), STABLE, 111, Verdict.ADVANCE, "within"),
+    # latency: every request +300 ms rolls back, +150 ms does not
+    (READY, slow_fig(100, 320, 1.0), STABLE, 101, Verdict.ROLL_BACK, "100 of 100 requests"),
+    (READY, slow_fig(100, 170, 1.0), STABLE, 111, Verdict.ADVANCE, "within"),
+    # a few slow requests make a p99 over the margin, but not enough evidence
+    (READY, slow_fig(200, 900, 0.03), STABLE, 111, Verdict.ADVANCE, "within"),
+    (READY, slow_fig(200, 900, 0.30), STABLE, 111, Verdict.ROLL_BACK, "60 of 200"),
     # latency is not judged against a stable version with too few requests
     (READY, fig(100, p99=900), fig(10, p99=20), 111, Verdict.ADVANCE, "within"),
 ])

@@ -10,7 +10,9 @@ gateway's figures of the canary are compared with the stable version's over the 
     (Wilson), once it has served ``min_requests``: a few unlucky errors out of a hundred do
     not roll back a good version, 20 % errors do within a few hundred requests;
   - latency: the canary's p99 exceeds the stable one's by more than ``p99_margin_ms``, once
-    both have served ``min_requests`` (a p99 of fewer is one slow request);
+    both have served ``min_requests`` — judged on a bound too: more than 5 % of the canary's
+    requests (at 99 % confidence) took longer than the stable p99 + the margin, where an
+    equal version has about 1 % (a p99 alone moves with a handful of slow requests);
   - readiness: none of its replicas became ready within ``ready_timeout_s`` of the rollout's
     start (it never took traffic);
 - **advance** to the next step once the step has lasted ``pause_s`` and the canary has served
@@ -33,6 +35,7 @@ from enum import StrEnum
 from bourse.core.window import Figures
 
 Z_99 = 2.326  # one-sided 99 %
+SLOW_SHARE = 0.05  # of a canary's requests over the stable p99 + margin, at 99 % confidence
 
 
 class Verdict(StrEnum):
@@ -124,13 +127,20 @@ def _errors_broken(rules: Rules, canary: Figures, stable: Figures) -> str | None
 
 
 def _latency_broken(rules: Rules, canary: Figures, stable: Figures) -> str | None:
+    """The canary's p99 is over the stable one's + the margin — judged, like errors, on a
+    confidence bound: of the canary's requests, more than ``SLOW_SHARE`` took longer than
+    the stable p99 + margin at 99 % confidence (an equal version has about 1 % there), so a
+    few slow requests on a loaded machine do not make a p99 that rolls back."""
     if (stable.requests < rules.min_requests or canary.p99_ms is None
             or stable.p99_ms is None):
         return None
-    if canary.p99_ms - stable.p99_ms <= rules.p99_margin_ms:
+    threshold = stable.p99_ms + rules.p99_margin_ms
+    slow = canary.slower_than(threshold)
+    if wilson_low(slow, canary.requests) <= SLOW_SHARE:
         return None
     return (f"p99 {canary.p99_ms:.0f} ms is over the stable version's {stable.p99_ms:.0f} ms "
-            f"+ {rules.p99_margin_ms:.0f} ms (over {canary.requests} requests)")
+            f"+ {rules.p99_margin_ms:.0f} ms ({slow} of {canary.requests} requests slower "
+            f"than {threshold:.0f} ms)")
 
 
 def _progress(rules: Rules, step: Step, canary: Figures, stable: Figures,

@@ -48,6 +48,12 @@ class Figures:
     seconds: float
     p50_ms: float | None
     p99_ms: float | None
+    histogram: tuple[tuple[int, int], ...] = ()  # (bucket, count), for ``slower_than``
+
+    def slower_than(self, latency_ms: float) -> int:
+        """How many requests took longer than ``latency_ms`` (to within one bucket, 5 %)."""
+        limit = bucket_of(latency_ms)
+        return sum(n for b, n in self.histogram if b > limit)
 
     @property
     def error_rate(self) -> float:
@@ -115,4 +121,5 @@ class Window:
                 for b, n in second.histogram.items():
                     merged[b] = merged.get(b, 0) + n
         return Figures(requests, errors, max(now - start, 0.0),
-                       quantile(merged, requests, 0.50), quantile(merged, requests, 0.99))
+                       quantile(merged, requests, 0.50), quantile(merged, requests, 0.99),
+                       tuple(sorted(merged.items())))
