@@ -28,7 +28,7 @@ from bourse.sdk.client import Client
 
 pytestmark = pytest.mark.slow
 SERVER = (Path(__file__).parent / "replica_server.py").read_text()
-RATE = 60  # requests/s: bounded, so that the 2-core machine stays the judge's, not the load's
+RATE = 30  # requests/s offered: bounded, so the 2-core machine stays the judge's, not the load's
 
 
 def version(n: int, **env: str) -> ServiceApply:
@@ -39,7 +39,7 @@ def version(n: int, **env: str) -> ServiceApply:
                     compute=Compute(cpus=0.25), max_retries=0),
         policy=ServicePolicy(port=18500, readiness_path="/health", min_replicas=2,
                              max_replicas=2, steps=[10, 50, 100], pause_s=2.0,
-                             min_requests=40))
+                             min_requests=25))
 
 
 @dataclass
@@ -132,7 +132,7 @@ service:
   port: 18500
   readiness: /health
   replicas: 2
-  rollout: {steps: [10, 50, 100], pause: 2s, min_requests: 40}
+  rollout: {steps: [10, 50, 100], pause: 2s, min_requests: 25}
 """
 
 
