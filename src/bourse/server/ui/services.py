@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from markupsafe import Markup
 from starlette.responses import Response
 
 from bourse.protocol.services import ServiceDetail, ServiceEventView
@@ -21,13 +20,13 @@ COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
 
 
 def chart(series: Sequence[dict[str, Any]], decisions: Sequence[ServiceEventView],
-          key: str, unit: str) -> Markup:
+          key: str, unit: str) -> str:
     """One line per version of ``key`` over time; a dashed line at each decision."""
     points = [(float(row["time"]), int(v), float(f[key])) for row in series
               for v, f in row.items() if v != "time" and isinstance(f, dict)
               and f.get(key) is not None]
     if not points:
-        return Markup('<p class="hint">no traffic yet</p>')
+        return '<p class="hint">no traffic yet</p>'
     t0 = min(p[0] for p in points)
     t1 = max([p[0] for p in points] + [d.time for d in decisions]) or t0 + 1
     top = max(p[2] for p in points) or 1.0
@@ -51,10 +50,10 @@ def chart(series: Sequence[dict[str, Any]], decisions: Sequence[ServiceEventView
         parts.append(f'<line x1="{x(d.time):.1f}" x2="{x(d.time):.1f}" y1="{PAD}" '
                      f'y2="{HEIGHT - PAD}" stroke="#555" stroke-dasharray="3,3"/>')
     parts.append("</svg>")
-    return Markup("".join(parts))  # numbers and fixed text only
+    return "".join(parts)  # numbers and fixed text only: the template marks it safe
 
 
-def charts_of(detail: ServiceDetail) -> dict[str, Markup]:
+def charts_of(detail: ServiceDetail) -> dict[str, str]:
     decisions = [e for e in detail.events if e.kind == "decision"]
     return {"errors": chart(detail.series, decisions, "error_rate", ""),
             "p99": chart(detail.series, decisions, "p99_ms", "ms")}
