@@ -26,7 +26,7 @@ NO_JSON = {
     "schema": "a JSON Schema: JSON already",
 }
 DESTRUCTIVE = ("stop", "tokens revoke", "secrets rm", "nodes reclaim", "runs stop",
-               "context rm", "rm")
+               "context rm", "rm", "services stop", "services rollback")
 
 
 def commands() -> Iterator[tuple[str, click.Command]]:

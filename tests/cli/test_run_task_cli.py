@@ -114,7 +114,7 @@ def test_a_service_is_refused(exchange: FakeExchange, project: Path) -> None:
     (project / "conf" / "svc.yaml").write_text("run: x\nservice: {port: 8000}\n")
     result = run("svc.yaml")
     assert result.exit_code == 2
-    assert "services are run by `bourse serve`, not built yet (issue 20)" in result.stderr
+    assert "a service is run by `bourse serve FILE`, not `bourse run`" in result.stderr
     assert exchange.requests == []
 
 

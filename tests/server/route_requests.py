@@ -21,6 +21,8 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("PUT", "/api/v1/secrets/{name}"): {"json": {"value": "matrix-value"}},
     ("PUT", "/api/v1/nodes/{node_id}/tags"): {"json": {"tags": ["hipaa"]}},
     ("POST", "/api/v1/data/credentials"): {"json": {"read": ["s3://bourse/shared/"]}},
+    ("POST", "/api/v1/services"): {"json": {"name": "matrix-svc", "job": job_spec(),
+                                            "policy": {"port": 18000}}},
 }
 
 # The tracking routes' parameters, for tests that need some value rather than a real run

@@ -47,7 +47,7 @@ async def test_every_mutating_route_is_recorded_with_its_outcome(exchange: Excha
     ids = {**TRACKING_IDS, "job_id": job["id"], "node_id": node_id, "sha256": "a" * 64,
            "token_id": token,
            "name": "SOME_SECRET", "run_id": "r-audit", "project": "default",
-           "grant_id": "u" + "0" * 20}
+           "grant_id": "u" + "0" * 20, "service": "no-such-service"}
     expected = []
     for method, path in routes(exchange):
         if method in READ_ONLY:

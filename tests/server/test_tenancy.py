@@ -54,6 +54,7 @@ class Alpha:
     """The victim project's resources: path parameters and the strings that must not leak."""
 
     ids: dict[str, str]
+    replicas: list[str]  # its service's replicas' jobs
     markers: set[str]
 
 
@@ -87,14 +88,20 @@ async def _alpha(exchange: Exchange) -> Alpha:
                               json={"write": [ALPHA_OUT + "more/"]})
     assert grant.status_code == 201, grant.text
     tracked = await _tracked(exchange, member)
-    ids = {**tracked, "grant_id": grant.json()["id"], "job_id": job.json()["id"],
-           "node_id": node.json()["node_id"], "sha256": ALPHA_SHA,
+    service = await client.post("/api/v1/services", headers=member, json={
+        "name": "alpha-svc-name-3a1", "job": {"command": ["true"], "bundle": ALPHA_SHA},
+        "policy": {"port": 18000}})
+    assert service.status_code == 200, service.text
+    ids = {**tracked, "service": "alpha-svc-name-3a1", "grant_id": grant.json()["id"],
+           "job_id": job.json()["id"], "node_id": node.json()["node_id"], "sha256": ALPHA_SHA,
            "token_id": token.json()["id"], "name": "ALPHA_SECRET_NAME",
            "run_id": "r-alpha-run-5e1", "uri": ALPHA_OUT, "project": "alpha-corp"}
     markers = {*ids.values(), "alpha-job-name-91c", "alpha-node-name-7f3", "alpha-corp",
                "alpha-token-name-44", "alpha-secret-value-0d2", "alpha-weights-1e9",
                "alpha-experiment-2c8", "alpha-param-value-6d1", "alpha artifact 9e4"}
-    return Alpha(ids, markers)
+    shown = (await client.get("/api/v1/jobs", headers=member)).json()["jobs"]
+    replicas = [j["id"] for j in shown if j["id"] != ids["job_id"]]
+    return Alpha(ids=ids, replicas=replicas, markers=markers)
 
 
 async def _tracked(exchange: Exchange, member: dict[str, str]) -> dict[str, str]:
@@ -204,14 +211,14 @@ async def test_a_project_sees_its_own_and_an_admin_sees_all(exchange: Exchange) 
     alpha = await _alpha(exchange)
     member = _auth(await exchange.project_token("alpha-corp"))
     jobs = (await exchange.client.get("/api/v1/jobs", headers=member)).json()["jobs"]
-    assert [j["id"] for j in jobs] == [alpha.ids["job_id"]]
+    assert sorted(j["id"] for j in jobs) == sorted([alpha.ids["job_id"], *alpha.replicas])
     own = await exchange.client.get(f"/api/v1/bundles/{ALPHA_SHA}", headers=member)
     assert own.content == ALPHA_CODE
     nodes = (await exchange.client.get("/api/v1/nodes", headers=member)).json()["nodes"]
     assert [n["name"] for n in nodes] == ["alpha-node-name-7f3"]
     await exchange.submit()  # the admin's, in the default project
     everything = (await exchange.client.get("/api/v1/jobs")).json()["jobs"]
-    assert len(everything) == 2
+    assert len(everything) == 2 + len(alpha.replicas)
 
 
 async def test_a_bundle_uploaded_by_two_projects_is_shared_only_by_them(

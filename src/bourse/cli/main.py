@@ -24,6 +24,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "down": ("bourse.cli.up", "down", "Stop the local exchange and everything it started."),
     "run": ("bourse.cli.run", "run", "Run a command or task file on the exchange, stream its "
                                      "output."),
+    "serve": ("bourse.cli.serve", "serve", "Start a service from a task file, or roll out a "
+                                         "new version."),
+    "services": ("bourse.cli.serve", "services", "List services (and `show`, `rollback`, "
+                                                 "`stop`)."),
+    "gate": ("bourse.cli.gate", "gate_command", "Fail a CI check when a metric regresses "
+                                                "against a baseline."),
     "jobs": ("bourse.cli.jobs", "jobs", "List jobs (and `jobs show ID`)."),
     "runs": ("bourse.cli.runs", "runs", "List app runs (and `runs show RUN`, `runs compare "
                                        "A B`)."),

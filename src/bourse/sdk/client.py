@@ -48,10 +48,11 @@ from bourse.protocol.api import (
 from bourse.protocol.clouds import CloudList, LaunchView, ProjectLimitsView
 from bourse.protocol.common import JobSpec
 from bourse.protocol.metrics import MetricsView
+from bourse.protocol.services import ServiceApply, ServiceDetail, ServiceView
 from bourse.protocol.tracking import ChartView, ExperimentView, SeriesView
 from bourse.protocol.tracking import RunDetail as TrackedRun
 from bourse.protocol.tracking import RunList as TrackedRuns
-from bourse.sdk import access, clouds, core, tracking
+from bourse.sdk import access, clouds, core, services, tracking
 from bourse.sdk.bundle import Progress, iter_file
 from bourse.sdk.config import resolve_credentials
 from bourse.sdk.core import Call, StoredBundle
@@ -378,6 +379,23 @@ class Client(Base):
     def set_node_tags(self, node_id: str, tags: Sequence[str]) -> NodeView:
         """A node's compliance tags (admin)."""
         return self._send(access.set_node_tags(node_id, list(tags)))
+
+    # services (docs/serving.md)
+    def apply_service(self, body: ServiceApply) -> ServiceView:
+        """Create a service, or start a rollout of a changed version."""
+        return self._send(services.apply_service(body))
+
+    def services(self) -> list[ServiceView]:
+        return self._send(services.services())
+
+    def service(self, name: str) -> ServiceDetail:
+        return self._send(services.service(name))
+
+    def rollback_service(self, name: str) -> ServiceView:
+        return self._send(services.rollback_service(name))
+
+    def stop_service(self, name: str) -> ServiceView:
+        return self._send(services.stop_service(name))
 
     def health(self) -> bool:
         return self._send(core.health(self.url))

@@ -23,6 +23,7 @@ from bourse.server.metrics.keeper import MetricsKeeper
 from bourse.server.services import audit, projects, tokens
 from bourse.server.services.jobs import active_attempts
 from bourse.server.services.liveness import grace_after_start
+from bourse.server.serving.keeper import ServiceKeeper
 from bourse.server.state import ServerState
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,7 @@ async def _running(state: ServerState, run_scheduler: bool) -> AsyncIterator[Non
     drivers = asyncio.create_task(DriverWatch(state).run()) if run_scheduler else None
     launcher = (asyncio.create_task(state.launcher.run())
                 if state.launcher is not None and run_scheduler else None)
+    services = asyncio.create_task(ServiceKeeper(state).run()) if run_scheduler else None
     try:
         yield
     finally:
@@ -148,6 +150,7 @@ async def _running(state: ServerState, run_scheduler: bool) -> AsyncIterator[Non
         await _stop(keeper)
         await _stop(drivers)
         await _stop(launcher)
+        await _stop(services)
         for node_id in list(state.hub.connections):
             await state.hub.close_node(node_id, "coordinator shutting down")
         await state.hub.close()

@@ -94,7 +94,7 @@ class Task(Strict):
     compat: Compat = Field(default="bourse", description=(
         "whose variables run sees besides bourse's: bourse, skypilot or dstack"))
     service: Service | None = Field(default=None, description=(
-        "a service's section, run by `bourse serve` (not built yet)"))
+        "a service's section, run by `bourse serve` (docs/serving.md)"))
 
     @field_validator("env")
     @classmethod

@@ -1,9 +1,8 @@
 """``service``: a task file's section for a long-running server (issue 20's `bourse serve`).
 
-Nothing runs it yet (`bourse run` refuses a file that has one), but it is checked as strictly
-as the rest, so that the format and its schema are real before the feature is: the port it
-serves, how it is known to be ready, how many replicas, what each needs, how a new version
-takes over traffic.
+`bourse serve FILE` runs it (`bourse run` refuses a file that has one): the port it serves,
+how it is known to be ready, how many replicas, what each needs, how a new version takes over
+traffic and when it is rolled back (docs/serving.md).
 
     service:
       port: 8000
@@ -11,6 +10,8 @@ takes over traffic.
       replicas: {min: 1, max: 4}        # or a number: exactly that many
       resources: {gpu: l4}              # per replica; default: the task's resources
       rollout: {steps: [10, 50, 100]}   # percent of traffic at each step; ends at 100
+      # rollback rules: rollout: {max_error_increase: 5, max_p99_increase: 200ms,
+      #                           min_requests: 100, ready_timeout: 10m}
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class Replicas(Strict):
 
     min: int = Field(default=1, ge=0, le=MAX_REPLICAS, strict=True)
     max: int = Field(default=1, ge=1, le=MAX_REPLICAS, strict=True)
+    target_rps: float | None = Field(default=None, gt=0, description=(
+        "requests/s one replica should serve; the count follows the traffic in [min, max]"))
 
     @model_validator(mode="after")
     def _ordered(self) -> Replicas:
@@ -74,6 +77,24 @@ class Rollout(Strict):
 
     steps: list[Percent] = Field(default_factory=lambda: [100], min_length=1, max_length=20)
     pause: Duration = Field(default="1m", description="between steps, e.g. 5m")
+    max_error_increase: float = Field(default=5.0, ge=0, le=100, description=(
+        "percentage points of errors over the stable version's before rolling back"))
+    max_p99_increase: Duration = Field(default="200ms", description=(
+        "p99 latency over the stable version's before rolling back, e.g. 200ms"))
+    min_requests: int = Field(default=100, ge=1, le=1_000_000, strict=True, description=(
+        "requests the new version serves at a step before it is judged"))
+    ready_timeout: Duration = Field(default="10m", description=(
+        "rolled back when no replica of the new version is ready by then"))
+
+    @field_validator("max_p99_increase")
+    @classmethod
+    def _p99(cls, value: Duration) -> Duration:
+        return _duration(value, "max_p99_increase", 3600)
+
+    @field_validator("ready_timeout")
+    @classmethod
+    def _ready(cls, value: Duration) -> Duration:
+        return _duration(value, "ready_timeout", 86400)
 
     @field_validator("steps")
     @classmethod

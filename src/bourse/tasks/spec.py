@@ -14,7 +14,7 @@ from bourse.core.errors import InvalidInput
 from bourse.tasks import wrap
 from bourse.tasks.model import Task
 
-SERVICES_REFUSED = "services are run by `bourse serve`, not built yet (issue 20)"
+SERVICES_REFUSED = "a service is run by `bourse serve FILE`, not `bourse run` (docs/serving.md)"
 
 
 def job_fields(task: Task, environ: Mapping[str, str],
@@ -53,4 +53,5 @@ def code_root(task: Task, task_file: Path) -> Path:
 def refuse_service(task: Task) -> None:
     if task.service is not None:
         raise InvalidInput(SERVICES_REFUSED, field="service",
-                           hint="drop service: to run the task once as a job")
+                           hint="`bourse serve FILE` starts it; drop service: to run the task "
+                                "once as a job")

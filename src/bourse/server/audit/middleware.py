@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 READ_ONLY = frozenset({"GET", "HEAD", "OPTIONS"})
 MAX_RECORDED_BODY = 64 * 1024
 PRINCIPAL_KEY = "bourse.principal"
+# a service's own traffic through the gateway is counted in its figures, not audited
+# (hundreds of requests a second); changes to services are audited like any API call
+SERVICE_TRAFFIC = "/svc/"
 Recorder = Callable[[audit.Entry], Awaitable[None]]
 
 
@@ -51,7 +54,8 @@ class AuditMiddleware:
         self.app, self.record, self.clock = app, record, clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in READ_ONLY:
+        if (scope["type"] != "http" or scope["method"] in READ_ONLY
+                or scope["path"].startswith(SERVICE_TRAFFIC)):
             await self.app(scope, receive, send)
             return
         body = _Body()

@@ -468,3 +468,65 @@ class TrackingBucket(Base):
     max_step: Mapped[int] = mapped_column(BigInteger)
     min_value: Mapped[float] = mapped_column(Float)
     max_value: Mapped[float] = mapped_column(Float)
+
+
+class ServiceRow(Base):
+    """A service (issue 20): replicas of a serving job behind the gateway. ``stable`` and
+    ``canary`` are version numbers; ``step`` is the canary's step while a rollout runs."""
+
+    __tablename__ = "services"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    project_id: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(16))  # running | stopped
+    stable: Mapped[int | None] = mapped_column(Integer)
+    canary: Mapped[int | None] = mapped_column(Integer)
+    step: Mapped[int | None] = mapped_column(Integer)
+    step_since: Mapped[float | None] = mapped_column(Float)
+    rollout_since: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    __table_args__ = (UniqueConstraint("project_id", "name", name="uq_services_name"),)
+
+
+class ServiceVersion(Base):
+    """One version of a service: the job each replica runs and the policy, by digest."""
+
+    __tablename__ = "service_versions"
+    service_id: Mapped[str] = mapped_column(String(40), ForeignKey("services.id"),
+                                            primary_key=True)
+    number: Mapped[int] = mapped_column(Integer, primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64))
+    job: Mapped[dict[str, Any]] = mapped_column(JSON)
+    policy: Mapped[dict[str, Any]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16))  # protocol.services.VersionState
+    created_at: Mapped[float] = mapped_column(Float)
+    reason: Mapped[str | None] = mapped_column(Text)
+
+
+class ServiceReplica(Base):
+    """A replica: an ordinary job, of one version of one service."""
+
+    __tablename__ = "service_replicas"
+    job_id: Mapped[str] = mapped_column(String(40), ForeignKey("jobs.id"), primary_key=True)
+    service_id: Mapped[str] = mapped_column(String(40), ForeignKey("services.id"))
+    version: Mapped[int] = mapped_column(Integer)
+    port: Mapped[int] = mapped_column(Integer)  # its own ($PORT): replicas may share a node
+    created_at: Mapped[float] = mapped_column(Float)
+    ended: Mapped[bool] = mapped_column(Boolean, default=False)  # its job is terminal
+    __table_args__ = (Index("ix_service_replicas_service", "service_id", "ended"),)
+
+
+class ServiceEvent(Base):
+    """A service's timeline: versions applied, steps, decisions with their reasons, replicas
+    replaced; ``kind`` ``figures`` rows are the gateway's periodic figures (charts)."""
+
+    __tablename__ = "service_events"
+    id: Mapped[int] = mapped_column(ROW_ID, primary_key=True, autoincrement=True)
+    service_id: Mapped[str] = mapped_column(String(40), ForeignKey("services.id"))
+    time: Mapped[float] = mapped_column(Float)
+    kind: Mapped[str] = mapped_column(String(16))
+    version: Mapped[int | None] = mapped_column(Integer)
+    message: Mapped[str] = mapped_column(Text, default="")
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    __table_args__ = (Index("ix_service_events_service", "service_id", "id"),)

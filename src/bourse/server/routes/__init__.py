@@ -13,6 +13,7 @@ from bourse.server.routes import (
     cost,
     data,
     execs,
+    gateway,
     jobs,
     metrics,
     mlflow,
@@ -23,9 +24,10 @@ from bourse.server.routes import (
     prometheus,
     runs,
     secrets,
+    services,
     tracking,
 )
 
 ROUTERS: tuple[APIRouter, ...] = tuple(m.router for m in (
     jobs, nodes, agent, bundles, offers, cost, data, execs, ports, projects, audit, secrets, runs,
-    metrics, prometheus, clouds, mlflow, artifacts, tracking))
+    metrics, prometheus, clouds, mlflow, artifacts, tracking, services, gateway))

@@ -89,15 +89,18 @@ class BadGateway(Exception):
 
 
 async def proxy_http(request: Request, stream: Stream, upstream: Upstream,
-                     done: Callable[[], None]) -> StreamingResponse:
+                     done: Callable[[], None], body: bytes | None = None) -> StreamingResponse:
     """Send the request down ``stream`` and relay the response as it arrives; ``done`` is
-    called once the stream is no longer needed. BadGateway before the response starts."""
+    called once the stream is no longer needed. BadGateway before the response starts.
+    ``body``: the request's body read already (the gateway keeps it to retry), else it is
+    streamed from the request."""
     conn = h11.Connection(h11.CLIENT)
     try:
         await _send(stream, conn, h11.Request(method=request.method, target=upstream.target,
                                               headers=request_headers(request.headers.raw,
                                                                       upstream.prefix)))
-        async for chunk in request.stream():
+        chunks = _once(body) if body is not None else request.stream()
+        async for chunk in chunks:
             if chunk:
                 await _send(stream, conn, h11.Data(data=chunk))
         await _send(stream, conn, h11.EndOfMessage())
@@ -112,6 +115,23 @@ async def proxy_http(request: Request, stream: Stream, upstream: Upstream,
                                 background=BackgroundTask(done))
     relayed.raw_headers = response_headers(response.headers.raw_items())
     return relayed
+
+
+async def _once(body: bytes) -> AsyncIterator[bytes]:
+    yield body
+
+
+async def probe_http(stream: Stream, path: str) -> int:
+    """``GET path`` down ``stream``: the status it answers (BadGateway if it does not)."""
+    conn = h11.Connection(h11.CLIENT)
+    try:
+        await _send(stream, conn, h11.Request(method="GET", target=path, headers=[
+            (b"host", b"127.0.0.1"), (b"connection", b"close"),
+            (b"user-agent", b"bourse-readiness")]))
+        await _send(stream, conn, h11.EndOfMessage())
+        return (await _head(stream, conn)).status_code
+    except (h11.ProtocolError, StreamClosed) as exc:
+        raise BadGateway(_why(stream, exc)) from None
 
 
 def _why(stream: Stream, exc: Exception) -> str:

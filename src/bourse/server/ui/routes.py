@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
-from bourse.server.ui import charts, downloads, experiments, fleet, jobs, login
+from bourse.server.ui import charts, downloads, experiments, fleet, jobs, login, services
 from bourse.server.ui.guard import Handler, Kind, guarded
 from bourse.server.ui.render import STATIC_DIR, STATIC_PATH
 
@@ -31,6 +31,7 @@ GUARDED: list[tuple[str, Handler, Kind, tuple[str, ...]]] = [
     ("/ui/nodes/{node_id}", fleet.node_page, Kind.PAGE, GET),
     ("/ui/offers", fleet.offers_page, Kind.PAGE, GET),
     ("/ui/runs", fleet.runs_page, Kind.PAGE, GET),
+    ("/ui/services", services.services_page, Kind.PAGE, GET),
     ("/ui/runs/list", fleet.runs_list, Kind.FRAGMENT, GET),
     ("/ui/experiments", experiments.experiments_page, Kind.PAGE, GET),
     ("/ui/experiments/{experiment_id}", experiments.runs_page, Kind.PAGE, GET),

@@ -1,0 +1,97 @@
+"""Services through the API, in process on a real database: apply (created, unchanged,
+rollout), the keeper's pass deciding with its reason (timeline and audit), rollback and stop
+by hand, and the gateway's answers before any replica is ready."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+from server_harness import Exchange, job_spec
+
+from bourse.protocol.services import ServicePolicy
+from bourse.server.serving.keeper import ServiceKeeper
+
+POLICY = {"port": 18000, "readiness_path": "/health", "min_replicas": 2, "max_replicas": 2,
+          "ready_timeout_s": 30}
+
+
+def body(version: str, **policy: Any) -> dict[str, Any]:
+    return {"name": "web", "job": job_spec(env={"V": version}), "policy": POLICY | policy}
+
+
+async def _jobs(exchange: Exchange) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = (await exchange.client.get("/api/v1/jobs")).json()["jobs"]
+    return found
+
+
+@pytest.mark.anyio
+async def test_apply_roll_out_and_roll_back_on_the_rules(exchange: Exchange) -> None:
+    client = exchange.client
+    made = await client.post("/api/v1/services", json=body("1"))
+    assert made.status_code == 200, made.text
+    view = made.json()
+    assert (view["stable"], view["canary"], view["url"]) == (1, None, "/svc/default/web/")
+    jobs = await _jobs(exchange)
+    assert len(jobs) == 2
+    specs = [(await exchange.job(j["id"]))["spec"] for j in jobs]
+    assert sorted(s["env"]["PORT"] for s in specs) == ["18000", "18001"]  # one port each
+    assert sorted(s["ports"][0]["number"] for s in specs) == [18000, 18001]
+
+    again = (await client.post("/api/v1/services", json=body("1"))).json()
+    assert again["canary"] is None and len(await _jobs(exchange)) == 2  # unchanged
+
+    rollout = (await client.post("/api/v1/services", json=body("2"))).json()
+    assert (rollout["stable"], rollout["canary"], rollout["step"]) == (1, 2, 0)
+    assert {v["number"]: v["weight"] for v in rollout["versions"]} == {1: 90, 2: 10}
+    assert len(await _jobs(exchange)) == 4
+
+    keeper = ServiceKeeper(exchange.state)
+    await keeper.run_once()
+    assert (await client.get("/api/v1/services/web")).json()["canary"] == 2  # held
+    exchange.clock.advance(31)
+    await keeper.run_once()
+    shown = (await client.get("/api/v1/services/web")).json()
+    assert (shown["stable"], shown["canary"]) == (1, None)
+    decision = [e for e in shown["events"] if e["kind"] == "decision"]
+    assert "no replica of the new version became ready within 30 s" in decision[-1]["message"]
+    states = {v["number"]: v["state"] for v in shown["versions"]}
+    assert states == {1: "stable", 2: "rolled_back"}
+    cancelled = [j for j in await _jobs(exchange) if j["state"] == "CANCELLED"]
+    assert len(cancelled) == 2  # the canary's replicas, never placed
+    records = (await client.get("/api/v1/audit", params={"limit": 1000})).json()["records"]
+    assert any(r["action"] == "service.roll_back" and "became ready" in str(r["params"])
+               for r in records)
+
+    by_hand = await client.post("/api/v1/services/web/rollback")
+    assert by_hand.status_code == 409 and "no rollout" in by_hand.json()["error"]
+
+
+@pytest.mark.anyio
+async def test_the_gateway_before_replicas_are_ready_and_after_stop(
+        exchange: Exchange) -> None:
+    client = exchange.client
+    assert (await client.post("/api/v1/services", json=body("1"))).status_code == 200
+    await ServiceKeeper(exchange.state).run_once()
+    unready = await client.get("/svc/default/web/predict")
+    assert unready.status_code == 503 and "no ready replica" in unready.json()["error"]
+    other = await exchange.project_token("other-corp")
+    foreign = await client.get("/svc/default/web/predict",
+                               headers={"Authorization": f"Bearer {other}"})
+    assert foreign.status_code == 404  # another project's service is as missing as none
+    anonymous = await client.get("/svc/default/web/predict", headers={"Authorization": ""})
+    assert anonymous.status_code == 401
+    assert (await client.post("/api/v1/services/web/stop")).json()["state"] == "stopped"
+    assert (await client.get("/svc/default/web/predict")).status_code == 404
+    assert all(j["state"] == "CANCELLED" for j in await _jobs(exchange))
+
+
+@pytest.mark.parametrize(("policy", "words"), [
+    ({"steps": [50, 10, 100]}, "must rise"),
+    ({"min_replicas": 3, "max_replicas": 2}, "below min_replicas"),
+    ({"port": 80}, "greater than or equal to 1024"),
+])
+def test_a_bad_policy_is_refused(policy: dict[str, Any], words: str) -> None:
+    with pytest.raises(ValidationError, match=words):
+        ServicePolicy.model_validate(POLICY | policy)
