@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from fastapi.routing import APIRoute
-from route_requests import request_for
+from route_requests import TRACKING_IDS, request_for
 from server_harness import Exchange
 from starlette.routing import BaseRoute, Mount, Route
 
@@ -21,10 +21,12 @@ pytestmark = pytest.mark.anyio
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 # a value for each path parameter the app's routes take, well-formed so that a route is
 # refused for its missing token, not for its path
-PARAMS = {"job_id": "j-0123456789ab", "node_id": "n-0123456789ab", "run_id": "r-0123456789ab",
-          "token_id": "tok-0123456789ab", "name": "SOME_NAME", "sha256": "a" * 64,
+PARAMS = {**TRACKING_IDS, "job_id": "j-0123456789ab", "node_id": "n-0123456789ab",
+          "run_id": "r-0123456789ab", "token_id": "tok-0123456789ab", "name": "SOME_NAME",
+          "sha256": "a" * 64,
           "port": "8000", "path": "x", "project": "default", "id": "1", "grant_id": "u" + "0" * 20,
-          "token": "not-a-signed-link", "service": "some-service"}
+          "token": "not-a-signed-link", "service": "some-service",
+          "experiment_id": "0"}
 STATIC = "/ui/static/ui.css"  # a file of the UI's static mount
 
 
