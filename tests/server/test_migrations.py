@@ -13,7 +13,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 
-from bourse.server.db.database import Database, alembic_config
+from bourse.server.db import database as database_module
+from bourse.server.db.database import Database, alembic_config, head_revision
 from bourse.server.db.schema import Base
 
 pytestmark = pytest.mark.anyio
@@ -84,6 +85,35 @@ async def test_the_comparison_sees_a_drifted_database(empty_database_url: str) -
         await db.close()
     assert [d[0] for d in found] == ["add_index"]
     assert found[0][1].name == "ix_events_job"
+
+
+def test_the_head_read_off_the_file_names_is_alembics_head() -> None:
+    """``migrate`` skips Alembic when the database is at ``head_revision()``: a migration
+    whose file name and revision disagree would be skipped, so they must agree."""
+    script = ScriptDirectory.from_config(alembic_config())
+    assert head_revision() == script.get_current_head()
+    for revision in script.walk_revisions():
+        assert revision.path.rsplit("/", 1)[-1].startswith(f"{revision.revision}_")
+
+
+async def test_a_database_at_head_does_not_run_alembic(
+        empty_database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = Database(empty_database_url)
+    try:
+        assert await db.revision() is None  # no version table yet
+        await db.migrate()
+        assert await db.revision() == head_revision()
+
+        ran: list[bytes | None] = []
+        monkeypatch.setattr(database_module, "_upgrade", lambda _c, key: ran.append(key))
+        await db.migrate(b"k1")
+        assert ran == []
+        async with db.engine.begin() as connection:  # one revision back: Alembic must run
+            await connection.execute(text("UPDATE alembic_version SET version_num = '0016'"))
+        await db.migrate(b"k2")
+        assert ran == [b"k2"]
+    finally:
+        await db.close()
 
 
 def _upgrade_to(revision: str) -> Any:
