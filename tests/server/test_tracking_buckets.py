@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 
-from bourse.server.services.tracking_charts import LEVELS, bucket_rows
+import pytest
+
+from bourse.server.services.tracking_charts import LEVELS, bucket_rows, read_plan
 from bourse.server.services.tracking_log import Point
 
 
@@ -17,3 +19,14 @@ def test_buckets_hold_each_levels_extremes_and_skip_nan() -> None:
     assert finest == [(0, 0, 63, 0.0, 6.0), (1, 64, 127, 0.0, 6.0), (2, 128, 129, 2.0, 3.0)]
     assert [(r["bucket"], r["min_step"], r["max_step"]) for r in rows
             if r["level"] == LEVELS[1]] == [(0, 0, 129)]
+
+
+@pytest.mark.parametrize(("span", "points", "level", "shift"), [
+    (100_000, 1000, 6, 1),  # 1,562 buckets of 64 steps, merged in pairs: 781
+    (4_000, 1000, 6, 0),  # 62 buckets: none merged
+    (10_000_000, 1000, 12, 2),  # 2,441 buckets of 4,096 steps, merged by 4: 610
+])
+def test_a_chart_reads_the_finest_fitting_level_merged_to_at_most_its_points(
+        span: int, points: int, level: int, shift: int) -> None:
+    assert read_plan(span, points) == (level, shift)
+    assert (span >> level) <= points * 4 and (span >> level) >> shift < points

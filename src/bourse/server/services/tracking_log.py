@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import Table, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -28,8 +27,9 @@ MAX_PARAM_VALUE = 6000  # MLflow 2.x/3.x's param value length
 MAX_KEY = 250
 
 
-@dataclass(frozen=True)
-class Point:
+class Point(NamedTuple):
+    """A metric point (a tuple: a batch makes a thousand of them)."""
+
     key: str
     value: float
     timestamp: int
