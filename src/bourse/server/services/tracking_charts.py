@@ -11,7 +11,6 @@ resolution a bucket is narrower than a pixel) — and LTTB picks ``points`` of t
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -47,19 +46,26 @@ def bucket_rows(run_id: str, points: Sequence[Any]) -> list[dict[str, Any]]:
 
 
 def _finest(points: Sequence[Any]) -> dict[Key, list[float]]:
-    """The hot loop of an ingest, its comparisons inline."""
+    """The hot loop of an ingest, its comparisons inline; consecutive points mostly fall in
+    the bucket of the one before, which is then not looked up again."""
     found: dict[Key, list[float]] = {}
     first = LEVELS[0]
+    key, bucket, row = None, -1, [0.0, 0.0, 0.0, 0.0]
     for p in points:
         value, step = p.value, p.step
-        if math.isnan(value):
+        if value != value:  # noqa: PLR0124 -- NaN: no extremes
             continue
-        at = (p.key, first, step >> first)
-        row = found.get(at)
-        if row is None:
-            found[at] = [step, step, value, value]
-            continue
-        row[0], row[1] = min(row[0], step), max(row[1], step)
+        if step >> first != bucket or p.key != key:
+            key, bucket = p.key, step >> first
+            at = (key, first, bucket)
+            if at not in found:
+                row = found[at] = [step, step, value, value]
+                continue
+            row = found[at]
+        if step < row[0]:
+            row[0] = step
+        elif step > row[1]:
+            row[1] = step
         if value < row[2]:
             row[2] = value
         elif value > row[3]:
