@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from sqlalchemy import Table, func, literal_column, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.lttb import lttb
@@ -80,22 +79,30 @@ def _merge(into: list[float], row: list[float]) -> None:
     into[3] = max(into[3], row[3])
 
 
+BUCKET_COLUMNS = "run_id, key, level, bucket, min_step, max_step, min_value, max_value"
+_MERGE = ("ON CONFLICT (run_id, key, level, bucket) DO UPDATE SET "
+          "min_step = {low}({t}min_step, excluded.min_step), "
+          "max_step = {high}({t}max_step, excluded.max_step), "
+          "min_value = {low}({t}min_value, excluded.min_value), "
+          "max_value = {high}({t}max_value, excluded.max_value)")
+_UPSERTS = {
+    "sqlite": f"INSERT INTO tracking_buckets ({BUCKET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+              + _MERGE.format(low="min", high="max", t=""),
+    "postgresql": f"INSERT INTO tracking_buckets ({BUCKET_COLUMNS}) "
+                  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+                  + _MERGE.format(low="least", high="greatest", t="tracking_buckets."),
+}
+
+
 async def add_buckets(session: AsyncSession, run_id: str, points: Sequence[Any]) -> None:
     """Merge a batch into the stored buckets (min and max: a batch sent twice changes
-    nothing)."""
+    nothing); one executemany on the driver, as the points."""
     rows = bucket_rows(run_id, points)
     if not rows:
         return
-    postgres = session.get_bind().dialect.name == "postgresql"
-    statement = (postgresql.insert(BUCKETS) if postgres else sqlite.insert(BUCKETS))
-    low, high = (func.least, func.greatest) if postgres else (func.min, func.max)
-    new = statement.excluded
-    await session.execute(statement.on_conflict_do_update(
-        index_elements=["run_id", "key", "level", "bucket"],
-        set_={"min_step": low(BUCKETS.c.min_step, new.min_step),
-              "max_step": high(BUCKETS.c.max_step, new.max_step),
-              "min_value": low(BUCKETS.c.min_value, new.min_value),
-              "max_value": high(BUCKETS.c.max_value, new.max_value)}), rows)
+    connection = await session.connection()
+    await connection.exec_driver_sql(_UPSERTS[connection.dialect.name],
+                                     [tuple(r.values()) for r in rows])
 
 
 @dataclass(frozen=True)
