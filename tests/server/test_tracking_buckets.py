@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
-from bourse.server.services.tracking_charts import LEVELS, bucket_rows
-from bourse.server.services.tracking_log import Point
+import pytest
+
+from bourse.server.services.tracking_charts import LEVELS, bucket_rows, read_plan
+from bourse.server.services.tracking_log import Point, _newest, point_rows
 
 
 def test_buckets_hold_each_levels_extremes_and_skip_nan() -> None:
@@ -17,3 +19,27 @@ def test_buckets_hold_each_levels_extremes_and_skip_nan() -> None:
     assert finest == [(0, 0, 63, 0.0, 6.0), (1, 64, 127, 0.0, 6.0), (2, 128, 129, 2.0, 3.0)]
     assert [(r["bucket"], r["min_step"], r["max_step"]) for r in rows
             if r["level"] == LEVELS[1]] == [(0, 0, 129)]
+
+
+@pytest.mark.parametrize(("span", "points", "level", "shift"), [
+    (100_000, 1000, 6, 1),  # 1,562 buckets of 64 steps, merged in pairs: 781
+    (4_000, 1000, 6, 0),  # 62 buckets: none merged
+    (10_000_000, 1000, 12, 2),  # 2,441 buckets of 4,096 steps, merged by 4: 610
+])
+def test_a_chart_reads_the_finest_fitting_level_merged_to_at_most_its_points(
+        span: int, points: int, level: int, shift: int) -> None:
+    assert read_plan(span, points) == (level, shift)
+    assert (span >> level) <= points * 4 and (span >> level) >> shift < points
+
+
+def test_a_batch_rows_tell_same_step_and_time_apart_and_store_nan_as_null() -> None:
+    plain = [Point("loss", 0.5, 10, 1), Point("loss", math.nan, 11, 2)]
+    assert point_rows("r", plain) == [("r", "loss", 1, 10, 0, 0.5), ("r", "loss", 2, 11, 0, None)]
+    twice = [Point("loss", 0.5, 10, 1), Point("acc", 0.1, 10, 1), Point("loss", 0.7, 10, 1)]
+    assert [row[4] for row in point_rows("r", twice)] == [0, 0, 1]
+
+
+def test_the_latest_point_of_each_key_is_the_highest_step_then_time_the_last_of_equals() -> None:
+    points = [Point("a", 1.0, 5, 3), Point("a", 2.0, 9, 2), Point("a", 3.0, 5, 3),
+              Point("b", 4.0, 1, 0)]
+    assert _newest(points) == {"a": (points[2], 3), "b": (points[3], 1)}

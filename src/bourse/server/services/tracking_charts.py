@@ -11,13 +11,11 @@ resolution a bucket is narrower than a pixel) — and LTTB picks ``points`` of t
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Table, func, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Table, func, literal_column, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.lttb import lttb
@@ -47,19 +45,26 @@ def bucket_rows(run_id: str, points: Sequence[Any]) -> list[dict[str, Any]]:
 
 
 def _finest(points: Sequence[Any]) -> dict[Key, list[float]]:
-    """The hot loop of an ingest, its comparisons inline."""
+    """The hot loop of an ingest, its comparisons inline; consecutive points mostly fall in
+    the bucket of the one before, which is then not looked up again."""
     found: dict[Key, list[float]] = {}
     first = LEVELS[0]
+    key, bucket, row = None, -1, [0.0, 0.0, 0.0, 0.0]
     for p in points:
         value, step = p.value, p.step
-        if math.isnan(value):
+        if value != value:  # noqa: PLR0124 -- NaN: no extremes
             continue
-        at = (p.key, first, step >> first)
-        row = found.get(at)
-        if row is None:
-            found[at] = [step, step, value, value]
-            continue
-        row[0], row[1] = min(row[0], step), max(row[1], step)
+        if step >> first != bucket or p.key != key:
+            key, bucket = p.key, step >> first
+            at = (key, first, bucket)
+            if at not in found:
+                row = found[at] = [step, step, value, value]
+                continue
+            row = found[at]
+        if step < row[0]:
+            row[0] = step
+        elif step > row[1]:
+            row[1] = step
         if value < row[2]:
             row[2] = value
         elif value > row[3]:
@@ -74,22 +79,30 @@ def _merge(into: list[float], row: list[float]) -> None:
     into[3] = max(into[3], row[3])
 
 
+BUCKET_COLUMNS = "run_id, key, level, bucket, min_step, max_step, min_value, max_value"
+_MERGE = ("ON CONFLICT (run_id, key, level, bucket) DO UPDATE SET "
+          "min_step = {low}({t}min_step, excluded.min_step), "
+          "max_step = {high}({t}max_step, excluded.max_step), "
+          "min_value = {low}({t}min_value, excluded.min_value), "
+          "max_value = {high}({t}max_value, excluded.max_value)")
+_UPSERTS = {
+    "sqlite": f"INSERT INTO tracking_buckets ({BUCKET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+              + _MERGE.format(low="min", high="max", t=""),
+    "postgresql": f"INSERT INTO tracking_buckets ({BUCKET_COLUMNS}) "
+                  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+                  + _MERGE.format(low="least", high="greatest", t="tracking_buckets."),
+}
+
+
 async def add_buckets(session: AsyncSession, run_id: str, points: Sequence[Any]) -> None:
     """Merge a batch into the stored buckets (min and max: a batch sent twice changes
-    nothing)."""
+    nothing); one executemany on the driver, as the points."""
     rows = bucket_rows(run_id, points)
     if not rows:
         return
-    postgres = session.get_bind().dialect.name == "postgresql"
-    statement = (postgresql.insert(BUCKETS) if postgres else sqlite.insert(BUCKETS))
-    low, high = (func.least, func.greatest) if postgres else (func.min, func.max)
-    new = statement.excluded
-    await session.execute(statement.on_conflict_do_update(
-        index_elements=["run_id", "key", "level", "bucket"],
-        set_={"min_step": low(BUCKETS.c.min_step, new.min_step),
-              "max_step": high(BUCKETS.c.max_step, new.max_step),
-              "min_value": low(BUCKETS.c.min_value, new.min_value),
-              "max_value": high(BUCKETS.c.max_value, new.max_value)}), rows)
+    connection = await session.connection()
+    await connection.exec_driver_sql(_UPSERTS[connection.dialect.name],
+                                     [tuple(r.values()) for r in rows])
 
 
 @dataclass(frozen=True)
@@ -101,41 +114,81 @@ class Series:
 
 
 async def series(session: AsyncSession, run_id: str, key: str, points: int) -> Series:
-    total = await session.scalar(select(TrackingLatest.count).where(
-        TrackingLatest.run_id == run_id, TrackingLatest.key == key)) or 0
-    if total <= points * WHOLE_FACTOR:
-        rows = (await session.execute(select(TrackingMetric.step, TrackingMetric.value).where(
-            TrackingMetric.run_id == run_id, TrackingMetric.key == key,
-            TrackingMetric.value.is_not(None)).order_by(TrackingMetric.step,
-                                                        TrackingMetric.timestamp))).all()
-        found = [(float(s), float(v)) for s, v in rows if v is not None]
-    else:
-        found = await _bucketed(session, run_id, key, points * WHOLE_FACTOR)
-    return Series(run_id, key, int(total), lttb(found, points))
-
-
-async def _bucketed(session: AsyncSession, run_id: str, key: str,
-                    buckets: int) -> list[tuple[float, float]]:
-    where = (TrackingBucket.run_id == run_id, TrackingBucket.key == key)
-    low, high = (await session.execute(select(func.min(TrackingBucket.min_step),
-                                              func.max(TrackingBucket.max_step)).where(
-        *where, TrackingBucket.level == LEVELS[-1]))).one()  # a few rows
-    if low is None:
-        return []
-    span = int(high) - int(low) + 1
-    level = next((lv for lv in LEVELS if span >> lv <= buckets), LEVELS[-1])
-    rows = (await (await session.connection()).execute(select(  # plain rows: no ORM
-        TrackingBucket.min_step, TrackingBucket.max_step, TrackingBucket.min_value,
-        TrackingBucket.max_value).where(*where, TrackingBucket.level == level)
-        .order_by(TrackingBucket.bucket))).all()
-    found: list[tuple[float, float]] = []
-    for first, last, lowest, highest in rows:
-        found.append((float(first), float(lowest)))
-        if last != first or highest != lowest:
-            found.append((float(last), float(highest)))
-    return found
+    return (await compare(session, [run_id], [key], points))[0]
 
 
 async def compare(session: AsyncSession, run_ids: Sequence[str], keys: Sequence[str],
                   points: int) -> list[Series]:
-    return [await series(session, r, k, points) for r in run_ids for k in keys]
+    """Each (run, key)'s series, runs outer; a few statements for all of them (the counts,
+    the spans, the buckets of each level read), not a few per series."""
+    connection = await session.connection()  # plain rows: no ORM objects
+    pairs = [(r, k) for r in run_ids for k in keys]
+    totals = {(r, k): int(c) for r, k, c in (await connection.execute(select(
+        TrackingLatest.run_id, TrackingLatest.key, TrackingLatest.count).where(
+        TrackingLatest.run_id.in_(run_ids), TrackingLatest.key.in_(keys)))).all()}
+    long = [p for p in pairs if totals.get(p, 0) > points * WHOLE_FACTOR]
+    found = await _bucketed(session, long, points) if long else {}
+    for pair in pairs:
+        if pair not in found:
+            found[pair] = await _whole(session, *pair)
+    return [Series(r, k, totals.get((r, k), 0), lttb(found[(r, k)], points)) for r, k in pairs]
+
+
+async def _whole(session: AsyncSession, run_id: str, key: str) -> list[tuple[float, float]]:
+    rows = (await (await session.connection()).execute(select(
+        TrackingMetric.step, TrackingMetric.value).where(
+        TrackingMetric.run_id == run_id, TrackingMetric.key == key,
+        TrackingMetric.value.is_not(None)).order_by(TrackingMetric.step,
+                                                    TrackingMetric.timestamp))).all()
+    return [(float(s), float(v)) for s, v in rows if v is not None]
+
+
+Pair = tuple[str, str]  # run id, metric key
+
+
+async def _bucketed(session: AsyncSession, pairs: Sequence[Pair],
+                    points: int) -> dict[Pair, list[tuple[float, float]]]:
+    """The candidates of long series: each one's finest level with at most ``4 × points``
+    buckets, merged in the database to at most ``points`` (two candidates each, so LTTB
+    chooses among ``2 × points``); one statement for the spans, one per (level, merge)."""
+    connection = await session.connection()
+    run_ids, keys = sorted({r for r, _ in pairs}), sorted({k for _, k in pairs})
+    where = (TrackingBucket.run_id.in_(run_ids), TrackingBucket.key.in_(keys))
+    spans = (await connection.execute(select(
+        TrackingBucket.run_id, TrackingBucket.key, func.min(TrackingBucket.min_step),
+        func.max(TrackingBucket.max_step)).where(*where, TrackingBucket.level == LEVELS[-1])
+        .group_by(TrackingBucket.run_id, TrackingBucket.key))).all()  # a few rows each
+    reads: dict[tuple[int, int], set[Pair]] = {}
+    for run_id, key, low, high in spans:
+        reads.setdefault(read_plan(int(high) - int(low) + 1, points), set()).add((run_id, key))
+    found: dict[Pair, list[tuple[float, float]]] = {p: [] for p in pairs}
+    for (level, shift), wanted in reads.items():
+        group = TrackingBucket.bucket.op(">>")(literal_column(str(int(shift))))  # int4
+        rows = (await connection.execute(select(
+            TrackingBucket.run_id, TrackingBucket.key, func.min(TrackingBucket.min_step),
+            func.max(TrackingBucket.max_step), func.min(TrackingBucket.min_value),
+            func.max(TrackingBucket.max_value)).where(*where, TrackingBucket.level == level)
+            .group_by(TrackingBucket.run_id, TrackingBucket.key, group)
+            .order_by(TrackingBucket.run_id, TrackingBucket.key, group))).all()
+        for run_id, key, first, last, lowest, highest in rows:
+            if (run_id, key) in wanted:
+                _candidates(found[(run_id, key)], first, last, lowest, highest)
+    return found
+
+
+def read_plan(span: int, points: int) -> tuple[int, int]:
+    """The level a series of ``span`` steps is read at (its finest with at most
+    ``4 × points`` buckets) and how many bits of the bucket number are merged away there
+    (buckets ``b >> shift`` are one), so that at most ``points`` are left."""
+    level = next((lv for lv in LEVELS if span >> lv <= points * WHOLE_FACTOR), LEVELS[-1])
+    shift = 0
+    while (span >> level) >> shift >= points:
+        shift += 1
+    return level, shift
+
+
+def _candidates(into: list[tuple[float, float]], first: int, last: int, lowest: float,
+                highest: float) -> None:
+    into.append((float(first), lowest))
+    if last != first or highest != lowest:
+        into.append((float(last), highest))

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import Table, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -28,8 +27,9 @@ MAX_PARAM_VALUE = 6000  # MLflow 2.x/3.x's param value length
 MAX_KEY = 250
 
 
-@dataclass(frozen=True)
-class Point:
+class Point(NamedTuple):
+    """A metric point (a tuple: a batch makes a thousand of them)."""
+
     key: str
     value: float
     timestamp: int
@@ -45,7 +45,7 @@ def check_batch(metrics: Sequence[Point], params: Mapping[str, str],
         if count > limit:
             raise InvalidInput(f"A batch logging request can contain at most {limit} {what}. "
                                f"Got {count} {what}.", hint="split it into several batches")
-    for key in [*(p.key for p in metrics), *params, *tags]:
+    for key in {*(p.key for p in metrics), *params, *tags}:  # each key once
         if not key or len(key) > MAX_KEY:
             raise InvalidInput(f"invalid key {key[:40]!r}: 1 to {MAX_KEY} characters")
     for key, value in params.items():
@@ -87,13 +87,16 @@ async def _log_params(session: AsyncSession, run_id: str, params: Mapping[str, s
 def point_rows(run_id: str, points: Sequence[Point]) -> list[tuple[Any, ...]]:
     """The rows of a batch, in ``INSERT_COLUMNS`` order; points of one key at one step and
     time are told apart by ``seq`` (their order in the batch)."""
+    if len({(p.key, p.step, p.timestamp) for p in points}) == len(points):  # the usual case
+        return [(run_id, key, step, timestamp, 0, None if value != value else value)  # noqa: PLR0124
+                for key, value, timestamp, step in points]  # NaN != NaN
     seen: dict[tuple[str, int, int], int] = {}
     rows = []
     for p in points:
         at = (p.key, p.step, p.timestamp)
         seq = seen[at] = seen.get(at, -1) + 1
         rows.append((run_id, p.key, p.step, p.timestamp, seq,
-                     None if p.value != p.value else p.value))  # NaN != NaN
+                     None if p.value != p.value else p.value))
     return rows
 
 
@@ -120,13 +123,15 @@ async def _log_points(session: AsyncSession, run_id: str, points: Sequence[Point
 
 
 def _newest(points: Sequence[Point]) -> dict[str, tuple[Point, int]]:
-    found: dict[str, tuple[Point, int]] = {}
+    """Each key's latest point (the highest step, then time; the last of equals) and count."""
+    by_key: dict[str, list[Point]] = {}
     for p in points:
-        best, count = found.get(p.key, (p, 0))
-        if (p.step, p.timestamp) >= (best.step, best.timestamp):
-            best = p
-        found[p.key] = (best, count + 1)
-    return found
+        by_key.setdefault(p.key, []).append(p)
+    return {key: (max(reversed(found), key=_when), len(found)) for key, found in by_key.items()}
+
+
+def _when(p: Point) -> tuple[int, int]:
+    return p.step, p.timestamp
 
 
 async def _update_latest(session: AsyncSession, run_id: str, points: Sequence[Point]) -> None:
