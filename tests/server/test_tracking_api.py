@@ -149,3 +149,18 @@ async def test_a_key_with_slashes_is_read_by_its_path(exchange: Exchange) -> Non
 
     assert curve.status_code == 200, curve.text
     assert curve.json()["key"] == "train/loss" and len(curve.json()["points"]) == 10
+
+
+async def test_a_falling_curve_is_drawn_falling_when_downsampled(exchange: Exchange) -> None:
+    run_id = await _run(exchange)
+    for start in range(0, 5000, 1000):
+        await _post(exchange, "runs/log-batch", {"run_id": run_id, "metrics": [
+            {"key": "loss", "value": 1.0 / (s + 1), "timestamp": s, "step": s}
+            for s in range(start, start + 1000)]})
+
+    chart = (await exchange.client.get("/api/v1/tracking/chart", params={
+        "run": run_id, "key": "loss", "points": 100})).json()  # from the buckets
+
+    values = [v for _, v in chart["series"][0]["points"]]
+    assert len(values) > 10 and values[0] == 1.0
+    assert all(a >= b for a, b in zip(values, values[1:], strict=False)), values

@@ -170,9 +170,12 @@ async def _bucketed(session: AsyncSession, pairs: Sequence[Pair],
             func.max(TrackingBucket.max_value)).where(*where, TrackingBucket.level == level)
             .group_by(TrackingBucket.run_id, TrackingBucket.key, group)
             .order_by(TrackingBucket.run_id, TrackingBucket.key, group))).all()
+        buckets: dict[Pair, list[Bucket]] = {}
         for run_id, key, first, last, lowest, highest in rows:
             if (run_id, key) in wanted:
-                _candidates(found[(run_id, key)], first, last, lowest, highest)
+                buckets.setdefault((run_id, key), []).append((first, last, lowest, highest))
+        for pair, series in buckets.items():
+            _candidates(found[pair], series)
     return found
 
 
@@ -187,8 +190,19 @@ def read_plan(span: int, points: int) -> tuple[int, int]:
     return level, shift
 
 
-def _candidates(into: list[tuple[float, float]], first: int, last: int, lowest: float,
-                highest: float) -> None:
-    into.append((float(first), lowest))
-    if last != first or highest != lowest:
-        into.append((float(last), highest))
+Bucket = tuple[int, int, float, float]  # first step, last step, lowest, highest
+
+
+def _candidates(into: list[tuple[float, float]], buckets: list[Bucket]) -> None:
+    """Each bucket's two extremes at its first and last step, in the order the curve runs: a
+    bucket lower than its neighbour before it (the first: than the one after) has its
+    highest first, so a falling curve is not drawn rising inside each bucket. Which extreme
+    came first is not kept; the trend decides."""
+    mids = [(low + high) / 2 for _, _, low, high in buckets]
+    for i, (first, last, lowest, highest) in enumerate(buckets):
+        other = mids[i - 1] if i else (mids[1] if len(mids) > 1 else mids[0])
+        falling = other > mids[i] if i else other < mids[i]
+        start, end = (highest, lowest) if falling else (lowest, highest)
+        into.append((float(first), start))
+        if last != first or highest != lowest:
+            into.append((float(last), end))
