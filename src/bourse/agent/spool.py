@@ -173,9 +173,11 @@ class OutboxRow:
                 kind=cast(EventKind, self.kind), time=self.time,
                 data=json.loads(self.data or "{}"))
         if self.type == "track":  # validated by the agent's track tailer before it was spooled
-            return TrackBatch.model_construct(job_id=self.job_id, attempt=self.attempt,
-                                              seq=self.seq, time=self.time,
-                                              **json.loads(self.data or "{}"))
+            record = json.loads(self.data or "{}")
+            return TrackBatch.model_construct(
+                job_id=self.job_id, attempt=self.attempt, seq=self.seq, time=self.time,
+                metrics=[tuple(p) for p in record["metrics"]], params=record["params"],
+                tags=record["tags"])
         chunk = ((self.data or "").encode() if self.path is None
                  else _read_range(self.path, self.offset or 0, self.length or 0))
         return LogChunk.model_construct(
@@ -287,11 +289,14 @@ class Spool:
             row = self._insert(
                 "INSERT INTO outbox (type, job_id, attempt, seq, time, data) "
                 "VALUES ('track', ?, ?, ?, ?, ?)", (job_id, attempt, seq, time, data))
-            self._db.execute(
-                "INSERT INTO track_offsets (job_id, attempt, offset) VALUES (?, ?, ?) "
-                "ON CONFLICT (job_id, attempt) DO UPDATE SET offset = excluded.offset",
-                (job_id, attempt, resume))
+            self.set_track_offset(job_id, attempt, resume)
             return row
+
+    def set_track_offset(self, job_id: str, attempt: int, offset: int) -> None:
+        self._db.execute(
+            "INSERT INTO track_offsets (job_id, attempt, offset) VALUES (?, ?, ?) "
+            "ON CONFLICT (job_id, attempt) DO UPDATE SET offset = excluded.offset",
+            (job_id, attempt, offset))
 
     def track_offset(self, job_id: str, attempt: int) -> int:
         """How far the attempt's track file is spooled."""

@@ -56,25 +56,28 @@ class TrackTailer:
             end = len(data)
         if end == 0 and len(data) >= self._read:
             end = len(data)  # a line longer than any record: skipped
-        start = 0
+        start, moved = 0, True
         for line in data[:end].splitlines(keepends=True):
             start += len(line)
-            self._spool_line(line, self._offset + start, now)
+            moved = self._spool_line(line, self._offset + start, now)
         self._offset += end
+        if not moved:  # the last lines were skipped: a restart must not read them again
+            self._spool.set_track_offset(*self._job, self._offset)
         return end == len(data) and len(data) < self._read
 
-    def _spool_line(self, line: bytes, resume: int, now: float) -> None:
-        if not line.strip():
-            return
-        record = parse_line(line)
+    def _spool_line(self, line: bytes, resume: int, now: float) -> bool:
+        """Spool one line; False when it was skipped (the offset did not move)."""
+        record = parse_line(line) if line.strip() else None
         if record is not None:
             self._spool.append_track(*self._job, data=record.model_dump_json(), resume=resume,
                                      time=now)
-        elif not self._warned:
+            return True
+        if line.strip() and not self._warned:
             self._warned = True
             self._spool.append_event(*self._job, "info", {"text": (
                 "bourse.track: a line of the track file is not a tracking record; skipped "
                 "(write to it only through bourse.track)")}, now)
+        return False
 
 
 def _read(path: Path, offset: int, length: int) -> bytes:
