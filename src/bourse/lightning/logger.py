@@ -3,8 +3,9 @@
 Hyper-parameters become params (nested ones flattened, ``a/b``), metrics are logged at the
 trainer's step, the model's module tree becomes the run's ``bourse.model_graph`` tag when the
 trainer starts (``log_graph``), and with ``log_grad_norms=True`` each layer's gradient norm is
-logged every ``every_n_steps`` optimizer steps (``grad_norm/<layer>``, read before the step:
-after clipping, as the optimizer sees them).
+logged every ``every_n_steps`` optimizer steps (``grad_norm/<layer>``), read just after the
+step: Lightning runs the backward inside ``optimizer.step`` (the closure), so that is where this
+step's gradients are (clipped, as the optimizer used them).
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from argparse import Namespace
 from collections.abc import Mapping
 from typing import Any
 
-import torch
 from lightning.pytorch.loggers.logger import Logger
 from lightning.pytorch.utilities import rank_zero_only
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from bourse import track
 from bourse.track.torchviews import grad_norms
@@ -72,13 +73,13 @@ class BourseLogger(Logger):
     def _watch(self, model: nn.Module) -> None:
         ref = weakref.ref(model)
 
-        def before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+        def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
             watched = ref()
             if watched is not None and self._steps % self._every == 0:
                 track.log(grad_norms(watched), self._steps)
             self._steps += 1
 
-        self._hook = torch.optim.optimizer.register_optimizer_step_pre_hook(before_step)
+        self._hook = register_optimizer_step_post_hook(after_step)
 
     @rank_zero_only
     def finalize(self, status: str) -> None:
