@@ -42,3 +42,25 @@ async def test_track_records_are_stored_once_in_the_jobs_run(
     assert (run["metrics"]["loss"]["step"], run["metrics"]["loss"]["count"]) == (6, 7)
     curve = (await exchange.client.get(f"/api/v1/tracking/runs/{job_id}/metrics/loss")).json()
     assert [s for s, _ in curve["points"]] == list(range(7))
+
+
+async def test_the_gradient_view_flags_layers_and_shows_the_graph(
+        live: Live, agent_factory: Callable[..., Any]) -> None:
+    exchange = live.exchange
+    agent: FakeAgent = await agent_factory("box", cpus=4)
+    job_id, attempt = await place_job(exchange, agent)
+    norms = [(f"grad_norm/{layer}", value * (s + 1), s, 1000 + s)
+             for s in range(10) for layer, value in (("enc", 1.0), ("dec", 1e-9), ("head", 2e2))]
+    graph = '{"tree": {"type": "Net", "total": 3, "children": []}, "ops": null, "cut": false}'
+    await agent.send(TrackBatch(job_id=job_id, attempt=attempt, seq=1, time=1.0,
+                                metrics=norms, tags={"bourse.model_graph": graph}))
+    url = f"/api/v1/tracking/runs/{job_id}/gradients"
+    view = (await exchange.client.get(url, params={"columns": 5})).json()
+    assert view["layers"] == ["dec", "enc", "head"] and view["steps"] == [0, 2, 4, 6, 8]
+    assert view["cells"][1] == [2.0, 4.0, 6.0, 8.0, 10.0]  # the largest of each step pair
+    assert view["flags"] == {"dec": "vanishing", "head": "exploding"}  # head ends at 2000
+    assert view["graph"]["tree"]["type"] == "Net"
+    wider = (await exchange.client.get(url, params={"high": 1e4})).json()
+    assert wider["flags"] == {"dec": "vanishing"} and len(wider["steps"]) == 10
+    bad = await exchange.client.get(url, params={"low": 1, "high": 0.5})
+    assert bad.status_code == 422 and "must be below" in bad.text
