@@ -50,6 +50,7 @@ def test_the_graph_has_counts_shapes_and_ops_and_is_cut_to_fit() -> None:
     assert len(text) <= 8000 and cut["cut"] and cut["tree"]["total"] == 10 * 30 * 6
 
 
+@pytest.mark.slow  # a real Lightning run: importing Lightning is most of it
 def test_bourse_logger_in_a_lightning_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("lightning")
     from lightning.pytorch import LightningModule, Trainer
