@@ -192,8 +192,9 @@ async def test_the_job_sees_only_its_own_environment(agent: Agent,
     assert env["BOURSE_JOB_ID"] == "j"
     assert env["FOO"] == "bar"
     assert env["TMPDIR"] == str(agent.dir("j").tmp)
+    assert env["BOURSE_TRACK_FILE"] == str(agent.dir("j").tmp / "bourse-track.jsonl")
     assert set(env) <= {"PATH", "HOME", "LANG", "TMPDIR", "BOURSE_JOB_ID", "FOO", "PWD",
-                        "PYTHONUNBUFFERED"}
+                        "PYTHONUNBUFFERED", "BOURSE_TRACK_FILE"}
 
 
 async def test_a_process_job_sees_the_devices_it_was_given(agent: Agent) -> None:

@@ -52,7 +52,8 @@ async def test_hello_registers_the_node_online(live: Live,
     exchange.clock.advance(3)
     welcome = await agent.connect()
     assert welcome == {"node_id": agent.node_id, "keep_alive_s": 15,
-                       "server_time": exchange.clock(), "accepts": ["metrics", "interruption"],
+                       "server_time": exchange.clock(),
+                       "accepts": ["metrics", "interruption", "track"],
                        "loss_window_s": 45.0}  # three keep-alives: the tests' window
     node = await _node(exchange, agent.node_id)
     assert (node["state"], node["connected"], node["keep_alive_s"]) == ("online", True, 15)

@@ -167,6 +167,10 @@ class Session:
                 await spool.changed.wait()
                 continue
             for row in rows:
+                if row.type == "track" and "track" not in self.accepts:
+                    spool.ack([row.id])  # an older coordinator: it has nowhere to put them
+                    after = row.id
+                    continue
                 while (len(self.in_flight) >= SEND_WINDOW
                        or sum(self.in_flight.values()) >= SEND_WINDOW_BYTES):
                     self.acked.clear()

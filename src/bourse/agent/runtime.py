@@ -48,6 +48,7 @@ from bourse.agent.isolation import Isolation
 from bourse.agent.shim import AttemptDir
 from bourse.agent.spool import AttemptRecord, AttemptStatus, Spool
 from bourse.agent.tailer import LogTailer
+from bourse.agent.track import TRACK_FILE_ENV, TrackTailer, track_file
 from bourse.agent.watch import Ended, Key, Watch
 from bourse.core import redact
 from bourse.core.errors import BourseError
@@ -263,6 +264,7 @@ class Runtime:
             base = self._base_env | (user.env(adir.tmp) if user else {})
             if msg.gang is not None:
                 base = gang.without_leaks(base)
+            data = {**data, TRACK_FILE_ENV: str(track_file(adir))}
             argv, env = self._hooks.command(msg, adir, cwd, job_env(base, adir.tmp, msg, data))
             if user is not None and msg.spec.compute.image is None:
                 argv = user.wrap(argv)  # a container's user is the engine's --user
@@ -408,7 +410,8 @@ class Runtime:
                            offsets=(record.stdout_offset, record.stderr_offset),
                            chunk_bytes=self._chunk, max_pending=self._max_pending,
                            limit=self._log_limit, now=time.time(),
-                           holds=redact.patterns(start.secret_env.values()) if start else ())
+                           holds=redact.patterns(start.secret_env.values()) if start else (),
+                           track=TrackTailer(self._spool, *key, track_file(adir)))
         watch = Watch(key, adir, record.pid, record.proc_start, tailer, kill_at=record.kill_at,
                        stale=record.state is AttemptStatus.STALE, start=start)
         self._watches[key] = watch

@@ -15,6 +15,8 @@ was not acknowledged:
   :meth:`OutboxRow.body`, so the spool stays small however much a job prints. ``append_log``
   also advances the attempt's spooled offset for that stream, in the same transaction.
   ``append_note`` spools a log chunk of the agent's own text instead (the rate limit's marker).
+  ``append_track`` spools a tracking record the job wrote (``agent.track``) and moves the
+  attempt's ``track_offset`` in its file, in the same transaction.
 - ``pending(after_id, limit)`` returns rows in id order (ids are never reused, so they serve as
   message ids); ``ack(ids)`` deletes them; ``pending_count()``; ``pending_log_bytes(job_id,
   attempt)`` is what the runtime's backpressure reads.
@@ -50,6 +52,7 @@ from typing import Any, Literal, cast
 from bourse.core.states import IllegalTransition  # on the node, a bug in the runtime
 from bourse.protocol.agent import EventKind, JobEvent, LogChunk
 from bourse.protocol.common import AttemptRef
+from bourse.protocol.track import TrackBatch
 
 Stream = Literal["stdout", "stderr"]
 
@@ -76,6 +79,10 @@ CREATE TABLE IF NOT EXISTS attempts (
     final_row INTEGER, final_acked INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (job_id, attempt)
 );
+CREATE TABLE IF NOT EXISTS track_offsets (
+    job_id TEXT NOT NULL, attempt INTEGER NOT NULL, offset INTEGER NOT NULL,
+    PRIMARY KEY (job_id, attempt)
+) WITHOUT ROWID;
 PRAGMA user_version = 1;
 """
 
@@ -141,7 +148,7 @@ _UPDATABLE = frozenset(_COLUMNS) - {"job_id", "attempt"}
 @dataclass(frozen=True)
 class OutboxRow:
     id: int
-    type: Literal["job_event", "log_chunk"]
+    type: Literal["job_event", "log_chunk", "track"]
     job_id: str
     attempt: int
     seq: int
@@ -153,7 +160,7 @@ class OutboxRow:
     offset: int | None = None
     length: int | None = None
 
-    def message(self) -> JobEvent | LogChunk:
+    def message(self) -> JobEvent | LogChunk | TrackBatch:
         """The wire message. A log chunk whose file was removed or truncated carries the bytes
         still there; a note (no path) carries its own text.
 
@@ -165,6 +172,12 @@ class OutboxRow:
                 job_id=self.job_id, attempt=self.attempt, seq=self.seq,
                 kind=cast(EventKind, self.kind), time=self.time,
                 data=json.loads(self.data or "{}"))
+        if self.type == "track":  # validated by the agent's track tailer before it was spooled
+            record = json.loads(self.data or "{}")
+            return TrackBatch.model_construct(
+                job_id=self.job_id, attempt=self.attempt, seq=self.seq, time=self.time,
+                metrics=[tuple(p) for p in record["metrics"]], params=record["params"],
+                tags=record["tags"])
         chunk = ((self.data or "").encode() if self.path is None
                  else _read_range(self.path, self.offset or 0, self.length or 0))
         return LogChunk.model_construct(
@@ -266,7 +279,30 @@ class Spool:
             self._db.execute(f"UPDATE attempts SET {column} = ? WHERE job_id = ? AND attempt = ?",
                              (resume, job_id, attempt))
             return row
+
+    def append_track(self, job_id: str, attempt: int, *, data: str, resume: int,
+                     time: float) -> int:
+        """A tracking record (``data``: a TrackRecord's JSON); the attempt's track offset
+        moves to ``resume``."""
+        with self.atomic():
+            seq = self._next_seq(job_id, attempt)
+            row = self._insert(
+                "INSERT INTO outbox (type, job_id, attempt, seq, time, data) "
+                "VALUES ('track', ?, ?, ?, ?, ?)", (job_id, attempt, seq, time, data))
+            self.set_track_offset(job_id, attempt, resume)
             return row
+
+    def set_track_offset(self, job_id: str, attempt: int, offset: int) -> None:
+        self._db.execute(
+            "INSERT INTO track_offsets (job_id, attempt, offset) VALUES (?, ?, ?) "
+            "ON CONFLICT (job_id, attempt) DO UPDATE SET offset = excluded.offset",
+            (job_id, attempt, offset))
+
+    def track_offset(self, job_id: str, attempt: int) -> int:
+        """How far the attempt's track file is spooled."""
+        row = self._db.execute("SELECT offset FROM track_offsets WHERE job_id = ? AND "
+                               "attempt = ?", (job_id, attempt)).fetchone()
+        return int(row[0]) if row else 0
 
     def pending(self, after_id: int = 0, limit: int = 100) -> list[OutboxRow]:
         cur = self._db.execute(

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bourse.agent.spool import Spool, Stream
+from bourse.agent.track import TrackTailer
 from bourse.core.ratelimit import Bucket, LogLimit
 
 PARTIAL_WAIT_S = 0.5
@@ -79,10 +80,13 @@ class LogTailer:
     def __init__(self, spool: Spool, job_id: str, attempt: int, *, paths: tuple[Path, Path],
                  offsets: tuple[int, int], chunk_bytes: int, max_pending: int,
                  partial_wait_s: float = PARTIAL_WAIT_S, limit: LogLimit | None = None,
-                 now: float = 0.0, holds: tuple[bytes, ...] = ()) -> None:
+                 now: float = 0.0, holds: tuple[bytes, ...] = (),
+                 track: TrackTailer | None = None) -> None:
         """``paths`` and ``offsets``: of stdout and stderr, offsets being what is spooled;
         ``limit``: the log rate limit (None: none), its bucket full at ``now``; ``holds``: what
-        a chunk must not end with the start of."""
+        a chunk must not end with the start of; ``track``: the job's track file, tailed at
+        each step too."""
+        self._track = track
         self._holds = holds
         self._spool = spool
         self._job = (job_id, attempt)
@@ -101,6 +105,10 @@ class LogTailer:
     def step(self, now: float, *, final: bool = False) -> bool:
         """Spool what is new; True when both files are spooled to their end. ``final`` (the job
         has ended) sends partial lines at once."""
+        tracked = self._track is None or self._track.step(now, final=final)
+        return self._step_logs(now, final) and tracked
+
+    def _step_logs(self, now: float, final: bool) -> bool:
         sizes = [_size(s.path) for s in self._streams]
         self._meter(sizes, now)
         if all(s.offset >= size for s, size in zip(self._streams, sizes, strict=True)):

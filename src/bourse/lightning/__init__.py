@@ -11,5 +11,6 @@ except ImportError as exc:
                       name=exc.name) from exc
 
 from bourse.lightning.checkpoint import BourseCheckpoint, resume_path
+from bourse.lightning.logger import BourseLogger
 
-__all__ = ["BourseCheckpoint", "resume_path"]
+__all__ = ["BourseCheckpoint", "BourseLogger", "resume_path"]

@@ -36,6 +36,7 @@ from bourse.protocol.stream import (
     StreamResize,
     StreamWindow,
 )
+from bourse.protocol.track import TrackBatch
 from bourse.protocol.version import PROTOCOL_VERSION
 
 MAX_FRAME_BYTES = 8 * 1024 * 1024
@@ -243,6 +244,7 @@ AGENT_TO_SERVER: dict[str, type[Wire]] = {
     "hello": Hello, "heartbeat": Heartbeat, "job_event": JobEvent, "log_chunk": LogChunk,
     "probe_report": ProbeReportMessage, "ack": Ack, "error": Error, "metrics": Metrics,
     "interruption": Interruption,
+    "track": TrackBatch,  # optional: only to a coordinator that accepts it
     # streams (bourse.protocol.stream): not acknowledged, not spooled
     "stream_opened": StreamOpened, "stream_data": StreamData, "stream_window": StreamWindow,
     "stream_close": StreamClose,

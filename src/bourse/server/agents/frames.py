@@ -26,6 +26,7 @@ from bourse.protocol.agent import (
     envelope,
 )
 from bourse.protocol.common import ProbeReport, Wire
+from bourse.protocol.track import TrackBatch
 from bourse.protocol.version import PROTOCOL_VERSION
 
 
@@ -58,6 +59,7 @@ class Batch:
     after_beat: set[tuple[str, int]] = field(default_factory=set)
     reports: list[ProbeReport] = field(default_factory=list)
     metrics: list[Metrics] = field(default_factory=list)
+    tracks: list[TrackBatch] = field(default_factory=list)
     log_bytes: int = 0
     frames: list[tuple[Envelope, Wire]] = field(default_factory=list)
 
@@ -116,11 +118,20 @@ def add_frame(batch: Batch, frame: Envelope, body: Wire | None) -> None:
     elif isinstance(body, Heartbeat):
         batch.heartbeat = body
         batch.after_beat.clear()
-    elif isinstance(body, ProbeReportMessage):
-        batch.reports.append(body.report)
-    elif isinstance(body, Metrics):
-        batch.metrics.append(body)
-    elif isinstance(body, Hello):
+    elif not _collect(batch, body) and isinstance(body, Hello):
         return  # a second hello on the same connection changes nothing
     if not isinstance(body, Ack | Error):
         batch.ids.append(frame.id)
+
+
+def _collect(batch: Batch, body: Wire | None) -> bool:
+    """Probe reports, samples and tracking records, each to its list; False for others."""
+    if isinstance(body, ProbeReportMessage):
+        batch.reports.append(body.report)
+    elif isinstance(body, Metrics):
+        batch.metrics.append(body)
+    elif isinstance(body, TrackBatch):
+        batch.tracks.append(body)
+    else:
+        return False
+    return True

@@ -114,7 +114,7 @@ class Hub:
             self.connections.remove(connection)
             raise
         connection.send(Welcome(node_id=node_id, keep_alive_s=hello.keep_alive_s,
-                                server_time=now, accepts=["metrics", "interruption"],
+                                server_time=now, accepts=["metrics", "interruption", "track"],
                                 loss_window_s=loss_window(self.loss_window_s,
                                                           hello.keep_alive_s)))
         self.dispatch.send(commands)

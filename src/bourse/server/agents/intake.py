@@ -38,6 +38,7 @@ from bourse.server.services.agents import (
 from bourse.server.services.metrics import record_metrics
 from bourse.server.services.reclaim import interrupt_node
 from bourse.server.services.secrets import SecretKeeper
+from bourse.server.services.tracking_intake import record_tracks
 from bourse.server.services.verification import record_report
 
 log = logging.getLogger(__name__)
@@ -179,4 +180,6 @@ class Intake:
                                              spared=batch.after_beat)
         for report in batch.reports:
             await record_report(session, node_id, report, now)
+        if batch.tracks:
+            await record_tracks(session, node_id, batch.tracks, now)
         return commands

@@ -7,9 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bourse.core.errors import NotFound
+from bourse.core.errors import InvalidInput, NotFound
 from bourse.protocol.metrics import MetricsView
 from bourse.protocol.tracking import ChartView, ExperimentList, RunDetail, RunList, SeriesView
+from bourse.protocol.tracking_debug import GradientView
 from bourse.server.access import Scope
 from bourse.server.db.schema import TrackingRun
 from bourse.server.errors import responses
@@ -17,6 +18,7 @@ from bourse.server.routes.deps import State, User
 from bourse.server.services import jobs, metrics
 from bourse.server.services import tracking as t
 from bourse.server.services import tracking_charts as tc
+from bourse.server.services import tracking_debug as td
 from bourse.server.services import tracking_search as ts
 from bourse.server.services import tracking_views as tv
 
@@ -81,6 +83,20 @@ async def system_metrics(tracking_run: RunId, state: State, user: User) -> Metri
         await jobs.get_job(session, job_id, user.scope)
         samples = await metrics.job_metrics(session, job_id, 0.0, 50_000)
     return MetricsView(job_id=job_id, samples=samples)
+
+
+@router.get("/runs/{tracking_run}/gradients", responses=responses(401, 404, 422))
+async def gradients(tracking_run: RunId, state: State, user: User, *,
+                    low: Annotated[float, Query(gt=0, description="vanishing below")] = 1e-7,
+                    high: Annotated[float, Query(gt=0, description="exploding above")] = 1e3,
+                    columns: Annotated[int, Query(ge=2, le=500)] = 60) -> GradientView:
+    """Gradient flow: per-layer gradient norms as a layer × step grid, the layers out of
+    [low, high], and the model graph the run logged."""
+    if not low < high:
+        raise InvalidInput(f"low ({low}) must be below high ({high})", field="low")
+    async with state.db.read() as session:
+        await _visible(session, user.scope, [tracking_run])
+        return await td.gradients(session, tracking_run, low=low, high=high, columns=columns)
 
 
 @router.get("/chart", responses=responses(401, 404, 422))

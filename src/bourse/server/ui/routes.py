@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
-from bourse.server.ui import charts, downloads, experiments, fleet, jobs, login, services
+from bourse.server.ui import charts, downloads, experiments, fleet, gradients, jobs, login, services
 from bourse.server.ui.guard import Handler, Kind, guarded
 from bourse.server.ui.render import STATIC_DIR, STATIC_PATH
 
@@ -26,6 +26,7 @@ GUARDED: list[tuple[str, Handler, Kind, tuple[str, ...]]] = [
     ("/ui/jobs/{job_id}/logs", jobs.job_logs, Kind.JSON, GET),
     ("/ui/jobs/{job_id}/metrics", charts.job_metrics, Kind.JSON, GET),
     ("/ui/jobs/{job_id}/cancel", jobs.job_cancel, Kind.FRAGMENT, POST),
+    ("/ui/jobs/{job_id}/gradients", gradients.gradients_page, Kind.PAGE, GET),
     ("/ui/nodes", fleet.nodes_page, Kind.PAGE, GET),
     ("/ui/nodes/rows", fleet.nodes_rows, Kind.FRAGMENT, GET),
     ("/ui/nodes/{node_id}", fleet.node_page, Kind.PAGE, GET),
