@@ -21,6 +21,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("PUT", "/api/v1/secrets/{name}"): {"json": {"value": "matrix-value"}},
     ("PUT", "/api/v1/nodes/{node_id}/tags"): {"json": {"tags": ["hipaa"]}},
     ("POST", "/api/v1/data/credentials"): {"json": {"read": ["s3://bourse/shared/"]}},
+    ("POST", "/api/v1/jobs/{job_id}/burst"): {"json": {"compute": {"cpus": 1}}},
 }
 
 # Routes that name what they read in their query: (method, path) -> (parameter, its id, default)

@@ -1,0 +1,137 @@
+"""Bursting through the coordinator's real routes, a real database, a data plane over an
+in-memory store and fake agents: what is refused (with nothing changed), a one-node job moved
+to a two-node gang that resumes, and a move off the exchange (docs/burst.md)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from fake_agent import FakeAgent
+from server_harness import Exchange, Live, capabilities, place_job, serve
+
+pytestmark = pytest.mark.anyio
+Make = Callable[..., Any]
+SPOT_PREFER = {"cpus": 1, "spot": "prefer"}  # gets its checkpoint prefix by default
+
+
+@pytest.fixture
+async def live_store(store_exchange: Exchange) -> AsyncIterator[Live]:
+    async with serve(store_exchange) as served:
+        yield served
+
+
+@pytest.fixture
+async def node(live_store: Live) -> AsyncIterator[Make]:
+    """``await node(name, index)``: a connected fake agent on the network ``lab``."""
+    made: list[FakeAgent] = []
+
+    async def make(name: str, index: int) -> FakeAgent:
+        node_id, credential = await live_store.exchange.enroll(name)
+        caps = capabilities(cpus=2, network="lab", address=f"10.9.0.{index + 1}")
+        agent = FakeAgent(live_store.ws_url, node_id, credential, caps, name=name)
+        made.append(agent)
+        await agent.connect()
+        return agent
+
+    yield make
+    for agent in made:
+        await agent.close()
+
+
+async def _running(exchange: Exchange, agent: FakeAgent, **spec: Any) -> str:
+    job_id, number = await place_job(exchange, agent, **spec)
+    await agent.event(job_id, number, "accepted")
+    await agent.event(job_id, number, "started", pid=1)
+    return job_id
+
+
+async def _first_start(agents: list[FakeAgent], job_id: str) -> dict[str, Any]:
+    """The first start of the job any of the agents is sent (sent after the commit)."""
+    waits = [asyncio.ensure_future(a.expect("start_job", job_id=job_id)) for a in agents]
+    done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    found: dict[str, Any] = next(iter(done)).result()
+    return found
+
+
+async def _burst(exchange: Exchange, job_id: str, **body: Any) -> Any:
+    return await exchange.client.post(f"/api/v1/jobs/{job_id}/burst", json=body)
+
+
+async def test_refusals_say_why_and_change_nothing(live_store: Live, node: Make) -> None:
+    exchange = live_store.exchange
+    a = await node("a", 0)
+    assert (await _burst(exchange, "j-nope", compute={"cpus": 1})).status_code == 404
+    plain = await _running(exchange, a, compute={"cpus": 1})  # no data, no spot: no place
+    refused = await _burst(exchange, plain, compute={"cpus": 2})
+    assert refused.status_code == 422 and "no checkpoint place" in refused.text
+    job = await _running(exchange, a, compute=SPOT_PREFER)
+    never = await _burst(exchange, job, compute={"gpu": "a100:8"})
+    assert never.status_code == 422, never.text
+    assert "no node on this exchange can ever run it" in never.text and "gpu" in never.text
+    for body, words in (({}, "neither"), ({"compute": {"cpus": 1}, "local": True}, "both"),
+                        ({"compute": SPOT_PREFER}, "already runs on")):
+        response = await _burst(exchange, job, **body)
+        assert response.status_code == 422 and words in response.text, response.text
+    waiting = await exchange.submit(compute={"cpus": 64, "spot": "prefer"})  # never placed
+    assert (await _burst(exchange, waiting["id"], compute={"cpus": 1})).status_code == 409
+    await a.barrier()
+    assert a.received("cancel_job") == []
+    row = await exchange.attempt_row(job, 1)
+    assert row.preempt_at is None and (await exchange.job(job))["state"] == "RUNNING"
+
+
+async def test_a_one_node_job_bursts_to_a_two_node_gang_and_resumes(live_store: Live,
+                                                                   node: Make) -> None:
+    exchange = live_store.exchange
+    a = await node("a", 0)
+    job = await _running(exchange, a, compute=SPOT_PREFER)
+    b = await node("b", 1)  # joins later: the gang needs two nodes of one network
+    response = await _burst(exchange, job, compute={"cpus": 1, "num_nodes": 2}, notice_s=20,
+                            reason="eta > 6h")
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert result["attempt"] == 1 and result["moved_to"].startswith("2 nodes")
+    assert result["checkpoint"] == f"s3://bourse/jobs/{job}/checkpoints/"
+    stop = await a.expect("cancel_job", job_id=job)
+    assert stop["grace_s"] == 20 and "eta > 6h" in stop["reason"]
+    again = await _burst(exchange, job, compute={"cpus": 2})
+    assert again.status_code == 409 and "moving already" in again.text
+    await a.event(job, 1, "exited", exit_code=143, signalled=True)  # saved, then left
+
+    detail = await exchange.job(job)
+    assert detail["state"] in ("PENDING", "SCHEDULED") and detail["resume"] is True
+    assert detail["attempts"][0]["state"] == "PREEMPTED"
+    assert detail["spec"]["compute"]["num_nodes"] == 2
+    row = await exchange.job_row(job)
+    assert not row.retry_counts and not row.blocklist and row.retries_used == 0
+    events = {e["kind"]: e for e in await exchange.events(job)}
+    assert events["moved"]["data"]["to"].startswith("2 nodes")
+    assert "eta > 6h" in events["burst"]["message"]
+    assert [e["state"] for e in await exchange.events(job) if e["kind"] == "state"][-2:] \
+        in (["RUNNING", "PENDING"], ["PENDING", "SCHEDULED"])
+    await exchange.tick()
+    start = await _first_start([a, b], job)
+    assert start["attempt"] == 2 and start["gang"]["rank"] == 0  # rank 0 first, as any gang
+    assert len(start["gang"]["addresses"]) == 2
+    assert start["env"]["BOURSE_RESUME"] == "1"
+    assert start["data"]["checkpoint"] == result["checkpoint"]  # the same prefix
+
+
+async def test_a_job_moved_to_a_local_run_ends_with_its_checkpoint(live_store: Live,
+                                                                   node: Make) -> None:
+    exchange = live_store.exchange
+    a = await node("a", 0)
+    job = await _running(exchange, a, compute=SPOT_PREFER)
+    response = await _burst(exchange, job, local=True, notice_s=5)
+    assert response.status_code == 200 and response.json()["moved_to"].startswith("a local")
+    await a.expect("cancel_job", job_id=job)
+    await a.event(job, 1, "exited", exit_code=143, signalled=True)
+    detail = await exchange.job(job)
+    assert detail["state"] == "CANCELLED"
+    assert f"s3://bourse/jobs/{job}/checkpoints/" in detail["reason"]
