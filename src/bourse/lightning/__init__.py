@@ -11,5 +11,6 @@ except ImportError as exc:
                       name=exc.name) from exc
 
 from bourse.lightning.checkpoint import BourseCheckpoint, resume_path
+from bourse.lightning.elastic import BourseElastic, per_device_batch, scaled_lr
 
-__all__ = ["BourseCheckpoint", "resume_path"]
+__all__ = ["BourseCheckpoint", "BourseElastic", "per_device_batch", "resume_path", "scaled_lr"]
