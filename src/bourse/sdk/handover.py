@@ -133,5 +133,9 @@ def job_spec(handed: Handed, compute: Compute, bundle: str | None,
                            field="checkpoint",
                            hint="start it with BOURSE_CHECKPOINT_URI=s3://BUCKET/PREFIX/ in "
                                 "the exchange's store (`bourse ls` shows your home)")
-    return JobSpec(command=[python, *handed.argv], compute=compute, bundle=bundle,
-                   checkpoint=handed.checkpoint, name=Path(handed.argv[0]).stem[:200] or None)
+    argv = list(handed.argv)
+    script = Path(argv[0]) if argv else Path()
+    if script.is_absolute() and script.is_relative_to(handed.cwd):  # a path in the bundle
+        argv[0] = str(script.relative_to(handed.cwd))
+    return JobSpec(command=[python, *argv], compute=compute, bundle=bundle,
+                   checkpoint=handed.checkpoint, name=script.stem[:200] or None)
