@@ -1,0 +1,124 @@
+"""The seed's story with real processes: a Lightning run started as plain ``python train.py``
+is handed over to the exchange (``bourse burst --here``), goes on from its checkpoint and
+finishes as an uninterrupted run does; a running exchange job is burst to a bigger Compute
+the same way (a coordinator with its embedded SeaweedFS and one agent)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from dataplane_harness import DataExchange, start, stop
+from spot_harness import HERE, result_line, stdout_has
+
+from bourse.cli.burst import handover_env
+from bourse.cli.main import cli
+from bourse.core.compute import Compute
+from bourse.protocol.common import JobSpec
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:.*LeafSpec.*")]
+
+EPOCHS, STEP_SLEEP = "6", "0.1"  # 14 steps an epoch: 8 s of training
+ACC_TOLERANCE = 0.02  # absolute, on the 397 held-out digits
+
+
+@pytest.fixture(scope="module")
+def ground(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DataExchange]:
+    data = start(tmp_path_factory.mktemp("burst"))
+    try:
+        yield data
+    finally:
+        stop(data.exchange)
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, float]:
+    """The same training, never interrupted."""
+    ckpt = tmp_path_factory.mktemp("baseline") / "ckpt"
+    env = {**os.environ, "BOURSE_CHECKPOINT_URI": ckpt.as_uri() + "/"}
+    out = subprocess.run([sys.executable, str(HERE / "digits_job.py"), EPOCHS, "0"], env=env,
+                         capture_output=True, text=True, timeout=120, check=True)
+    line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT "))
+    return dict(json.loads(line[len("RESULT "):]))
+
+
+def _matches(result: dict[str, float], baseline: dict[str, float]) -> None:
+    assert result["steps"] == baseline["steps"]  # every step once: none again, none skipped
+    assert math.isclose(result["val_acc"], baseline["val_acc"], abs_tol=ACC_TOLERANCE)
+
+
+def _local_run(ground: DataExchange, work: Path) -> tuple[subprocess.Popen[str], str, dict[
+        str, str]]:
+    """``python digits_job.py`` started in ``work``, saving to a prefix of the project's
+    home with the credentials of a grant, as a user would."""
+    client = ground.exchange.client
+    ckpt = f"{client.data_home().home}burst-{uuid.uuid4().hex[:8]}/ckpt/"
+    grant = client.data_credentials(read=[ckpt], write=[ckpt])
+    env = {**os.environ, **handover_env(grant.store.model_dump(), ckpt),
+           "BOURSE_BURST_DIR": str(work / ".bourse" / "burst")}
+    env.pop("BOURSE_RESUME")  # a first run
+    shutil.copy(HERE / "digits_job.py", work)
+    local = subprocess.Popen([sys.executable, "digits_job.py", EPOCHS, STEP_SLEEP], cwd=work,
+                             env=env, stdout=subprocess.PIPE, text=True)
+    return local, ckpt, env
+
+
+def test_a_local_run_is_handed_over_and_finishes_as_if_uninterrupted(
+        ground: DataExchange, baseline: dict[str, float], tmp_path: Path) -> None:
+    exchange = ground.exchange
+    local, ckpt, env = _local_run(ground, tmp_path)
+    assert local.stdout is not None
+    for line in local.stdout:  # two epochs and some steps locally
+        if line.startswith("epoch 2 "):
+            break
+    runner = CliRunner()
+    result = runner.invoke(cli, ["burst", "--here", "--cpus", "1", "--wait", "60s",
+                                 "--json"], env={
+        "BOURSE_URL": exchange.coordinator.url, "BOURSE_TOKEN": exchange.coordinator.token,
+        "BOURSE_BURST_DIR": env["BOURSE_BURST_DIR"]}, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert local.wait(30) == 143  # saved, handed over, left as on a notice
+    said = json.loads(result.stdout)
+    handed, job = said["handed"], said["job"]
+    assert handed["checkpoint"] == ckpt and handed["step"] >= 28
+    assert job["spec"]["checkpoint"] == ckpt and job["spec"]["command"][1] == "digits_job.py"
+
+    done = exchange.wait_ended(job["id"], timeout=120)
+    assert done.state == "SUCCEEDED", done.reason
+    out = ground.agent.stdout(job["id"], 1).decode()
+    assert "resume=None from /" in out  # its first attempt resumed from the handed checkpoint
+    _matches(json.loads(result_line(ground.agent, job["id"], 1, "RESULT ")), baseline)
+
+
+def test_a_running_job_bursts_to_a_bigger_compute_and_goes_on(
+        ground: DataExchange, baseline: dict[str, float]) -> None:
+    exchange = ground.exchange
+    client = exchange.client
+    spec = JobSpec(command=[sys.executable, str(HERE / "digits_job.py"), EPOCHS, STEP_SLEEP],
+                   compute={"cpus": 1, "spot": "prefer"})  # gets a checkpoint prefix
+    job = client.submit(spec)
+    exchange.wait_job(job.id, lambda j: j.state == "RUNNING", 60, "to run")
+    exchange.wait_for(lambda: stdout_has(ground.agent, job.id, 1, "epoch 2 "), 60,
+                      "two epochs")
+
+    moved = client.burst(job.id, Compute(cpus=2), notice_s=20, reason="more cpus")
+    assert moved.attempt == 1 and moved.moved_to == "no GPU, cpus 2+"
+    done = exchange.wait_ended(job.id, timeout=120)
+
+    assert done.state == "SUCCEEDED", done.reason
+    first, second = done.attempts
+    assert (first.state, first.exit_code, first.lost_work_s) == ("PREEMPTED", 143, 0.0)
+    assert second.state == "SUCCEEDED" and done.spec.compute.cpus.min == 2
+    assert "resume=1 from /" in ground.agent.stdout(job.id, 2).decode()
+    kinds = [e.kind for e in client.events(job.id)]
+    assert kinds.index("burst") < kinds.index("moved")
+    _matches(json.loads(result_line(ground.agent, job.id, 2, "RESULT ")), baseline)
