@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_agent import FakeAgent
-from server_harness import Exchange, Live, capabilities, place_job, serve
+from launch_harness import launching
+from server_harness import Exchange, Live, capabilities, memory_dataplane, place_job, serve
+from test_launcher import launched_agent
+
+from bourse.storage import MemoryStore
 
 pytestmark = pytest.mark.anyio
 Make = Callable[..., Any]
@@ -135,3 +140,36 @@ async def test_a_job_moved_to_a_local_run_ends_with_its_checkpoint(live_store: L
     detail = await exchange.job(job)
     assert detail["state"] == "CANCELLED"
     assert f"s3://bourse/jobs/{job}/checkpoints/" in detail["reason"]
+
+
+async def test_a_burst_no_node_fits_launches_on_a_cloud(tmp_path: Path, database_url: str,
+                                                        store: MemoryStore) -> None:
+    """The target fits no node but a cloud sells it: accepted, and the launcher launches for
+    the moved job as for any waiting one; the launched node resumes it."""
+    async with launching(tmp_path, database_url, dataplane=memory_dataplane(store)) as run, \
+            serve(run.exchange) as live:
+        exchange = run.exchange
+        node_id, credential = await exchange.enroll("cpu")
+        cpu = FakeAgent(live.ws_url, node_id, credential, capabilities(cpus=2), name="cpu")
+        await cpu.connect()
+        try:
+            job = await _running(exchange, cpu, compute=SPOT_PREFER)
+            assert not run.cloud.calls
+            moved = await _burst(exchange, job, compute={"gpu": "a100:8", "spot": "prefer"})
+            assert moved.status_code == 200, moved.text
+            await cpu.expect("cancel_job", job_id=job)
+            await cpu.event(job, 1, "exited", exit_code=143, signalled=True)
+            await run.cycle()
+            [call] = run.cloud.calls
+            assert call.tags()["bourse:job"] == job and call.instance_type.startswith("p4")
+            launched = await launched_agent(run, live)
+            try:
+                await run.tick()
+                await exchange.tick()
+                start = await launched.expect("start_job", job_id=job)
+                assert start["attempt"] == 2 and start["env"]["BOURSE_RESUME"] == "1"
+                assert start["data"]["checkpoint"] == f"s3://bourse/jobs/{job}/checkpoints/"
+            finally:
+                await launched.close()
+        finally:
+            await cpu.close()
