@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from dataplane_harness import DataExchange, start, stop
 from spot_harness import HERE, result_line, stdout_has
 
+import bourse
 from bourse.cli.burst import handover_env
 from bourse.cli.main import cli
 from bourse.core.compute import Compute
@@ -63,8 +64,10 @@ def _local_run(ground: DataExchange, work: Path) -> tuple[subprocess.Popen[str],
     client = ground.exchange.client
     ckpt = f"{client.data_home().home}burst-{uuid.uuid4().hex[:8]}/ckpt/"
     grant = client.data_credentials(read=[ckpt], write=[ckpt])
+    here = str(Path(bourse.__file__).resolve().parents[1])  # this bourse, from any folder
     env = {**os.environ, **handover_env(grant.store.model_dump(), ckpt),
-           "BOURSE_BURST_DIR": str(work / ".bourse" / "burst")}
+           "BOURSE_BURST_DIR": str(work / ".bourse" / "burst"),
+           "PYTHONPATH": os.pathsep.join([here, *filter(None, [os.environ.get("PYTHONPATH")])])}
     env.pop("BOURSE_RESUME")  # a first run
     shutil.copy(HERE / "digits_job.py", work)
     local = subprocess.Popen([sys.executable, "digits_job.py", EPOCHS, STEP_SLEEP], cwd=work,
