@@ -1,7 +1,7 @@
 """The seed's story with real processes: a Lightning run started as plain ``python train.py``
 is handed over to the exchange (``bourse burst --here``), goes on from its checkpoint and
-finishes as an uninterrupted run does; a running exchange job is burst to a bigger Compute
-the same way (a coordinator with its embedded SeaweedFS and one agent)."""
+finishes as an uninterrupted run does (a coordinator with its embedded SeaweedFS and one
+agent). A running exchange job burst to a gang: tests/gang/test_burst_netns.py."""
 
 from __future__ import annotations
 
@@ -18,13 +18,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from dataplane_harness import DataExchange, start, stop
-from spot_harness import HERE, result_line, stdout_has
+from spot_harness import HERE, result_line
 
 import bourse
 from bourse.cli.burst import handover_env
 from bourse.cli.main import cli
-from bourse.core.compute import Compute
-from bourse.protocol.common import JobSpec
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:.*LeafSpec.*")]
 
@@ -101,27 +99,3 @@ def test_a_local_run_is_handed_over_and_finishes_as_if_uninterrupted(
     assert "resume=None from /" in out  # its first attempt resumed from the handed checkpoint
     _matches(json.loads(result_line(ground.agent, job["id"], 1, "RESULT ")), baseline)
 
-
-def test_a_running_job_bursts_to_a_bigger_compute_and_goes_on(
-        ground: DataExchange, baseline: dict[str, float]) -> None:
-    exchange = ground.exchange
-    client = exchange.client
-    spec = JobSpec(command=[sys.executable, str(HERE / "digits_job.py"), EPOCHS, STEP_SLEEP],
-                   compute={"cpus": 1, "spot": "prefer"})  # gets a checkpoint prefix
-    job = client.submit(spec)
-    exchange.wait_job(job.id, lambda j: j.state == "RUNNING", 60, "to run")
-    exchange.wait_for(lambda: stdout_has(ground.agent, job.id, 1, "epoch 2 "), 60,
-                      "two epochs")
-
-    moved = client.burst(job.id, Compute(cpus=2), notice_s=20, reason="more cpus")
-    assert moved.attempt == 1 and moved.moved_to == "no GPU, cpus 2+"
-    done = exchange.wait_ended(job.id, timeout=120)
-
-    assert done.state == "SUCCEEDED", done.reason
-    first, second = done.attempts
-    assert (first.state, first.exit_code, first.lost_work_s) == ("PREEMPTED", 143, 0.0)
-    assert second.state == "SUCCEEDED" and done.spec.compute.cpus.min == 2
-    assert "resume=1 from /" in ground.agent.stdout(job.id, 2).decode()
-    kinds = [e.kind for e in client.events(job.id)]
-    assert kinds.index("burst") < kinds.index("moved")
-    _matches(json.loads(result_line(ground.agent, job.id, 2, "RESULT ")), baseline)
