@@ -24,9 +24,16 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/v1/jobs/{job_id}/burst"): {"json": {"compute": {"cpus": 1}}},
 }
 
+# The tracking routes' parameters, for tests that need some value rather than a real run
+TRACKING_IDS = {"tracking_run": "x-run", "experiment": "0", "path": "0/x-run/artifacts/a.txt",
+                "key": "loss"}
+
 # Routes that name what they read in their query: (method, path) -> (parameter, its id, default)
 QUERIES: dict[tuple[str, str], tuple[str, str, str]] = {
     ("GET", "/api/v1/data/summary"): ("uri", "uri", "s3://bourse/shared/"),
+    ("GET", "/api/2.0/mlflow/runs/get"): ("run_id", "tracking_run", "x-run"),
+    ("GET", "/api/2.0/mlflow/experiments/get"): ("experiment_id", "experiment", "x-exp"),
+    ("GET", "/api/2.0/mlflow-artifacts/artifacts"): ("path", "path", "0/x-run/artifacts"),
 }
 
 
@@ -56,4 +63,5 @@ def request_for(method: str, path: str, ids: dict[str, str],
     if query is not None:
         name, key, default = query
         body = {**body, "params": {name: ids.get(key, default)}}
-    return {"method": method, "url": path.format(**ids), **body}
+    url = path.replace(":path}", "}").format(**ids)  # a {name:path} parameter takes slashes
+    return {"method": method, "url": url, **body}

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from route_requests import request_for, routes
+from route_requests import TRACKING_IDS, request_for, routes
 from server_harness import Exchange, Live, open_exchange, until
 from sqlalchemy import delete, select, update
 
@@ -44,7 +44,8 @@ async def test_every_mutating_route_is_recorded_with_its_outcome(exchange: Excha
     job = await exchange.submit()
     node_id, _ = await exchange.enroll("n0")
     token = (await exchange.client.post("/api/v1/tokens", json={})).json()["id"]
-    ids = {"job_id": job["id"], "node_id": node_id, "sha256": "a" * 64, "token_id": token,
+    ids = {**TRACKING_IDS, "job_id": job["id"], "node_id": node_id, "sha256": "a" * 64,
+           "token_id": token,
            "name": "SOME_SECRET", "run_id": "r-audit", "project": "default",
            "grant_id": "u" + "0" * 20}
     expected = []

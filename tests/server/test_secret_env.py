@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 from alembic import command
@@ -25,6 +26,8 @@ from bourse.server.files.keys import load_or_create
 from bourse.server.services.secrets import SecretBox
 
 pytestmark = pytest.mark.anyio
+# every start carries its job's tracking token (services.tracking_tokens)
+TRACKED = {"MLFLOW_TRACKING_TOKEN": ANY}
 VALUE = "hf_Zq8sVd31-a-token-value"
 ENV = {"HF_TOKEN": VALUE, "SEED": "7"}
 Factory = Callable[..., Any]
@@ -62,7 +65,7 @@ async def test_the_start_carries_the_value_apart_and_logs_are_redacted(
     agent: FakeAgent = await agent_factory()
     job_id, attempt, start = await _placed(exchange, agent, env=ENV, secrets=["HF_TOKEN"])
     assert start["spec"]["env"] == {"HF_TOKEN": REDACTED, "SEED": "7"}
-    assert start["secret_env"] == {"HF_TOKEN": VALUE}  # the agent never spools these
+    assert start["secret_env"] == {"HF_TOKEN": VALUE, **TRACKED}  # the agent never spools these
     exchange.state.secrets._patterns.clear()  # a restarted coordinator reads them again
     await agent.log(job_id, attempt, 1, f"token={VALUE}\n".encode())
     logs = await exchange.client.get(f"/api/v1/jobs/{job_id}/logs")
@@ -77,7 +80,7 @@ async def test_a_project_secret_of_the_same_name_wins(live: Live,
     agent: FakeAgent = await agent_factory()
     *_, start = await _placed(exchange, agent, env=ENV, secrets=["HF_TOKEN"],
                               project_secrets=["HF_TOKEN"])
-    assert start["secret_env"] == {"HF_TOKEN": "from-project"}
+    assert start["secret_env"] == {"HF_TOKEN": "from-project", **TRACKED}
 
 
 def _at(revision: str) -> Callable[[Connection], None]:
@@ -119,7 +122,7 @@ async def test_jobs_stored_in_clear_are_sealed_and_still_start(
             start = await agent.expect("start_job", job_id="j-legacy")
         finally:
             await agent.close()
-    assert start["secret_env"] == {"HF_TOKEN": VALUE}
+    assert start["secret_env"] == {"HF_TOKEN": VALUE, **TRACKED}
 
 
 async def test_the_migration_leaves_no_clear_value_in_the_sqlite_file(tmp_path: Path) -> None:

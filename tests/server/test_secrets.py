@@ -7,6 +7,7 @@ import base64
 import os
 from collections.abc import Callable
 from typing import Any
+from unittest.mock import ANY
 from urllib.parse import quote
 
 import pytest
@@ -16,6 +17,8 @@ from server_harness import Exchange, Live, job_spec, place_job, until
 from bourse.server.db.schema import Secret
 
 pytestmark = pytest.mark.anyio
+# every start carries its job's tracking token (services.tracking_tokens)
+TRACKED = {"MLFLOW_TRACKING_TOKEN": ANY}
 VALUE = "s3cr3t-Value/with+odd&chars"
 Factory = Callable[..., Any]
 
@@ -84,8 +87,8 @@ async def test_only_the_jobs_that_name_a_secret_get_it(live: Live, agent_factory
     await exchange.tick()
     start = await agent.expect("start_job", job_id=named["id"])
     other = await agent.expect("start_job", job_id=plain["id"])
-    assert start["secret_env"] == {"API_TOKEN": VALUE}
-    assert "API_TOKEN" not in start["env"] and not other.get("secret_env")
+    assert start["secret_env"] == {"API_TOKEN": VALUE, **TRACKED}
+    assert "API_TOKEN" not in start["env"] and set(other.get("secret_env") or {}) <= set(TRACKED)
     shown = await exchange.client.get(f"/api/v1/jobs/{named['id']}")
     assert VALUE not in shown.text and shown.json()["spec"]["project_secrets"] == ["API_TOKEN"]
 

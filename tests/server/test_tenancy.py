@@ -86,13 +86,37 @@ async def _alpha(exchange: Exchange) -> Alpha:
     grant = await client.post("/api/v1/data/credentials", headers=member,
                               json={"write": [ALPHA_OUT + "more/"]})
     assert grant.status_code == 201, grant.text
-    ids = {"grant_id": grant.json()["id"], "job_id": job.json()["id"],
+    tracked = await _tracked(exchange, member)
+    ids = {**tracked, "grant_id": grant.json()["id"], "job_id": job.json()["id"],
            "node_id": node.json()["node_id"], "sha256": ALPHA_SHA,
            "token_id": token.json()["id"], "name": "ALPHA_SECRET_NAME",
            "run_id": "r-alpha-run-5e1", "uri": ALPHA_OUT, "project": "alpha-corp"}
     markers = {*ids.values(), "alpha-job-name-91c", "alpha-node-name-7f3", "alpha-corp",
-               "alpha-token-name-44", "alpha-secret-value-0d2", "alpha-weights-1e9"}
+               "alpha-token-name-44", "alpha-secret-value-0d2", "alpha-weights-1e9",
+               "alpha-experiment-2c8", "alpha-param-value-6d1", "alpha artifact 9e4"}
     return Alpha(ids, markers)
+
+
+async def _tracked(exchange: Exchange, member: dict[str, str]) -> dict[str, str]:
+    """Alpha's experiment and tracking run, with a param, a curve and an artifact."""
+    api = "/api/2.0/mlflow"
+    made = await exchange.client.post(f"{api}/experiments/create", headers=member,
+                                      json={"name": "alpha-experiment-2c8"})
+    assert made.status_code == 200, made.text
+    experiment = made.json()["experiment_id"]
+    run = await exchange.client.post(f"{api}/runs/create", headers=member,
+                                     json={"experiment_id": experiment})
+    run_id = run.json()["run"]["info"]["run_id"]
+    logged = await exchange.client.post(f"{api}/runs/log-batch", headers=member, json={
+        "run_id": run_id, "params": [{"key": "p", "value": "alpha-param-value-6d1"}],
+        "metrics": [{"key": "alpha-key-8f1", "value": 0.5, "timestamp": 1, "step": 1}]})
+    assert logged.status_code == 200, logged.text
+    path = f"{experiment}/{run_id}/artifacts/a.txt"
+    put = await exchange.client.put(f"/api/2.0/mlflow-artifacts/artifacts/{path}",
+                                    content=b"alpha artifact 9e4", headers=member)
+    assert put.status_code == 200, put.text
+    return {"tracking_run": run_id, "experiment": experiment, "path": path,
+            "key": "alpha-key-8f1"}
 
 
 async def _online(exchange: Exchange, node_id: str) -> None:

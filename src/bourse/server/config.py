@@ -150,3 +150,8 @@ class ServerConfig:
     @property
     def url(self) -> str:
         return self.public_url or f"http://{self.host}:{self.port}"
+
+    @property
+    def tracking_url(self) -> str:
+        """Where jobs' MLflow clients reach this coordinator (``MLFLOW_TRACKING_URI``)."""
+        return self.url

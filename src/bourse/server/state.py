@@ -59,6 +59,7 @@ class ServerState:
     def open_key(self) -> None:
         self.key = keys.load_or_create(self.config.data_dir)
         self.secrets.open(self.secret_box)
+        self.hub.dispatch.use_tracking(self.key, self.config.tracking_url)
 
     async def open_audit_seal(self) -> None:
         """The audit trail's seal in the data dir (``audit_seal``), once the chain's head is

@@ -26,6 +26,7 @@ from bourse.server.db.database import Database
 from bourse.server.notifier import Notifier
 from bourse.server.services.lifecycle import add_event
 from bourse.server.services.secrets import SecretKeeper
+from bourse.server.services.tracking_tokens import with_tracking
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +37,18 @@ class Dispatch:
         self.db, self.notifier, self.connections = db, notifier, connections
         self.secrets, self.clock = secrets, clock
         self.dataplane: DataPlane | None = None  # opened at start (``use_dataplane``)
+        # the server key and the URL jobs reach MLflow at (``use_tracking``), from start
+        self.tracking: tuple[bytes, str] | None = None
         self._queue: asyncio.Queue[list[Command]] = asyncio.Queue()
         self._queued = 0  # batches in the queue or being dispatched
         self._task: asyncio.Task[None] | None = None
 
     def use_dataplane(self, dataplane: DataPlane | None) -> None:
         self.dataplane = dataplane
+
+    def use_tracking(self, key: bytes, url: str) -> None:
+        """Give every start MLflow's variables (``services.tracking_tokens``)."""
+        self.tracking = (key, url)
 
     def send(self, commands: Sequence[Command]) -> None:
         """Queue commands for their nodes, in order (see the module's docstring)."""
@@ -75,7 +82,12 @@ class Dispatch:
                 self.secrets.note_start(command.message)
             connection = self.connections.get(command.node_id)
             if connection is not None:
-                connection.send(command.message)
+                connection.send(self._tracked(command.message))
+
+    def _tracked(self, message: Any) -> Any:
+        if self.tracking is None or not isinstance(message, StartJob):
+            return message
+        return with_tracking(message, *self.tracking)
 
     async def _dispatch_all(self) -> None:
         while True:

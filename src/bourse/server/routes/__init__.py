@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from bourse.server.routes import (
     agent,
+    artifacts,
     audit,
     bundles,
     clouds,
@@ -14,6 +15,7 @@ from bourse.server.routes import (
     execs,
     jobs,
     metrics,
+    mlflow,
     nodes,
     offers,
     ports,
@@ -21,8 +23,9 @@ from bourse.server.routes import (
     prometheus,
     runs,
     secrets,
+    tracking,
 )
 
 ROUTERS: tuple[APIRouter, ...] = tuple(m.router for m in (
     jobs, nodes, agent, bundles, offers, cost, data, execs, ports, projects, audit, secrets, runs,
-    metrics, prometheus, clouds))
+    metrics, prometheus, clouds, mlflow, artifacts, tracking))

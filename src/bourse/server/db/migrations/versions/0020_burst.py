@@ -6,14 +6,14 @@ attempt ends, the job continues with the new Compute without counting a retry
 (``lifecycle.move_job``).
 
 Revision ID: 0020
-Revises: 0017
+Revises: 0018
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0020"
-down_revision = "0017"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 

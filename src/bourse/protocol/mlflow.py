@@ -1,0 +1,98 @@
+"""The bodies of the MLflow REST API subset the coordinator serves (``server.routes.mlflow``),
+as MLflow's clients send them: protobuf's JSON, so int64 fields may come as strings and
+doubles as ``"NaN"``/``"Infinity"``; unknown fields are ignored (newer clients send more)."""
+
+from __future__ import annotations
+
+from typing import NotRequired
+
+from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict  # pydantic needs typing_extensions' before 3.12
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class KeyValue(Body):
+    key: str
+    value: str = ""
+
+
+class MetricIn(TypedDict):
+    """A point of a batch: a TypedDict, not a model, since a batch holds up to 1,000 of them
+    (validating models cost more than storing the points)."""
+
+    key: str
+    value: float
+    timestamp: NotRequired[int]
+    step: NotRequired[int]
+
+
+class CreateExperiment(Body):
+    name: str
+    artifact_location: str | None = None
+    tags: list[KeyValue] = Field(default_factory=list)
+
+
+class SearchExperiments(Body):
+    max_results: int = 1000
+    filter: str | None = None
+    page_token: str | None = None
+
+
+class CreateRun(Body):
+    experiment_id: str = "0"
+    user_id: str = ""
+    start_time: int | None = None
+    run_name: str | None = None
+    tags: list[KeyValue] = Field(default_factory=list)
+
+
+class UpdateRun(Body):
+    run_id: str | None = None
+    run_uuid: str | None = None
+    status: str | None = None
+    end_time: int | None = None
+    run_name: str | None = None
+
+
+class RunRef(Body):
+    run_id: str | None = None
+    run_uuid: str | None = None
+
+
+class SearchRuns(Body):
+    experiment_ids: list[str] = Field(default_factory=list)
+    filter: str | None = None
+    run_view_type: str = "ACTIVE_ONLY"
+    max_results: int = 1000
+    order_by: list[str] = Field(default_factory=list)
+    page_token: str | None = None
+
+
+class LogBatch(RunRef):
+    metrics: list[MetricIn] = Field(default_factory=list)
+    params: list[KeyValue] = Field(default_factory=list)
+    tags: list[KeyValue] = Field(default_factory=list)
+
+
+class LogMetric(RunRef):
+    key: str
+    value: float
+    timestamp: int = 0
+    step: int = 0
+
+
+class LogParam(RunRef):
+    key: str
+    value: str
+
+
+class SetTag(RunRef):
+    key: str
+    value: str
+
+
+class DeleteTag(RunRef):
+    key: str

@@ -1,0 +1,66 @@
+"""The JSON read API of experiment tracking (``/api/v1/tracking``): what the UI and the CLI
+read (experiments, runs with params, tags, latest metrics and cost, downsampled curves)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from bourse.protocol.api import AttemptView
+from bourse.protocol.common import Wire
+
+
+class ExperimentView(Wire):
+    experiment_id: str
+    name: str
+    lifecycle_stage: str
+    created_at: float
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+class ExperimentList(Wire):
+    experiments: list[ExperimentView]
+
+
+class LatestMetric(Wire):
+    value: float | None  # None: NaN
+    step: int
+    timestamp: int  # ms
+    count: int  # points stored for this key
+
+
+class RunView(Wire):
+    run_id: str
+    experiment_id: str
+    name: str
+    status: str
+    lifecycle_stage: str
+    start_time: int  # ms
+    end_time: int | None = None
+    job_id: str | None = None
+    params: dict[str, str] = Field(default_factory=dict)
+    tags: dict[str, str] = Field(default_factory=dict)
+    metrics: dict[str, LatestMetric] = Field(default_factory=dict)
+
+
+class RunList(Wire):
+    runs: list[RunView]
+    next_offset: int | None = None  # pass as ``offset`` for the next page
+
+
+class RunDetail(RunView):
+    """A run; a job's with its attempts, each priced (preempted ones too), and its cost."""
+
+    attempts: list[AttemptView] = Field(default_factory=list)
+    cost: float | None = None
+    job_state: str | None = None
+
+
+class SeriesView(Wire):
+    run_id: str
+    key: str
+    total: int  # points stored
+    points: list[tuple[float, float]]  # (step, value), downsampled to at most ``points``
+
+
+class ChartView(Wire):
+    series: list[SeriesView]

@@ -1,0 +1,139 @@
+"""Experiment tracking over the MLflow REST subset and the JSON read API, in process (httpx
+ASGI), on SQLite and PostgreSQL: write-once params, append-only metrics, MLflow-shaped errors
+and limits, search, a job's run made on first use, the job token's one run, downsampling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from server_harness import Exchange
+
+from bourse.server.services.tracking_tokens import mint
+
+pytestmark = pytest.mark.anyio
+API = "/api/2.0/mlflow"
+
+
+async def _post(exchange: Exchange, path: str, body: dict[str, Any], status: int = 200,
+                headers: dict[str, str] | None = None) -> dict[str, Any]:
+    response = await exchange.client.post(f"{API}/{path}", json=body, headers=headers)
+    assert response.status_code == status, response.text
+    found: dict[str, Any] = response.json()
+    return found
+
+
+async def _run(exchange: Exchange, **body: Any) -> str:
+    made = await _post(exchange, "runs/create", {"experiment_id": "0", **body})
+    run_id: str = made["run"]["info"]["run_id"]
+    return run_id
+
+
+async def test_params_are_written_once_and_metrics_appended(exchange: Exchange) -> None:
+    run_id = await _run(exchange, run_name="first")
+    batch = {"run_id": run_id, "params": [{"key": "lr", "value": "1e-3"}],
+             "metrics": [{"key": "loss", "value": 1.0 / (s + 1), "timestamp": 1000 + s,
+                          "step": s} for s in range(10)], "tags": [{"key": "t", "value": "a"}]}
+    await _post(exchange, "runs/log-batch", batch)
+    await _post(exchange, "runs/log-batch", batch)  # sent twice by a retrying client: once
+    again = await _post(exchange, "runs/log-parameter",
+                        {"run_id": run_id, "key": "lr", "value": "0.1"}, status=400)
+    assert again["error_code"] == "INVALID_PARAMETER_VALUE"
+    assert "Changing param values is not allowed" in again["message"]
+    await _post(exchange, "runs/set-tag", {"run_id": run_id, "key": "t", "value": "b"})
+    got = (await exchange.client.get(f"{API}/runs/get", params={"run_id": run_id})).json()
+    data = got["run"]["data"]
+    assert data["params"] == [{"key": "lr", "value": "1e-3"}]
+    assert {"key": "t", "value": "b"} in data["tags"]
+    assert data["metrics"] == [{"key": "loss", "value": 0.1, "timestamp": 1009, "step": 9}]
+    history = (await exchange.client.get(f"{API}/metrics/get-history", params={
+        "run_id": run_id, "metric_key": "loss", "max_results": 4})).json()
+    assert [p["step"] for p in history["metrics"]] == [0, 1, 2, 3]
+    rest = (await exchange.client.get(f"{API}/metrics/get-history", params={
+        "run_id": run_id, "metric_key": "loss", "page_token": history["next_page_token"]}))
+    assert [p["step"] for p in rest.json()["metrics"]] == list(range(4, 10))
+
+
+async def test_limits_and_errors_are_mlflows(exchange: Exchange) -> None:
+    run_id = await _run(exchange)
+    many = [{"key": "m", "value": 1.0, "timestamp": 1, "step": s} for s in range(1001)]
+    refused = await _post(exchange, "runs/log-batch", {"run_id": run_id, "metrics": many},
+                          status=400)
+    assert refused["error_code"] == "INVALID_PARAMETER_VALUE"
+    assert "at most 1000 metrics" in refused["message"]
+    missing = await exchange.client.get(f"{API}/runs/get", params={"run_id": "nope"})
+    assert missing.status_code == 404
+    assert missing.json()["error_code"] == "RESOURCE_DOES_NOT_EXIST"
+    anonymous = await exchange.client.get(f"{API}/runs/get", params={"run_id": run_id},
+                                          headers={"Authorization": ""})
+    assert anonymous.status_code == 401 and anonymous.json()["error_code"] == "UNAUTHENTICATED"
+    bad = await _post(exchange, "runs/search", {"filter": "metrics.loss < 'x'"}, status=400)
+    assert "compares with a number" in bad["message"]
+    big = await exchange.client.post(f"{API}/runs/log-batch", content=b"{" + b" " * 1_100_000
+                                     + b"}", headers={"Content-Type": "application/json"})
+    assert big.status_code == 400 and "1 MB" in big.json()["message"]
+
+
+async def test_search_filters_orders_and_pages(exchange: Exchange) -> None:
+    for index, lr in enumerate(["1e-3", "1e-2", "1e-1"]):
+        run_id = await _run(exchange, run_name=f"r{index}")
+        await _post(exchange, "runs/log-batch", {"run_id": run_id, "params": [
+            {"key": "lr", "value": lr}], "metrics": [
+            {"key": "val_loss", "value": 0.1 * (index + 1), "timestamp": 5, "step": 1}]})
+    found = await _post(exchange, "runs/search", {
+        "experiment_ids": ["0"], "filter": 'metrics.val_loss < 0.25 and params.lr != "1e-3"'})
+    assert [r["info"]["run_name"] for r in found["runs"]] == ["r1"]
+    ordered = await _post(exchange, "runs/search", {
+        "experiment_ids": ["0"], "order_by": ["metrics.val_loss DESC"], "max_results": 2})
+    assert [r["info"]["run_name"] for r in ordered["runs"]] == ["r2", "r1"]
+    rest = await _post(exchange, "runs/search", {
+        "experiment_ids": ["0"], "order_by": ["metrics.val_loss DESC"],
+        "page_token": ordered["next_page_token"]})
+    assert [r["info"]["run_name"] for r in rest["runs"]] == ["r0"]
+    listed = (await exchange.client.get("/api/v1/tracking/runs", params={
+        "filter": "attributes.run_name LIKE 'r%'", "order_by": "params.lr ASC"})).json()
+    assert [r["name"] for r in listed["runs"]] == ["r2", "r1", "r0"]  # params are strings
+
+
+async def test_a_jobs_run_is_the_job_and_its_token_writes_only_it(exchange: Exchange) -> None:
+    job = await exchange.submit(name="train")
+    other = await exchange.submit(name="other")
+    token = {"Authorization": f"Bearer {mint(exchange.state.key, job['id'])}"}
+    got = await exchange.client.get(f"{API}/runs/get", params={"run_id": job["id"]},
+                                    headers=token)
+    assert got.status_code == 200, got.text
+    assert got.json()["run"]["info"]["run_name"] == "train"
+    made = await _post(exchange, "runs/create", {"experiment_id": "0"}, headers=token)
+    assert made["run"]["info"]["run_id"] == job["id"]  # a job's writers share its run
+    await _post(exchange, "runs/log-metric", {"run_id": job["id"], "key": "x", "value": 1,
+                                              "step": 3}, headers=token)
+    foreign = await _post(exchange, "runs/log-metric", {
+        "run_id": other["id"], "key": "x", "value": 1}, status=403, headers=token)
+    assert foreign["error_code"] == "PERMISSION_DENIED"
+    forged = {"Authorization": f"Bearer {mint(b'another key' * 3, job['id'])}"}
+    assert (await exchange.client.get(f"{API}/runs/get", params={"run_id": job["id"]},
+                                      headers=forged)).status_code == 401
+    user_api = await exchange.client.get("/api/v1/jobs", headers=token)
+    assert user_api.status_code == 401  # the tracking token is for tracking only
+    detail = (await exchange.client.get(f"/api/v1/tracking/runs/{job['id']}")).json()
+    assert detail["job_id"] == job["id"] and detail["metrics"]["x"]["step"] == 3
+    assert detail["job_state"] == "PENDING" and detail["attempts"] == []
+    system = await exchange.client.get(f"/api/v1/tracking/runs/{job['id']}/system")
+    assert system.status_code == 200 and system.json()["job_id"] == job["id"]
+
+
+async def test_a_long_curve_is_downsampled(exchange: Exchange) -> None:
+    run_id = await _run(exchange)
+    for start in range(0, 5000, 1000):
+        await _post(exchange, "runs/log-batch", {"run_id": run_id, "metrics": [
+            {"key": "loss", "value": float(s % 997), "timestamp": s, "step": s}
+            for s in range(start, start + 1000)]})
+    chart = (await exchange.client.get("/api/v1/tracking/chart", params={
+        "run": run_id, "key": "loss", "points": 100})).json()  # from the buckets
+    series = chart["series"][0]
+    assert series["total"] == 5000 and 50 <= len(series["points"]) <= 100
+    assert series["points"][0] == [0.0, 0.0] and series["points"][-1][0] == 4999.0
+    assert max(v for _, v in series["points"]) == 996.0  # the peaks survive
+    whole = (await exchange.client.get(f"/api/v1/tracking/runs/{run_id}/metrics/loss",
+                                       params={"points": 2000})).json()  # read whole
+    assert len(whole["points"]) == 2000 and whole["points"][0] == [0.0, 0.0]
