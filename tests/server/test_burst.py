@@ -120,6 +120,11 @@ async def test_a_one_node_job_bursts_to_a_two_node_gang_and_resumes(live_store: 
     assert "eta > 6h" in events["burst"]["message"]
     assert [e["state"] for e in await exchange.events(job) if e["kind"] == "state"][-2:] \
         in (["RUNNING", "PENDING"], ["PENDING", "SCHEDULED"])
+    run = (await exchange.client.get(f"/api/v1/tracking/runs/{job}")).json()
+    assert run["run_id"] == job and [(m["attempt"], m["from_compute"], m["to_compute"])
+                                     for m in run["moves"]] == [
+        (1, events["moved"]["data"]["from"], events["moved"]["data"]["to"])]
+    assert run["moves"][0]["time"] == events["moved"]["time"]  # the marker on the run
     await exchange.tick()
     start = await _first_start([a, b], job)
     assert start["attempt"] == 2 and start["gang"]["rank"] == 0  # rank 0 first, as any gang
@@ -140,6 +145,52 @@ async def test_a_job_moved_to_a_local_run_ends_with_its_checkpoint(live_store: L
     detail = await exchange.job(job)
     assert detail["state"] == "CANCELLED"
     assert f"s3://bourse/jobs/{job}/checkpoints/" in detail["reason"]
+    moved = [e for e in await exchange.events(job) if e["kind"] == "moved"]
+    assert [e["data"]["to"] for e in moved] == ["a local run"]
+
+
+async def test_a_job_bursts_itself_with_its_own_token_and_nothing_else(live_store: Live,
+                                                                      node: Make) -> None:
+    """What BourseElastic in an exchange job does: the start's BOURSE_URL and burst token move
+    that job, and only that job, while it runs."""
+    exchange = live_store.exchange
+    a = await node("a", 0)
+    other = await _running(exchange, a, compute=SPOT_PREFER)
+    job_id = (await exchange.submit(compute=SPOT_PREFER))["id"]
+    await exchange.tick()
+    start = await a.expect("start_job", job_id=job_id)
+    number = int(start["attempt"])
+    assert start["env"]["BOURSE_URL"] == exchange.config.url
+    token = start["secret_env"]["BOURSE_BURST_TOKEN"]
+    await a.event(job_id, number, "accepted")
+    await a.event(job_id, number, "started", pid=1)
+
+    def as_job(secret: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {secret}"}
+
+    body = {"compute": {"cpus": 2, "spot": "prefer"}}
+    for secret, where, status in ((token, f"/api/v1/jobs/{other}/burst", 403),
+                                  (token[:-2] + "xx", f"/api/v1/jobs/{job_id}/burst", 401),
+                                  (start["secret_env"]["MLFLOW_TRACKING_TOKEN"],
+                                   f"/api/v1/jobs/{job_id}/burst", 401),
+                                  (token, f"/api/v1/jobs/{job_id}", 401),
+                                  (token, f"/api/v1/jobs/{job_id}/cancel", 401)):
+        refused = await exchange.client.post(where, json=body, headers=as_job(secret)) \
+            if where.endswith(("burst", "cancel")) else \
+            await exchange.client.get(where, headers=as_job(secret))
+        assert refused.status_code == status, (where, refused.text)
+    assert (await exchange.job(other))["state"] == "RUNNING"
+    moved = await exchange.client.post(f"/api/v1/jobs/{job_id}/burst", json=body,
+                                       headers=as_job(token))
+    assert moved.status_code == 200, moved.text
+    await a.expect("cancel_job", job_id=job_id)
+    cancelled = await exchange.client.post(f"/api/v1/jobs/{job_id}/cancel")
+    assert cancelled.status_code == 200
+    await a.event(job_id, number, "exited", exit_code=143, signalled=True)
+    assert (await exchange.job(job_id))["state"] == "CANCELLED"
+    ended = await exchange.client.post(f"/api/v1/jobs/{job_id}/burst", json=body,
+                                       headers=as_job(token))
+    assert ended.status_code == 401 and "has ended" in ended.text
 
 
 async def test_a_burst_no_node_fits_launches_on_a_cloud(tmp_path: Path, database_url: str,

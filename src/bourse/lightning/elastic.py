@@ -8,9 +8,10 @@ times the batches of an epoch). After ``warmup_steps`` it judges the rule every
 ``check_every_n_steps`` steps; when it holds, it fires once and bursts:
 
 - in an exchange job (``BOURSE_JOB_ID`` set), by asking the coordinator to move its own job
-  (``Client.burst``; the job needs ``BOURSE_URL`` and ``BOURSE_TOKEN``, e.g. as project
-  secrets): the coordinator SIGTERMs it, ``BourseCheckpoint`` saves, and the job continues on
-  ``to`` from that checkpoint;
+  (``Client.burst`` with ``BOURSE_URL`` and ``BOURSE_BURST_TOKEN``, which every job is given:
+  a token that may burst only its own job, ``server.services.burst_tokens``): the
+  coordinator SIGTERMs it, ``BourseCheckpoint`` saves, and the job continues on ``to`` from
+  that checkpoint;
 - in a local run, by writing the hand-over request ``bourse burst --here`` writes
   (``sdk.handover``) and submitting the job itself once ``BourseCheckpoint`` has answered
   (``on_exception``; the run's folder becomes the job's code bundle).
@@ -147,7 +148,8 @@ def burst_self(callback: BourseElastic, trainer: L.Trainer) -> None:
     reason = f"{callback.rule} (eta {(callback.eta_s or 0) / 3600:.2f} h)"
     if job_id:
         if trainer.is_global_zero:
-            with Client() as client:
+            # the job's own burst token (``BOURSE_BURST_TOKEN``), else a token it was given
+            with Client(token=os.environ.get("BOURSE_BURST_TOKEN") or None) as client:
                 client.burst(job_id, callback.to, notice_s=callback.notice_s, reason=reason)
         return
     folder = handover.control_dir()

@@ -160,9 +160,11 @@ def moved(session: AsyncSession, job: Job, attempt: Attempt, outcome: AttemptSta
             or outcome is not AttemptState.PREEMPTED:
         return False
     spec = spec_of(job)
+    source = Compute.model_validate(burst["from"]).describe()
     if burst.get("to") is None:
         job.reason = (f"moved to a local run after attempt {attempt.number} checkpointed; "
                       f"it goes on from {spec.checkpoint}")
+        _moved_event(session, job, attempt, source, "a local run", why=burst.get("why"), now=now)
         set_job_state(session, job, JobState.CANCELLED, now, job.reason)
         return True
     target = Compute.model_validate(burst["to"])
@@ -173,14 +175,20 @@ def moved(session: AsyncSession, job: Job, attempt: Attempt, outcome: AttemptSta
     job.resume, job.node_id, job.not_before, job.members = True, None, None, None
     timeout = spec.pending_timeout_s
     job.pending_until = None if timeout is None else now + timeout
-    source = Compute.model_validate(burst["from"]).describe()
-    add_event(session, job.id, attempt.number, "moved", now,
-              message=f"moved from {source} to {target.describe()} ({burst.get('why')})",
-              data={"from": source, "to": target.describe(), "why": burst.get("why")})
+    _moved_event(session, job, attempt, source, target.describe(), why=burst.get("why"),
+                 now=now)
     set_job_state(session, job, JobState.PENDING, now,
                   f"attempt {attempt.number} checkpointed and stopped for a burst; "
                   f"continuing on {target.describe()}")
     return True
+
+
+def _moved_event(session: AsyncSession, job: Job, attempt: Attempt, source: str, target: str,
+                 *, why: str | None, now: float) -> None:
+    """The timeline's ``moved``: where the run's curves go on from (the tracking read API)."""
+    add_event(session, job.id, attempt.number, "moved", now,
+              message=f"moved from {source} to {target} ({why})",
+              data={"from": source, "to": target, "why": why})
 
 
 _WORDS = {s: s.lower() for s in (AttemptState.LOST, AttemptState.PREEMPTED,
