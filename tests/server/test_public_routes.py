@@ -24,7 +24,8 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 PARAMS = {"job_id": "j-0123456789ab", "node_id": "n-0123456789ab", "run_id": "r-0123456789ab",
           "token_id": "tok-0123456789ab", "name": "SOME_NAME", "sha256": "a" * 64,
           "port": "8000", "path": "x", "project": "default", "id": "1", "grant_id": "u" + "0" * 20,
-          "token": "not-a-signed-link"}
+          "token": "not-a-signed-link", "tracking_run": "x-run", "experiment": "0",
+          "key": "loss"}
 STATIC = "/ui/static/ui.css"  # a file of the UI's static mount
 
 
