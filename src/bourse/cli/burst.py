@@ -35,6 +35,7 @@ from bourse.sdk import handover
 from bourse.sdk.client import Client
 
 if TYPE_CHECKING:
+    from bourse.protocol.api import JobDetail
     from bourse.storage.store import Opener
 
 
@@ -102,14 +103,15 @@ def _to_local(client: Client, job_id: str, notice_s: float, reason: str | None,
     result = client.burst(job_id, local=True, notice_s=notice_s, reason=reason)
     click.echo(f"job {job_id}: attempt {result.attempt} checkpoints to {result.checkpoint}; "
                "waiting for it to end...", err=True)
-    ended = client.wait(job_id, timeout_s=notice_s + 120)
+    ended = client.wait(job_id, poll_s=0.25, timeout_s=notice_s + 120)  # the user waits
     if ended.state != "CANCELLED" or "local run" not in (ended.reason or ""):
         raise InvalidInput(f"job {job_id} ended {ended.state} ({ended.reason}): nothing to go "
                            "on from here", field="job")
     # a user may read a job's own prefix, not write it: the checkpoint moves to the home
     target = f"{client.data_home().home}burst/{job_id}/checkpoints/"
     grant = client.data_credentials(read=[result.checkpoint], write=[target])
-    env = {**os.environ, **handover_env(grant.store.model_dump(), target)}
+    env = {**os.environ, **handover_env(grant.store.model_dump(), target),
+           **run_env(client, ended)}
     with needs("bourse burst --local", ("data",)):
         from bourse.storage.remote import Stores
         from bourse.storage.settings import StoreSettings
@@ -142,6 +144,16 @@ async def carry(opener: Opener, source: str, target: str) -> int | None:
             path.write_bytes(bytes(await store.get(item.key)))
         await save_checkpoint(opener, Path(tmp), target, step=latest.step)
     return latest.step
+
+
+def run_env(client: Client, job: JobDetail) -> dict[str, str]:
+    """The job's tracking run goes on from here (the same run, its step axis continued): the
+    variables a job gets, with the user's own token (it may write the project's runs), unless
+    the job points MLflow elsewhere."""
+    if "MLFLOW_TRACKING_URI" in job.spec.env:
+        return {}
+    return {"MLFLOW_TRACKING_URI": client.url, "MLFLOW_RUN_ID": job.id,
+            "MLFLOW_TRACKING_TOKEN": client.token}
 
 
 def handover_env(store: dict[str, Any], checkpoint: str) -> dict[str, str]:

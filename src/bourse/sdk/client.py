@@ -90,6 +90,12 @@ class Base:
         self._base_url = core.base_url(credentials.url)
         self._headers = core.headers(credentials.token)
 
+    @property
+    def token(self) -> str:
+        """The token this client sends (handed to a process it starts on the user's behalf:
+        ``bourse burst --local`` gives it to the run as its MLflow token)."""
+        return self._token
+
 
 class Client(Base):
     """A blocking client; use it as a context manager to close its connections.
