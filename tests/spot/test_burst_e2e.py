@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -43,26 +43,14 @@ def ground(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DataExchange]:
 
 
 @pytest.fixture(scope="module")
-def baseline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], dict[str, float]]]:
-    """The same training, never interrupted: started now, beside the test (whose processes
-    mostly wait), read when the test compares."""
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, float]:
+    """The same training, never interrupted."""
     ckpt = tmp_path_factory.mktemp("baseline") / "ckpt"
     env = {**os.environ, "BOURSE_CHECKPOINT_URI": ckpt.as_uri() + "/"}
-    proc = subprocess.Popen([sys.executable, str(HERE / "digits_job.py"), EPOCHS, "0"],
-                            env=env, stdout=subprocess.PIPE, text=True)
-
-    def result() -> dict[str, float]:
-        out, _ = proc.communicate(timeout=180)
-        assert proc.returncode == 0, out
-        line = next(x for x in out.splitlines() if x.startswith("RESULT "))
-        return dict(json.loads(line[len("RESULT "):]))
-
-    try:
-        yield result
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    out = subprocess.run([sys.executable, str(HERE / "digits_job.py"), EPOCHS, "0"], env=env,
+                         capture_output=True, text=True, timeout=120, check=True)
+    line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT "))
+    return dict(json.loads(line[len("RESULT "):]))
 
 
 def _matches(result: dict[str, float], baseline: dict[str, float]) -> None:
@@ -90,7 +78,7 @@ def _local_run(ground: DataExchange, work: Path) -> tuple[subprocess.Popen[str],
 
 
 def test_a_local_run_is_handed_over_and_back_and_finishes_as_if_uninterrupted(
-        baseline: Callable[[], dict[str, float]], ground: DataExchange, tmp_path: Path,
+        ground: DataExchange, baseline: dict[str, float], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     """Local → the exchange (``--here``) → local again (``JOB --local``): one training in three
     places, every step once, the job's tracking run continued by the local run."""
@@ -129,7 +117,7 @@ def test_a_local_run_is_handed_over_and_back_and_finishes_as_if_uninterrupted(
     assert done.state == "CANCELLED" and "local run" in (done.reason or "")
     exchange_out = ground.agent.stdout(job["id"], 1).decode()
     assert "resume=None from /" in exchange_out  # the job resumed from the handed checkpoint
-    uninterrupted = baseline()
+    uninterrupted = baseline
     _matches(json.loads(next(x for x in out.splitlines() if x.startswith("RESULT "))[7:]),
              uninterrupted)
     _run_continues(ground, job["id"], handed["step"], went["step"], int(uninterrupted["steps"]))
