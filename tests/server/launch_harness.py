@@ -149,14 +149,15 @@ async def _no_sleep(_seconds: float) -> None:
 async def launching(tmp_path: Path, database_url: str, *, cloud: ScriptedCloud | None = None,
                     regions: tuple[str, ...] = ("us-east-1", "us-west-2", "eu-west-1"),
                     allow_unverified: bool = True, run_scheduler: bool = False,
-                    **clouds: Any) -> AsyncIterator[Launching]:
-    """An exchange (no scheduler loop: tests tick) with a launcher over ``cloud``."""
+                    dataplane: Any = None, **clouds: Any) -> AsyncIterator[Launching]:
+    """An exchange (no scheduler loop: tests tick) with a launcher over ``cloud`` (and a
+    data plane, when given)."""
     cfg = CloudsConfig(**({"idle_timeout_s": 600.0, "boot_timeout_s": 900.0} | clouds))
     cloud = cloud or ScriptedCloud()
     offers = [o for o in catalog_offers(("aws",)) if o.region in regions]
     tmp_path.mkdir(parents=True, exist_ok=True)
     async with open_exchange(tmp_path, database_url, clouds=cfg, run_scheduler=run_scheduler,
-                             allow_unverified=allow_unverified) as exchange:
+                             allow_unverified=allow_unverified, dataplane=dataplane) as exchange:
         state = exchange.state
         made: list[dict[str, Any]] = []
 

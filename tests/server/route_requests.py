@@ -23,6 +23,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/api/v1/data/credentials"): {"json": {"read": ["s3://bourse/shared/"]}},
     ("POST", "/api/v1/services"): {"json": {"name": "matrix-svc", "job": job_spec(),
                                             "policy": {"port": 18000}}},
+    ("POST", "/api/v1/jobs/{job_id}/burst"): {"json": {"compute": {"cpus": 1}}},
 }
 
 # The tracking routes' parameters, for tests that need some value rather than a real run

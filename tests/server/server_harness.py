@@ -180,12 +180,17 @@ async def memory_store_exchange(tmp_path: Path, database_url: str,
     """``open_exchange`` with a data plane over an in-memory store (bucket ``bourse``; every
     other bucket an empty one of its own) and an issuer that hands out keys without a store
     behind them."""
+    async with open_exchange(tmp_path, database_url, dataplane=memory_dataplane(store)) as opened:
+        yield opened
+
+
+def memory_dataplane(store: MemoryStore) -> DataPlane:
+    """A data plane over an in-memory store (bucket ``bourse``) with an issuer that hands out
+    keys without a store behind them."""
     from bourse.storage import MemoryIssuer, StoreSettings
 
-    plane = DataPlane(StoreSettings(endpoint="http://store.test:8333"), "bourse",
-                      MemoryIssuer(), store=store, opener=MemoryStores(store))
-    async with open_exchange(tmp_path, database_url, dataplane=plane) as opened:
-        yield opened
+    return DataPlane(StoreSettings(endpoint="http://store.test:8333"), "bourse",
+                     MemoryIssuer(), store=store, opener=MemoryStores(store))
 
 
 @contextlib.asynccontextmanager

@@ -248,7 +248,8 @@ async def test_a_reconnecting_agent_gets_its_unacknowledged_start_again(
     assert (start["job_id"], start["attempt"]) == (job_id, attempt)
     assert start["env"] == {"BOURSE_JOB_ID": job_id, "BOURSE_ATTEMPT": "1",
                             "BOURSE_NODE_ID": agent.node_id, "MLFLOW_RUN_ID": job_id,
-                            "MLFLOW_TRACKING_URI": live.exchange.config.tracking_url}
+                            "MLFLOW_TRACKING_URI": live.exchange.config.tracking_url,
+                            "BOURSE_URL": live.exchange.config.url}
     await agent.event(job_id, attempt, "accepted")
     await agent.close()
     await agent.connect(running=[(job_id, attempt)])

@@ -27,7 +27,7 @@ from bourse.server.services.secrets import SecretBox
 
 pytestmark = pytest.mark.anyio
 # every start carries its job's tracking token (services.tracking_tokens)
-TRACKED = {"MLFLOW_TRACKING_TOKEN": ANY}
+TRACKED = {"MLFLOW_TRACKING_TOKEN": ANY, "BOURSE_BURST_TOKEN": ANY}  # every job's
 VALUE = "hf_Zq8sVd31-a-token-value"
 ENV = {"HF_TOKEN": VALUE, "SEED": "7"}
 Factory = Callable[..., Any]

@@ -18,7 +18,7 @@ from bourse.server.db.schema import Secret
 
 pytestmark = pytest.mark.anyio
 # every start carries its job's tracking token (services.tracking_tokens)
-TRACKED = {"MLFLOW_TRACKING_TOKEN": ANY}
+TRACKED = {"MLFLOW_TRACKING_TOKEN": ANY, "BOURSE_BURST_TOKEN": ANY}  # every job's
 VALUE = "s3cr3t-Value/with+odd&chars"
 Factory = Callable[..., Any]
 

@@ -1,7 +1,10 @@
 """A plain Lightning training script (sklearn digits, CPU) as a job: the only bourse lines are
 the callback and ``ckpt_path=resume_path()``. Prints ``RESULT {json}`` at the end.
 
-Usage: python digits_job.py EPOCHS STEP_SLEEP_S
+Usage: python digits_job.py EPOCHS STEP_SLEEP_S [track]
+
+``track``: log the losses with Lightning's MLFlowLogger to the run bourse gives the job
+(``MLFLOW_RUN_ID``, ``MLFLOW_TRACKING_URI``, ``MLFLOW_TRACKING_TOKEN``), every step.
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ class Digits(L.LightningModule):
     def training_step(self, batch: Any, _index: int) -> torch.Tensor:
         time.sleep(self.step_sleep)  # stands for a bigger model
         x, y = batch
-        return nn.functional.cross_entropy(self.net(x), y)
+        loss = nn.functional.cross_entropy(self.net(x), y)
+        self.log("train_loss", loss)  # every step: the run's curve across moves
+        return loss
 
     def validation_step(self, batch: Any, _index: int) -> None:
         x, y = batch
@@ -58,13 +63,23 @@ def loaders() -> tuple[DataLoader[Any], DataLoader[Any]]:
     return DataLoader(train, batch_size=100), DataLoader(val, batch_size=500)
 
 
+def tracking() -> Any:
+    """Lightning's MLFlowLogger on the job's run (``MLFLOW_RUN_ID``)."""
+    from lightning.pytorch.loggers import MLFlowLogger
+
+    return MLFlowLogger(run_id=os.environ["MLFLOW_RUN_ID"])
+
+
 def main() -> None:
     epochs, step_sleep = int(sys.argv[1]), float(sys.argv[2])
     started = time.time()
     L.seed_everything(7, verbose=False)
     model = Digits(step_sleep)
     train, val = loaders()
-    trainer = L.Trainer(max_epochs=epochs, logger=False, enable_progress_bar=False,
+    track = sys.argv[3:] == ["track"] and bool(os.environ.get("MLFLOW_RUN_ID"))
+    trainer = L.Trainer(max_epochs=epochs, logger=tracking() if track else False,
+                        log_every_n_steps=1,
+                        enable_progress_bar=False,
                         enable_model_summary=False, enable_checkpointing=False,
                         callbacks=[BourseCheckpoint(every_n_epochs=1)])
     ckpt = resume_path()

@@ -37,6 +37,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "metrics": ("bourse.cli.tracking", "metrics", "A tracking run's metric curve (--csv)."),
     "logs": ("bourse.cli.logs", "logs", "Print a job's output; -f follows it."),
     "stop": ("bourse.cli.jobs", "stop", "Cancel jobs."),
+    "burst": ("bourse.cli.burst", "burst", "Move a running training to other compute "
+                                           "(--here: a local run; --local: back)."),
     "exec": ("bourse.cli.exec", "exec_", "Run a command (or a shell) beside a running job."),
     "cp": ("bourse.cli.cp", "cp", "Copy data in and out of the exchange's store (-r, resumable)."),
     "ls": ("bourse.cli.cp", "ls", "List what the exchange's store holds at a URI."),

@@ -11,6 +11,8 @@ except ImportError as exc:
                       name=exc.name) from exc
 
 from bourse.lightning.checkpoint import BourseCheckpoint, resume_path
+from bourse.lightning.elastic import BourseElastic, per_device_batch, scaled_lr
 from bourse.lightning.logger import BourseLogger
 
-__all__ = ["BourseCheckpoint", "BourseLogger", "resume_path"]
+__all__ = ["BourseCheckpoint", "BourseElastic", "BourseLogger", "per_device_batch", "resume_path",
+           "scaled_lr"]

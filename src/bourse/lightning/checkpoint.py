@@ -13,6 +13,10 @@ Resuming needs nothing more: when ``trainer.fit(model, ...)`` starts, the callba
 looks for the newest complete checkpoint under the URI and, if there is one, has Lightning
 restore it (model, optimizers, loops, callbacks) exactly as ``ckpt_path`` would — a first
 attempt finds none and starts from scratch. A ``ckpt_path`` given to ``fit`` still wins.
+A local run (no ``BOURSE_JOB_ID``) also watches its hand-over folder (``sdk.handover``): when
+``bourse burst --here`` (or ``BourseElastic``) asks, it stops as on a SIGTERM — saves, then
+says where (``handed.json``) — and exits 143, for a job on the exchange to go on from there.
+
 ``resume_path()`` downloads that checkpoint for scripts that pass ``ckpt_path`` themselves
 (then the callback leaves it to them), or on Lightning versions whose internals the
 automatic resume does not know (it warns then); without one, it finds the newest checkpoint
@@ -25,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import sys
 import tempfile
 import time
 import warnings
@@ -34,7 +40,9 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from bourse.lightning.elastic import submit_handed
 from bourse.lightning.logs import download_newest
+from bourse.sdk import handover
 from bourse.storage.checkpoint import latest_complete, save_checkpoint
 from bourse.storage.jobenv import CHECKPOINT_VAR, LIGHTNING_LOGS_VAR
 from bourse.storage.remote import Stores
@@ -69,9 +77,14 @@ class BourseCheckpoint(L.Callback):
         self.saved: list[str] = []
         self._last_save = time.monotonic()
         self._saved_step: int | None = None
+        # a local run's hand-over folder (fixed where fit starts); whether it was asked
+        self._control: Path | None = None
+        self._handing = False
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         """Before ``fit`` restores anything: hand Lightning the newest complete checkpoint."""
+        if stage == "fit" and self.uri and not os.environ.get("BOURSE_JOB_ID"):
+            self._control = handover.control_dir()
         if stage != "fit" or not self.resume or not self.uri or self.uri in _EXPLICIT:
             return
         connector = getattr(trainer, "_checkpoint_connector", None)
@@ -93,6 +106,10 @@ class BourseCheckpoint(L.Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule,
                            outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self._control is not None and not self._handing \
+                and handover.requested(self._control) is not None:
+            self._handing = True  # stop as a notice stops it: Lightning's SIGTERM path
+            os.kill(os.getpid(), signal.SIGTERM)
         steps = self.every_n_train_steps
         due_steps = steps is not None and trainer.global_step % steps == 0
         minutes = self.every_n_minutes
@@ -112,8 +129,13 @@ class BourseCheckpoint(L.Callback):
                      exception: BaseException) -> None:
         if not isinstance(exception, SIGTERMException):
             return
-        if self.save_on_sigterm:
+        if self.save_on_sigterm or self._handing:
             self.save(trainer)
+        if self._handing and self._control is not None and self.uri and trainer.is_global_zero:
+            handed = handover.answer(self._control, self.uri, trainer.global_step, sys.argv,
+                                     Path.cwd())
+            print(f"bourse: handed over at step {handed.step}: {self.uri}", flush=True)
+            submit_handed(self._control, handed)
         raise SIGTERMException(SIGTERM_EXIT) from exception  # interrupted, not finished
 
     def save(self, trainer: L.Trainer) -> None:

@@ -90,6 +90,27 @@ class ReclaimResult(Wire):
     attempts: list[str]  # "job/attempt" given notice
 
 
+class BurstRequest(Wire):
+    """Move a running job to another Compute (``services.burst``): its attempt gets
+    SIGTERM and ``notice_s`` seconds to checkpoint and exit, then the job continues as a new
+    attempt with ``compute``, resuming from that checkpoint. ``local``: no new attempt; the job
+    ends once its checkpoint is saved, for ``bourse burst JOB --local`` to go on from it."""
+
+    compute: Compute | None = None
+    local: bool = False
+    notice_s: float = Field(default=60.0, ge=0, le=3600, allow_inf_nan=False)
+    reason: str = Field(default="burst by its owner", max_length=500)
+
+
+class BurstResult(Wire):
+    job_id: str
+    attempt: int  # the attempt asked to checkpoint and exit
+    checkpoint: str  # where it saves, and the next attempt resumes from
+    moved_from: str  # the Computes, described
+    moved_to: str
+    notice_s: float
+
+
 class CostRow(Wire):
     key: str  # the day (YYYY-MM-DD, UTC), node or job
     attempts: int

@@ -47,10 +47,23 @@ class RunList(Wire):
     next_offset: int | None = None  # pass as ``offset`` for the next page
 
 
+class RunMove(Wire):
+    """Where a job's run moved to other compute (a burst: the timeline's ``moved`` event); the
+    run goes on, its step axis continued from the checkpoint."""
+
+    time: float  # when the stopped attempt had checkpointed and the job moved (epoch seconds)
+    attempt: int  # the attempt that stopped; the next one resumes
+    from_compute: str
+    to_compute: str
+    why: str | None = None
+
+
 class RunDetail(RunView):
-    """A run; a job's with its attempts, each priced (preempted ones too), and its cost."""
+    """A run; a job's with its attempts, each priced (preempted ones too), its cost, and the
+    moves of a burst, oldest first."""
 
     attempts: list[AttemptView] = Field(default_factory=list)
+    moves: list[RunMove] = Field(default_factory=list)
     cost: float | None = None
     job_state: str | None = None
 

@@ -24,6 +24,7 @@ from bourse.protocol.access import (
     TokenView,
 )
 from bourse.protocol.api import (
+    BurstResult,
     CostSummary,
     DataGrant,
     DataHome,
@@ -195,6 +196,11 @@ class AsyncClient(Base):
     async def reclaim(self, node_id: str, notice_s: float = 30.0,
                       reason: str | None = None) -> ReclaimResult:
         return await self._send(core.reclaim(node_id, notice_s, reason))
+
+    async def burst(self, job_id: str, compute: Compute | None = None, *, local: bool = False,
+                    notice_s: float = 60.0, reason: str | None = None) -> BurstResult:
+        return await self._send(core.burst(job_id, compute, local=local, notice_s=notice_s,
+                                           reason=reason))
 
     async def cost(self, by: str = "day", since: float | None = None) -> CostSummary:
         return await self._send(core.cost(by, since))

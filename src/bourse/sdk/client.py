@@ -27,6 +27,7 @@ from bourse.protocol.access import (
     TokenView,
 )
 from bourse.protocol.api import (
+    BurstResult,
     CostSummary,
     DataGrant,
     DataHome,
@@ -92,6 +93,12 @@ class Base:
         self._token = credentials.token
         self._base_url = core.base_url(credentials.url)
         self._headers = core.headers(credentials.token)
+
+    @property
+    def token(self) -> str:
+        """The token this client sends (handed to a process it starts on the user's behalf:
+        ``bourse burst --local`` gives it to the run as its MLflow token)."""
+        return self._token
 
 
 class Client(Base):
@@ -251,6 +258,13 @@ class Client(Base):
                 reason: str | None = None) -> ReclaimResult:
         """Give a node's jobs a preemption notice (admin): they are retried elsewhere."""
         return self._send(core.reclaim(node_id, notice_s, reason))
+
+    def burst(self, job_id: str, compute: Compute | None = None, *, local: bool = False,
+              notice_s: float = 60.0, reason: str | None = None) -> BurstResult:
+        """Move a running job to ``compute`` (or, ``local``, off the exchange): it
+        checkpoints and exits, and goes on from that checkpoint (docs/burst.md)."""
+        return self._send(core.burst(job_id, compute, local=local, notice_s=notice_s,
+                                     reason=reason))
 
     def cost(self, by: str = "day", since: float | None = None) -> CostSummary:
         return self._send(core.cost(by, since))

@@ -19,6 +19,8 @@ from bourse import __version__
 from bourse.core.compute import Compute
 from bourse.core.errors import InvalidInput
 from bourse.protocol.api import (
+    BurstRequest,
+    BurstResult,
     CostSummary,
     DataGrant,
     DataGrantRequest,
@@ -225,6 +227,14 @@ def reclaim(node_id: str, notice_s: float, reason: str | None = None) -> Call[Re
     body = ReclaimRequest(notice_s=notice_s, **({"reason": reason} if reason else {}))
     return Call("POST", f"/nodes/{_path_id(node_id)}/reclaim", model(ReclaimResult),
                 json=body.model_dump(mode="json"))
+
+
+def burst(job_id: str, compute: Compute | None = None, *, local: bool = False,
+          notice_s: float = 60.0, reason: str | None = None) -> Call[BurstResult]:
+    body = BurstRequest(compute=compute, local=local, notice_s=notice_s,
+                        **({"reason": reason} if reason else {}))
+    return Call("POST", f"/jobs/{_path_id(job_id)}/burst", model(BurstResult),
+                json=body.model_dump(mode="json", exclude_none=True))
 
 
 def cost(by: str = "day", since: float | None = None) -> Call[CostSummary]:

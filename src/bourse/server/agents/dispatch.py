@@ -24,6 +24,7 @@ from bourse.server.commands import Command, noted_commands
 from bourse.server.dataplane import DataPlane, Failure
 from bourse.server.db.database import Database
 from bourse.server.notifier import Notifier
+from bourse.server.services.burst_tokens import with_burst
 from bourse.server.services.lifecycle import add_event
 from bourse.server.services.secrets import SecretKeeper
 from bourse.server.services.tracking_tokens import with_tracking
@@ -87,7 +88,7 @@ class Dispatch:
     def _tracked(self, message: Any) -> Any:
         if self.tracking is None or not isinstance(message, StartJob):
             return message
-        return with_tracking(message, *self.tracking)
+        return with_burst(with_tracking(message, *self.tracking), *self.tracking)
 
     async def _dispatch_all(self) -> None:
         while True:

@@ -131,6 +131,8 @@ class Job(Base):
     sealed_env: Mapped[bytes | None] = mapped_column(LargeBinary)
     # a gang's current attempt: its members' nodes, by rank (``services.gangs``)
     members: Mapped[list[str] | None] = mapped_column(JSON)
+    # a move to another Compute under way (``services.burst``): attempt, from, to, why
+    burst: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     __table_args__ = (Index("ix_jobs_state_created", "state", "created_at"),
                       Index("ix_jobs_run", "run"),
                       Index("ix_jobs_project_created", "project_id", "created_at"),

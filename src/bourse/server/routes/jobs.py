@@ -7,19 +7,31 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import StreamingResponse
 
 from bourse.core.compute import MAX_NODES
 from bourse.core.states import JobState
-from bourse.protocol.api import EventList, JobBatch, JobDetail, JobList, JobView, LogPage
+from bourse.protocol.api import (
+    BurstRequest,
+    BurstResult,
+    EventList,
+    JobBatch,
+    JobDetail,
+    JobList,
+    JobView,
+    LogPage,
+)
 from bourse.protocol.common import ID_PATTERN, JobSpec
 from bourse.server import openapi
 from bourse.server.access import Scope
+from bourse.server.audit.middleware import remember
 from bourse.server.dataplane.buckets import written
 from bourse.server.errors import responses
-from bourse.server.routes.deps import State, User
-from bourse.server.services import jobs, nodes
+from bourse.server.routes.deps import Credentials, State, User, bearer, principal_of
+from bourse.server.services import burst as burst_service
+from bourse.server.services import burst_tokens, jobs, nodes
+from bourse.server.services.tokens import Principal
 from bourse.server.state import ServerState
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
@@ -90,6 +102,32 @@ async def cancel(job_id: JobIdPath, state: State, user: User) -> JobView:
     state.hub.send(commands)
     state.notifier.notify()
     return jobs.job_view(job)
+
+
+async def burster(request: Request, job_id: JobIdPath, state: State,
+                  _: Credentials) -> Principal:
+    """A user's token, or the job's own burst token (``services.burst_tokens``)."""
+    secret = bearer(request) or ""
+    if not secret.startswith(burst_tokens.PREFIX):
+        return await principal_of(request, "user")
+    async with state.db.read() as session:
+        principal = await burst_tokens.burster(session, state.key, secret, job_id)
+    remember(request.scope, principal)
+    return principal
+
+
+@router.post("/{job_id}/burst", responses=responses(400, 401, 403, 404, 409, 413, 422))
+async def burst(job_id: JobIdPath, body: BurstRequest, state: State,
+                user: Annotated[Principal, Depends(burster)]) -> BurstResult:
+    """Move a running job to another Compute (or off the exchange, ``local``): its attempt
+    checkpoints and exits, and the job continues from that checkpoint (409: it is not
+    running; 422: it has no checkpoint place, or nothing could ever run that Compute)."""
+    async with state.db.write() as session:
+        result, commands = await burst_service.burst_job(
+            session, job_id, user.scope, body, now=state.clock(), memo=state.scheduler.memo)
+    state.hub.send(commands)
+    state.notifier.notify()
+    return result
 
 
 @router.get("/{job_id}/events", responses=responses(401, 404, 422))

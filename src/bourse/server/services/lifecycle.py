@@ -12,7 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core import blocklist
 from bourse.core.blocklist import add_failure
+from bourse.core.compute import Compute
 from bourse.core.cost import attempt_cost, lost_work, total_cost
+from bourse.core.placement import shape_of
 from bourse.core.retry import cause_of, decide
 from bourse.core.states import (
     AttemptState,
@@ -24,7 +26,7 @@ from bourse.core.states import (
 )
 from bourse.server.db.database import defer_insert
 from bourse.server.db.schema import Attempt, Event, Job
-from bourse.server.services.specs import spec_of
+from bourse.server.services.specs import remember, spec_of
 
 EVENTS = cast(Table, Event.__table__)
 ENDED_INFO = "ended_attempts"  # session.info: (job, attempt) ended in this transaction
@@ -94,6 +96,8 @@ def move_job(session: AsyncSession, job: Job, attempt: Attempt, outcome: Attempt
         job.reason = f"cancelled; its node was lost ({reason})"
         set_job_state(session, job, JobState.CANCELLED, now, job.reason)
         return
+    if moved(session, job, attempt, outcome, now=now):
+        return
     if _retried(session, job, attempt, outcome, now=now, reason=reason):
         return
     if outcome.interrupted:
@@ -143,6 +147,48 @@ def succeed_late(session: AsyncSession, job: Job, late: Attempt, current: Attemp
                   "after the attempt was given up")
     add_event(session, job.id, late.number, "late_success", now, message=job.reason)
     set_job_state(session, job, JobState.SUCCEEDED, now, job.reason)
+
+
+def moved(session: AsyncSession, job: Job, attempt: Attempt, outcome: AttemptState, *,
+          now: float) -> bool:
+    """A burst (``services.burst``) takes effect once the attempt it stopped has ended
+    PREEMPTED: the job continues with the new Compute (back to PENDING, resuming; no retry
+    counted, nothing blocklisted), or, moved to a local run, ends CANCELLED saying where its
+    checkpoint is. Whether it did."""
+    burst = job.burst
+    if not burst or burst.get("attempt") != attempt.number \
+            or outcome is not AttemptState.PREEMPTED:
+        return False
+    spec = spec_of(job)
+    source = Compute.model_validate(burst["from"]).describe()
+    if burst.get("to") is None:
+        job.reason = (f"moved to a local run after attempt {attempt.number} checkpointed; "
+                      f"it goes on from {spec.checkpoint}")
+        _moved_event(session, job, attempt, source, "a local run", why=burst.get("why"), now=now)
+        set_job_state(session, job, JobState.CANCELLED, now, job.reason)
+        return True
+    target = Compute.model_validate(burst["to"])
+    spec = spec.model_copy(update={"compute": target})
+    job.spec = spec.model_dump(mode="json")
+    job.shape = shape_of(job.spec["compute"])
+    remember(job.id, spec)
+    job.resume, job.node_id, job.not_before, job.members = True, None, None, None
+    timeout = spec.pending_timeout_s
+    job.pending_until = None if timeout is None else now + timeout
+    _moved_event(session, job, attempt, source, target.describe(), why=burst.get("why"),
+                 now=now)
+    set_job_state(session, job, JobState.PENDING, now,
+                  f"attempt {attempt.number} checkpointed and stopped for a burst; "
+                  f"continuing on {target.describe()}")
+    return True
+
+
+def _moved_event(session: AsyncSession, job: Job, attempt: Attempt, source: str, target: str,
+                 *, why: str | None, now: float) -> None:
+    """The timeline's ``moved``: where the run's curves go on from (the tracking read API)."""
+    add_event(session, job.id, attempt.number, "moved", now,
+              message=f"moved from {source} to {target} ({why})",
+              data={"from": source, "to": target, "why": why})
 
 
 _WORDS = {s: s.lower() for s in (AttemptState.LOST, AttemptState.PREEMPTED,

@@ -13,11 +13,12 @@ from bourse.protocol.tracking import (
     ExperimentView,
     LatestMetric,
     RunDetail,
+    RunMove,
     RunView,
     SeriesView,
 )
 from bourse.server.access import Scope
-from bourse.server.db.schema import Job, TrackingExperiment, TrackingRun
+from bourse.server.db.schema import Event, Job, TrackingExperiment, TrackingRun
 from bourse.server.services.jobs import job_detail
 from bourse.server.services.tracking import RunData
 from bourse.server.services.tracking_charts import Series
@@ -47,7 +48,16 @@ async def run_detail(session: AsyncSession, data: RunData, scope: Scope,
     if job is None or not scope.sees(job.project_id):
         return RunDetail(**view)
     detail = await job_detail(session, job, scope, now)
-    return RunDetail(**view, attempts=detail.attempts, cost=detail.cost, job_state=job.state)
+    return RunDetail(**view, attempts=detail.attempts, cost=detail.cost, job_state=job.state,
+                     moves=await moves_of(session, job.id))
+
+
+async def moves_of(session: AsyncSession, job_id: str) -> list[RunMove]:
+    """The job's bursts from its timeline (``moved`` events, ``lifecycle.moved``)."""
+    found = await session.scalars(select(Event).where(Event.job_id == job_id,
+                                                      Event.kind == "moved").order_by(Event.id))
+    return [RunMove(time=e.time, attempt=e.attempt, from_compute=str(e.data.get("from")),
+                    to_compute=str(e.data.get("to")), why=e.data.get("why")) for e in found]
 
 
 def series_view(found: Series) -> SeriesView:
