@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import KEEP_ALIVE_S
 from harness import Cluster, Exchange
 
 from bourse.cli.main import cli
 from bourse.protocol.common import JobSpec
+from conftest import KEEP_ALIVE_S
 
 pytestmark = pytest.mark.slow
 VALUE = "wandb-key-Jx81Qm2-not-for-others"

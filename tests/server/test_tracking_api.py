@@ -4,6 +4,7 @@ and limits, search, a job's run made on first use, the job token's one run, down
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -163,4 +164,4 @@ async def test_a_falling_curve_is_drawn_falling_when_downsampled(exchange: Excha
 
     values = [v for _, v in chart["series"][0]["points"]]
     assert len(values) > 10 and values[0] == 1.0
-    assert all(a >= b for a, b in zip(values, values[1:], strict=False)), values
+    assert all(a >= b for a, b in itertools.pairwise(values)), values

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import made_bucket, s3_client
 
 from bourse.storage import SeaweedServer, Stores
 from bourse.storage.copyplan import Place, PlanOptions, plan_copy
@@ -20,6 +19,7 @@ from bourse.storage.etag import local_etag, same_content
 from bourse.storage.memory import MemoryStore
 from bourse.storage.store import Opener
 from bourse.storage.transfer import Transfer, TransferOptions
+from conftest import made_bucket, s3_client
 
 pytestmark = pytest.mark.anyio
 PART = 5 << 20  # S3's smallest multipart part (SeaweedFS refuses smaller ones too)

@@ -16,12 +16,12 @@ import time
 import warnings
 from typing import Any
 
+import lightning as L
 import torch
 from sklearn.datasets import load_digits
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-import lightning as L
 from bourse.lightning import BourseCheckpoint
 
 logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
