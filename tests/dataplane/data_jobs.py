@@ -38,7 +38,10 @@ TRAIN = S3 + textwrap.dedent("""
     (out / "weights.txt").write_text(f"trained on {total} bytes")
     bucket, prefix = split(os.environ["BOURSE_CHECKPOINT_URI"])
     s3.put_object(Bucket=bucket, Key=prefix + "step-1/state.bin", Body=b"s" * 1000)
-    leaked = [k for k, v in os.environ.items() if v.startswith("bse_")]
+    # a bourse token other than the job's own narrow ones (its MLflow run, its own burst)
+    job = os.environ.get("MLFLOW_RUN_ID", "-")  # a job's run is its id
+    mine = (f"bse_r_{job}_", f"bse_b_{job}_")
+    leaked = [k for k, v in os.environ.items() if v.startswith("bse_") and not v.startswith(mine)]
     print(json.dumps({"files": files, "total": total, "leaked": leaked}))
 """)
 

@@ -60,6 +60,9 @@ OUTSIDE_DOCUMENT = {
                                  "(tests/tunnel/test_ports_exec.py)",
     r"^/ui(/|$)|^/$": "HTML pages behind a session cookie (tests/ui)",
     r"^/(openapi\.json|docs|docs/oauth2-redirect|redoc)$": "FastAPI's document and its viewers",
+    r"\{\w+:path\}": "a path parameter that takes slashes: the document names it `{name}`, "
+                      "and that operation is fuzzed",
+    r"^/svc/": "a service's own API behind the gateway, proxied as it is (tests/serving)",
 }
 
 

@@ -165,3 +165,17 @@ async def test_a_falling_curve_is_drawn_falling_when_downsampled(exchange: Excha
     values = [v for _, v in chart["series"][0]["points"]]
     assert len(values) > 10 and values[0] == 1.0
     assert all(a >= b for a, b in itertools.pairwise(values)), values
+
+
+async def test_a_nul_character_is_refused_with_mlflows_error(exchange: Exchange) -> None:
+    run_id = await _run(exchange)
+
+    body = await exchange.client.post(f"{API}/runs/log-parameter", json={
+        "run_id": run_id, "key": "lr\u0000", "value": "1"})
+    query = await exchange.client.get(f"{API}/experiments/get-by-name",
+                                      params={"experiment_name": "a\u0000b"})
+
+    for answer in (body, query):
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error_code"] == "INVALID_PARAMETER_VALUE"
+        assert "NUL" in answer.json()["message"]

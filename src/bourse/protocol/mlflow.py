@@ -10,6 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict  # pydantic needs typing_extensions' before 3.12
 
 
+class MlflowErrorView(BaseModel):
+    """MLflow's error body."""
+
+    error_code: str  # INVALID_PARAMETER_VALUE, RESOURCE_DOES_NOT_EXIST, UNAUTHENTICATED, ...
+    message: str
+
 class Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -36,7 +42,7 @@ class CreateExperiment(Body):
 
 
 class SearchExperiments(Body):
-    max_results: int = 1000
+    max_results: int = Field(1000, ge=1, le=50_000)
     filter: str | None = None
     page_token: str | None = None
 
@@ -66,7 +72,7 @@ class SearchRuns(Body):
     experiment_ids: list[str] = Field(default_factory=list)
     filter: str | None = None
     run_view_type: str = "ACTIVE_ONLY"
-    max_results: int = 1000
+    max_results: int = Field(1000, ge=1, le=50_000)  # MLflow's own bounds
     order_by: list[str] = Field(default_factory=list)
     page_token: str | None = None
 

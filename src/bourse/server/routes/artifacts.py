@@ -9,20 +9,22 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 
 from bourse.core.errors import InvalidInput
 from bourse.server.routes.deps import State
-from bourse.server.routes.mlflow import MlflowRoute, Writer
+from bourse.server.routes.mlflow import ERRORS, MlflowRoute, Writer
 from bourse.server.services import tracking as t
 from bourse.server.services import tracking_artifacts as ta
 
+# ``<experiment>/<run>/artifacts/<file>``
+ArtifactPath = Annotated[str, Path(min_length=1, max_length=1024)]
 router = APIRouter(prefix="/api/2.0/mlflow-artifacts", tags=["mlflow"],
-                   route_class=MlflowRoute)
+                   route_class=MlflowRoute, responses=ERRORS)
 
 
 @router.put("/artifacts/{path:path}")
-async def upload_artifact(path: str, request: Request, state: State,
+async def upload_artifact(path: ArtifactPath, request: Request, state: State,
                           who: Writer) -> dict[str, Any]:
     place = ta.place_of(path)
     async with state.db.write() as session:
@@ -32,7 +34,7 @@ async def upload_artifact(path: str, request: Request, state: State,
 
 
 @router.get("/artifacts/{path:path}")
-async def download_artifact(path: str, state: State, who: Writer) -> Response:
+async def download_artifact(path: ArtifactPath, state: State, who: Writer) -> Response:
     place = ta.place_of(path)
     if not place.relative:
         raise InvalidInput("name a file under the run's artifacts")

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
 
 from bourse.core.errors import (
     BourseError,
@@ -33,10 +34,21 @@ from bourse.server.services import tracking_search as ts
 from bourse.server.services.tracking_tokens import PREFIX, run_writer
 
 MAX_BODY = 1024 * 1024  # MLflow's limit on a request body
+NUL = "a NUL character (\\u0000) is not allowed in names, keys or values"  # PostgreSQL's text
 CODES: tuple[tuple[type[BourseError], str, int], ...] = (
     (NotFound, "RESOURCE_DOES_NOT_EXIST", 404), (Conflict, "RESOURCE_ALREADY_EXISTS", 400),
     (Unauthorized, "UNAUTHENTICATED", 401), (Forbidden, "PERMISSION_DENIED", 403),
     (InvalidInput, "INVALID_PARAMETER_VALUE", 400))
+
+
+# The statuses MLflow's errors come with, declared on every MLflow route (its clients retry
+# nothing on these; 422 is never sent: a body that fails validation is MLflow's 400)
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": m.MlflowErrorView, "description": meaning} for status, meaning in (
+        (400, "INVALID_PARAMETER_VALUE or RESOURCE_ALREADY_EXISTS: the request is not valid."),
+        (401, "UNAUTHENTICATED: no token, or one that is unknown, revoked or expired."),
+        (403, "PERMISSION_DENIED: the token may not write this run."),
+        (404, "RESOURCE_DOES_NOT_EXIST: not found, or not visible to the token's project."))}
 
 
 def mlflow_error(exc: Exception) -> JSONResponse:
@@ -62,6 +74,8 @@ class MlflowRequest(Request):
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
             body = await self.body()
+            if b"\x00" in body or b"\\u0000" in body:
+                raise InvalidInput(NUL)
             try:
                 self._json = pydantic_core.from_json(body)
             except ValueError:
@@ -78,10 +92,17 @@ class MlflowRoute(APIRoute):
         async def handle(request: Request) -> Response:
             if int(request.headers.get("content-length") or 0) > MAX_BODY:
                 return mlflow_error(InvalidInput("the request body is larger than 1 MB"))
+            if b"%00" in request.url.query.encode():
+                return mlflow_error(InvalidInput(NUL))
             try:
                 return await handler(MlflowRequest(request.scope, request.receive))
             except (BourseError, RequestValidationError) as exc:
                 return mlflow_error(exc)
+            except HTTPException as exc:  # FastAPI's own: a body that is not JSON
+                if isinstance(exc.__cause__, BourseError):  # MlflowRequest.json refused it
+                    return mlflow_error(exc.__cause__)
+                return JSONResponse({"error_code": "MALFORMED_REQUEST", "message": exc.detail},
+                                    exc.status_code)
 
         return handle
 
@@ -97,7 +118,8 @@ async def writer(request: Request, state: State, _: Credentials) -> t.Writer:
 
 
 Writer = Annotated[t.Writer, Depends(writer)]
-router = APIRouter(prefix="/api/2.0/mlflow", tags=["mlflow"], route_class=MlflowRoute)
+router = APIRouter(prefix="/api/2.0/mlflow", tags=["mlflow"], route_class=MlflowRoute,
+                   responses=ERRORS)
 
 
 def _run_id(body: m.RunRef) -> str:
@@ -272,7 +294,7 @@ async def metric_history(state: State, who: Writer, *, metric_key: Annotated[str
 def _offset(token: str | None) -> int:
     if not token:
         return 0
-    if not token.isdigit():
+    if not (token.isascii() and token.isdigit() and len(token) <= 18):
         raise InvalidInput(f"invalid page_token {token[:20]!r}",
                            hint="pass the next_page_token of the previous page")
     return int(token)
