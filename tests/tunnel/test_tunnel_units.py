@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from bourse.app.work import Work
 from bourse.core.errors import Conflict, InvalidInput
-from bourse.protocol.common import JobSpec, Port, parse_port
+from bourse.protocol.common import JobSpec, Port, Wire, parse_port
 from bourse.protocol.stream import (
     CHUNK,
     WINDOW,
@@ -23,6 +23,7 @@ from bourse.protocol.stream import (
     StreamOpened,
     StreamWindow,
 )
+from bourse.server.serving.forward import _reached
 from bourse.server.streams.proxy import request_headers, response_headers
 from bourse.server.streams.tunnels import Tunnels, Unreachable
 from bourse.tunnel.stream import Stream, StreamClosed
@@ -162,3 +163,29 @@ def test_a_refused_stream_says_why_and_old_agents_are_not_asked() -> None:
         assert tunnels.count(node) == 0
 
     asyncio.run(scenario())
+
+
+def test_a_started_stream_takes_data_before_the_node_confirms_it() -> None:
+    """The gateway writes its request right after asking for the stream (no round trip);
+    a refusal that comes after says the request never reached the replica."""
+    async def scenario() -> None:
+        tunnels, node = Tunnels(), Carrier("n1")
+        stream, answer = tunnels.start(node, "j1", 1, PortTarget(port=8000))
+        await stream.write(b"GET / HTTP/1.1\r\n\r\n")
+        assert [type(m).__name__ for m in node.sent] == ["StreamOpen", "StreamData"]
+        tunnels.deliver(node, StreamOpened(stream=stream.id))
+        await tunnels.confirm(node, stream, answer)
+        assert not _refused(answer)
+        refused, no = tunnels.start(node, "j1", 1, PortTarget(port=8001))
+        tunnels.deliver(node, StreamClose(stream=refused.id, error="nothing answers"))
+        with pytest.raises(StreamClosed):
+            await refused.write(b"GET / HTTP/1.1\r\n\r\n")
+        with pytest.raises(Unreachable, match="nothing answers"):
+            await tunnels.confirm(node, refused, no)
+        assert _refused(no) and tunnels.count(node) == 1
+
+    asyncio.run(scenario())
+
+
+def _refused(answer: asyncio.Future[Wire]) -> bool:
+    return not _reached(answer)

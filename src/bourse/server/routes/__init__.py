@@ -28,6 +28,7 @@ from bourse.server.routes import (
     tracking,
 )
 
+# the gateway first: its traffic is most of the requests, and routes are matched in order
 ROUTERS: tuple[APIRouter, ...] = tuple(m.router for m in (
-    jobs, nodes, agent, bundles, offers, cost, data, execs, ports, projects, audit, secrets, runs,
-    metrics, prometheus, clouds, mlflow, artifacts, tracking, services, gateway))
+    gateway, jobs, nodes, agent, bundles, offers, cost, data, execs, ports, projects, audit,
+    secrets, runs, metrics, prometheus, clouds, mlflow, artifacts, tracking, services))

@@ -1,6 +1,8 @@
 """A request to a service: a replica chosen by the gateway, its stream, and retries.
 
-A request that never reached a replica (the stream could not be opened: the replica died, its
+The request is written to the stream as soon as it is asked for, without waiting for the node
+to say it connected (one round trip fewer); the node answers before the replica does. A
+request that never reached a replica (the stream could not be opened: the replica died, its
 node is gone) is retried on another replica whatever its method; one that was sent and got no
 answer is retried only when its method is idempotent (RFC 9110 §9.2.2: GET, HEAD, OPTIONS,
 PUT, DELETE), since a POST may have been acted on. Either way the replica is taken out of the
@@ -10,6 +12,7 @@ to the response's head, and an error is a 5xx from the replica or no answer at a
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,15 +21,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bourse.core.errors import BourseError
-from bourse.protocol.stream import PortTarget
+from bourse.protocol.common import Wire
+from bourse.protocol.stream import PortTarget, StreamClose
 from bourse.server.agents.connections import Connections
 from bourse.server.serving.gateway import Gateway, Replica, Route
 from bourse.server.streams.proxy import BadGateway, Upstream, proxy_http
-from bourse.server.streams.tunnels import Tunnels, Unreachable
+from bourse.server.streams.tunnels import Carrier, Tunnels, Unreachable
 from bourse.tunnel.stream import Stream
 
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 MAX_TRIES = 3
+OPEN_TIMEOUT_S = 5.0
 
 
 class NoReplica(BourseError):
@@ -64,17 +69,25 @@ class Forwarder:
         replica.last = started
         release = _Release(replica, self.tunnels)
         try:
-            stream = await self._open(replica)
+            carrier, stream, answer = self._start(replica)
         except BourseError:
             release()
             self.gateway.failed(replica)
             return None  # nothing was sent: any method may go elsewhere
         release.stream = stream
+
+        async def opened() -> None:
+            await self.tunnels.confirm(carrier, stream, answer, timeout=OPEN_TIMEOUT_S)
+
         try:
-            response = await proxy_http(request, stream, upstream, release, body=body)
+            response = await proxy_http(request, stream, upstream, release, body=body,
+                                        opened=opened)
+        except BourseError:  # the node refused the stream or was silent: nothing was sent
+            self.gateway.failed(replica)
+            return None
         except BadGateway as exc:
             self.gateway.failed(replica)
-            if request.method in IDEMPOTENT:
+            if not _reached(answer) or request.method in IDEMPOTENT:
                 return None
             self._record(route, replica, started, error=True)
             raise Unreachable(f"replica {replica.info.job_id} of service {route.name} "
@@ -82,17 +95,26 @@ class Forwarder:
         self._record(route, replica, started, error=response.status_code >= 500)
         return response
 
-    async def _open(self, replica: Replica) -> Stream:
+    def _start(self, replica: Replica) -> tuple[Carrier, Stream, asyncio.Future[Wire]]:
+        """The stream, asked for but not waited on: the request follows it at once (one
+        round trip to the node fewer); the node's answer comes before the replica's."""
         info = replica.info
         carrier = self.connections.get(info.node_id) if info.node_id else None
         if carrier is None:
             raise Unreachable(f"the node of replica {info.job_id} is not connected")
-        return await self.tunnels.open(carrier, info.job_id, info.attempt,
-                                       PortTarget(port=info.port), timeout=5.0)
+        stream, answer = self.tunnels.start(carrier, info.job_id, info.attempt,
+                                            PortTarget(port=info.port))
+        return carrier, stream, answer
 
     def _record(self, route: Route, replica: Replica, started: float, error: bool) -> None:
         latency_ms = (time.perf_counter() - started) * 1000
         self.gateway.record(route, replica.info.version, self.clock(), latency_ms, error)
+
+
+def _reached(answer: asyncio.Future[Wire]) -> bool:
+    """Whether the node connected to the replica (so the request may have reached it)."""
+    return answer.done() and not answer.cancelled() and not isinstance(answer.result(),
+                                                                         StreamClose)
 
 
 class _Release:

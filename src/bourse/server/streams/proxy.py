@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 import h11
@@ -89,11 +89,14 @@ class BadGateway(Exception):
 
 
 async def proxy_http(request: Request, stream: Stream, upstream: Upstream,
-                     done: Callable[[], None], body: bytes | None = None) -> StreamingResponse:
+                     done: Callable[[], None], *, body: bytes | None = None,
+                     opened: Callable[[], Awaitable[None]] | None = None) -> StreamingResponse:
     """Send the request down ``stream`` and relay the response as it arrives; ``done`` is
     called once the stream is no longer needed. BadGateway before the response starts.
     ``body``: the request's body read already (the gateway keeps it to retry), else it is
-    streamed from the request."""
+    streamed from the request. ``opened``: awaited once the request is sent, before its
+    answer is read, for a stream written to before the node confirmed it (``Tunnels.start``);
+    what it raises is raised."""
     conn = h11.Connection(h11.CLIENT)
     try:
         await _send(stream, conn, h11.Request(method=request.method, target=upstream.target,
@@ -104,6 +107,8 @@ async def proxy_http(request: Request, stream: Stream, upstream: Upstream,
             if chunk:
                 await _send(stream, conn, h11.Data(data=chunk))
         await _send(stream, conn, h11.EndOfMessage())
+        if opened is not None:
+            await opened()
         response = await _head(stream, conn)
     except (h11.ProtocolError, StreamClosed) as exc:
         done()

@@ -58,6 +58,15 @@ class Tunnels:
     async def open(self, carrier: Carrier, job_id: str, attempt: int,
                    target: PortTarget | ExecTarget, timeout: float = OPEN_TIMEOUT_S) -> Stream:
         """A stream to ``target`` beside the job's attempt on ``carrier``'s node."""
+        stream, answer = self.start(carrier, job_id, attempt, target)
+        await self.confirm(carrier, stream, answer, timeout)
+        return stream
+
+    def start(self, carrier: Carrier, job_id: str, attempt: int,
+              target: PortTarget | ExecTarget) -> tuple[Stream, asyncio.Future[Wire]]:
+        """Ask for a stream without waiting: it may be written to at once (the node buffers
+        what comes before it has connected, within the window), which saves a round trip to
+        the node; ``confirm`` then says whether it opened."""
         if STREAMS_FEATURE not in carrier.features:
             raise Conflict(f"the agent of node {carrier.node_id} does not support ports or "
                            "exec", hint="upgrade bourse on that node and restart its agent")
@@ -71,8 +80,13 @@ class Tunnels:
         self._opening[stream.id] = opened
         carrier.send(StreamOpen(stream=stream.id, job_id=job_id, attempt=attempt,
                                 target=target))
+        return stream, opened
+
+    async def confirm(self, carrier: Carrier, stream: Stream, answer: asyncio.Future[Wire],
+                      timeout: float = OPEN_TIMEOUT_S) -> None:
+        """Wait for the node's answer to ``start``; Unreachable if it refused or was silent."""
         try:
-            answer = await asyncio.wait_for(opened, timeout)
+            result = await asyncio.wait_for(asyncio.shield(answer), timeout)
         except TimeoutError:
             self.close(stream, "the node did not answer in time")
             raise Unreachable(f"node {carrier.node_id} did not open the stream within "
@@ -80,15 +94,15 @@ class Tunnels:
                               hint="retry; check the node's agent log") from None
         finally:
             self._opening.pop(stream.id, None)
-        if isinstance(answer, StreamClose):
+        if isinstance(result, StreamClose):
             self._streams.pop(stream.id, None)
-            raise Unreachable(answer.error or "the node refused the stream")
-        return stream
+            raise Unreachable(result.error or "the node refused the stream")
 
     def close(self, stream: Stream, error: str | None = None) -> None:
         """End a stream from the coordinator's side and forget it."""
         stream.close(error)
         self._streams.pop(stream.id, None)
+        self._opening.pop(stream.id, None)
 
     def deliver(self, carrier: Carrier, message: Wire) -> None:
         """A stream frame from ``carrier``; frames of unknown or foreign streams are dropped."""
