@@ -12,40 +12,27 @@ the spool and masks it in the job's logs.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import re
-
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.errors import Forbidden, Unauthorized
 from bourse.core.states import JobState
 from bourse.protocol.agent import StartJob
 from bourse.server.db.schema import Job
-from bourse.server.files.keys import subkey
+from bourse.server.files.job_tokens import JobTokens
 from bourse.server.services.tokens import Principal
 
 PREFIX = "bse_b_"
-_FORM = re.compile(r"^bse_b_([A-Za-z0-9-]{1,40})_([A-Za-z0-9_-]{43})$")
+TOKENS = JobTokens(PREFIX, "burst")
 TOKEN_ENV, URL_ENV = "BOURSE_BURST_TOKEN", "BOURSE_URL"
 
 
-def _mac(key: bytes, job_id: str) -> str:
-    digest = hmac.new(subkey(key, "burst"), job_id.encode(), hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
-
-
 def mint(key: bytes, job_id: str) -> str:
-    return f"{PREFIX}{job_id}_{_mac(key, job_id)}"
+    return TOKENS.mint(key, job_id)
 
 
 def job_of(key: bytes, secret: str) -> str | None:
     """The job a well-signed token is for; None for anything else."""
-    match = _FORM.match(secret)
-    if match is None or not hmac.compare_digest(match.group(2), _mac(key, match.group(1))):
-        return None
-    return match.group(1)
+    return TOKENS.job_of(key, secret)
 
 
 async def burster(session: AsyncSession, key: bytes, secret: str, job_id: str) -> Principal:

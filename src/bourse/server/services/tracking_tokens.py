@@ -11,11 +11,6 @@ spool and masks it in the job's logs.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import re
-
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.errors import Unauthorized
@@ -23,29 +18,21 @@ from bourse.core.states import JobState
 from bourse.protocol.agent import StartJob
 from bourse.server.access import Scope
 from bourse.server.db.schema import Job
-from bourse.server.files.keys import subkey
+from bourse.server.files.job_tokens import JobTokens
 from bourse.server.services.tracking import Writer
 
 PREFIX = "bse_r_"
-_FORM = re.compile(r"^bse_r_([A-Za-z0-9-]{1,40})_([A-Za-z0-9_-]{43})$")
+TOKENS = JobTokens(PREFIX, "tracking")
 RUN_ID_ENV, TOKEN_ENV, URI_ENV = "MLFLOW_RUN_ID", "MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_URI"
 
 
-def _mac(key: bytes, job_id: str) -> str:
-    digest = hmac.new(subkey(key, "tracking"), job_id.encode(), hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
-
-
 def mint(key: bytes, job_id: str) -> str:
-    return f"{PREFIX}{job_id}_{_mac(key, job_id)}"
+    return TOKENS.mint(key, job_id)
 
 
 def job_of(key: bytes, secret: str) -> str | None:
     """The job a well-signed token is for; None for anything else."""
-    match = _FORM.match(secret)
-    if match is None or not hmac.compare_digest(match.group(2), _mac(key, match.group(1))):
-        return None
-    return match.group(1)
+    return TOKENS.job_of(key, secret)
 
 
 async def run_writer(session: AsyncSession, key: bytes, secret: str) -> Writer:
