@@ -20,16 +20,16 @@ from bourse.protocol.tracking import (
     ExperimentList,
     ExperimentView,
     LatestMetric,
-    RunDetail,
     SeriesView,
+    TrackedRunDetail,
 )
 from bourse.sdk.client import Client
 
 Answer = Callable[[httpx.Request], httpx.Response]
 
 
-def _run(run_id: str, lr: str, loss: float) -> RunDetail:
-    return RunDetail(run_id=run_id, experiment_id="1", name=f"n-{run_id}", status="FINISHED",
+def _run(run_id: str, lr: str, loss: float) -> TrackedRunDetail:
+    return TrackedRunDetail(run_id=run_id, experiment_id="1", name=f"n-{run_id}", status="FINISHED",
                      lifecycle_stage="active", start_time=0,
                      params={"lr": lr, "batch": "64"},
                      metrics={"loss": LatestMetric(value=loss, step=2, timestamp=1, count=3)})

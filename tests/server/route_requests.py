@@ -28,6 +28,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
 
 # The tracking routes' parameters, for tests that need some value rather than a real run
 TRACKING_IDS = {"tracking_run": "x-run", "experiment": "0", "path": "0/x-run/artifacts/a.txt",
+                "service": "matrix-svc",
                 "key": "loss"}
 
 # Routes that name what they read in their query: (method, path) -> (parameter, its id, default)

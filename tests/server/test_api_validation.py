@@ -30,7 +30,8 @@ async def test_openapi_lists_every_route(exchange: Exchange) -> None:
     spec = response.json()
     listed = {(method.upper(), path) for path, item in spec["paths"].items()
               for method in item}
-    served = set(api_routes(exchange.app))
+    # a {name:path} parameter (it takes slashes) is {name} in the document
+    served = {(m, p.replace(":path}", "}")) for m, p in api_routes(exchange.app)}
     assert served >= EXPECTED_ROUTES
     assert served <= listed
     assert {"JobSpec", "JobView", "LogPage", "OfferList"} <= set(spec["components"]["schemas"])

@@ -29,6 +29,7 @@ from bourse.cli.errors import handles_errors
 from bourse.cli.offers import compute_from_flags, compute_kwargs, compute_options
 from bourse.cli.render import echo_json
 from bourse.core.errors import InvalidInput
+from bourse.core.states import JobState
 from bourse.core.units import parse_duration
 from bourse.extras import needs
 from bourse.sdk import handover
@@ -104,7 +105,7 @@ def _to_local(client: Client, job_id: str, notice_s: float, reason: str | None,
     click.echo(f"job {job_id}: attempt {result.attempt} checkpoints to {result.checkpoint}; "
                "waiting for it to end...", err=True)
     ended = client.wait(job_id, poll_s=0.25, timeout_s=notice_s + 120)  # the user waits
-    if ended.state != "CANCELLED" or "local run" not in (ended.reason or ""):
+    if ended.state != JobState.CANCELLED or "local run" not in (ended.reason or ""):
         raise InvalidInput(f"job {job_id} ended {ended.state} ({ended.reason}): nothing to go "
                            "on from here", field="job")
     # a user may read a job's own prefix, not write it: the checkpoint moves to the home

@@ -16,7 +16,7 @@ from bourse.cli import client as seam
 from bourse.cli.errors import handles_errors
 from bourse.cli.render import clock, echo_json, table
 from bourse.core.errors import InvalidInput
-from bourse.protocol.tracking import RunDetail, SeriesView
+from bourse.protocol.tracking import SeriesView, TrackedRunDetail
 from bourse.sdk.tracking import MAX_POINTS
 
 DIFFERS = "*"  # marks a param whose value is not the same in every run
@@ -59,7 +59,7 @@ def extremes(series: SeriesView) -> Extremes:
 
 @dataclass(frozen=True)
 class Comparison:
-    runs: list[RunDetail]
+    runs: list[TrackedRunDetail]
     params: list[tuple[str, bool]]  # key, differs
     extremes: dict[tuple[str, str], Extremes]  # (run, key)
 
@@ -74,14 +74,14 @@ class Comparison:
                                        for k in sorted(r.metrics)} for r in self.runs}}
 
 
-def _metric_json(run: RunDetail, key: str, found: Extremes | None) -> dict[str, object]:
+def _metric_json(run: TrackedRunDetail, key: str, found: Extremes | None) -> dict[str, object]:
     latest = run.metrics[key]
     return {"latest": latest.value, "step": latest.step, "count": latest.count,
             "min": found.low if found else None, "max": found.high if found else None,
             "exact": found.exact if found else True}
 
 
-def param_rows(runs: Sequence[RunDetail]) -> list[tuple[str, bool]]:
+def param_rows(runs: Sequence[TrackedRunDetail]) -> list[tuple[str, bool]]:
     keys = sorted({k for r in runs for k in r.params})
     return [(k, len({r.params.get(k) for r in runs}) > 1) for k in keys]
 
@@ -103,7 +103,7 @@ def describe(found: Comparison) -> list[str]:
     return lines
 
 
-def _metric_cell(run: RunDetail, key: str, found: Extremes | None) -> str:
+def _metric_cell(run: TrackedRunDetail, key: str, found: Extremes | None) -> str:
     latest = run.metrics.get(key)
     if latest is None:
         return "-"

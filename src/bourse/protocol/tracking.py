@@ -58,7 +58,7 @@ class RunMove(Wire):
     why: str | None = None
 
 
-class RunDetail(RunView):
+class TrackedRunDetail(RunView):
     """A run; a job's with its attempts, each priced (preempted ones too), its cost, and the
     moves of a burst, oldest first."""
 

@@ -47,8 +47,8 @@ from bourse.protocol.clouds import CloudList, LaunchView, ProjectLimitsView
 from bourse.protocol.common import JobSpec
 from bourse.protocol.metrics import MetricsView
 from bourse.protocol.tracking import ChartView, ExperimentView, SeriesView
-from bourse.protocol.tracking import RunDetail as TrackedRun
 from bourse.protocol.tracking import RunList as TrackedRuns
+from bourse.protocol.tracking import TrackedRunDetail as TrackedRun
 from bourse.sdk import access, clouds, core, tracking
 from bourse.sdk.bundle import Progress, aiter_file
 from bourse.sdk.client import DAY, SSE_HEADERS, Base, Source, body_headers, dropped, give_up

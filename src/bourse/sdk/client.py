@@ -51,8 +51,8 @@ from bourse.protocol.common import JobSpec
 from bourse.protocol.metrics import MetricsView
 from bourse.protocol.services import ServiceApply, ServiceDetail, ServiceView
 from bourse.protocol.tracking import ChartView, ExperimentView, SeriesView
-from bourse.protocol.tracking import RunDetail as TrackedRun
 from bourse.protocol.tracking import RunList as TrackedRuns
+from bourse.protocol.tracking import TrackedRunDetail as TrackedRun
 from bourse.sdk import access, clouds, core, services, tracking
 from bourse.sdk.bundle import Progress, iter_file
 from bourse.sdk.config import resolve_credentials

@@ -11,9 +11,9 @@ from bourse.protocol.tracking import (
     ChartView,
     ExperimentList,
     ExperimentView,
-    RunDetail,
     RunList,
     SeriesView,
+    TrackedRunDetail,
 )
 from bourse.sdk.core import Call, model
 
@@ -40,8 +40,8 @@ def search_runs(experiment_ids: Sequence[str] = (), filter_text: str | None = No
     return Call("GET", "/tracking/runs", model(RunList), params=params)
 
 
-def tracked_run(run_id: str) -> Call[RunDetail]:
-    return Call("GET", f"/tracking/runs/{_quoted(run_id)}", model(RunDetail))
+def tracked_run(run_id: str) -> Call[TrackedRunDetail]:
+    return Call("GET", f"/tracking/runs/{_quoted(run_id)}", model(TrackedRunDetail))
 
 
 def metric(run_id: str, key: str, points: int = 1000) -> Call[SeriesView]:

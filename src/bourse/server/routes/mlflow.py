@@ -11,11 +11,11 @@ import json
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
-import pydantic_core
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from pydantic import TypeAdapter
 from starlette.exceptions import HTTPException
 
 from bourse.core.errors import (
@@ -33,6 +33,7 @@ from bourse.server.services import tracking_log as tl
 from bourse.server.services import tracking_search as ts
 from bourse.server.services.tracking_tokens import PREFIX, run_writer
 
+_JSON: TypeAdapter[Any] = TypeAdapter(Any)  # pydantic's JSON parser
 MAX_BODY = 1024 * 1024  # MLflow's limit on a request body
 NUL = "a NUL character (\\u0000) is not allowed in names, keys or values"  # PostgreSQL's text
 CODES: tuple[tuple[type[BourseError], str, int], ...] = (
@@ -77,7 +78,7 @@ class MlflowRequest(Request):
             if b"\x00" in body or b"\\u0000" in body:
                 raise InvalidInput(NUL)
             try:
-                self._json = pydantic_core.from_json(body)
+                self._json = _JSON.validate_json(body)
             except ValueError:
                 self._json = json.loads(body)
         return self._json

@@ -9,7 +9,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.errors import InvalidInput, NotFound
 from bourse.protocol.metrics import MetricsView
-from bourse.protocol.tracking import ChartView, ExperimentList, RunDetail, RunList, SeriesView
+from bourse.protocol.tracking import (
+    ChartView,
+    ExperimentList,
+    RunList,
+    SeriesView,
+    TrackedRunDetail,
+)
 from bourse.protocol.tracking_debug import GradientView
 from bourse.server.access import Scope
 from bourse.server.db.schema import TrackingRun
@@ -54,7 +60,7 @@ async def search_runs(state: State, user: User, *, experiment_id: Ids = [],  # n
 
 
 @router.get("/runs/{tracking_run}", responses=responses(401, 404, 422))
-async def get_run(tracking_run: RunId, state: State, user: User) -> RunDetail:
+async def get_run(tracking_run: RunId, state: State, user: User) -> TrackedRunDetail:
     """A run with its params, tags and latest metrics; a job's with its priced attempts."""
     writer = t.writer_of(user.project_id, user.scope)
     async with state.db.write() as session:

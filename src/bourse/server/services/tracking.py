@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import select
@@ -34,7 +35,17 @@ from bourse.server.ids import new_id
 
 DEFAULT_EXPERIMENT = "0"
 DEFAULT_NAME = "Default"
-STATUSES = ("RUNNING", "SCHEDULED", "FINISHED", "FAILED", "KILLED")
+class RunStatus(StrEnum):
+    """MLflow's run statuses (not bourse's job states)."""
+
+    RUNNING = "RUNNING"
+    SCHEDULED = "SCHEDULED"
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+
+
+STATUSES = tuple(s.value for s in RunStatus)
 RUN_NAME_TAG = "mlflow.runName"
 
 
@@ -133,7 +144,7 @@ async def create_run(session: AsyncSession, writer: Writer, experiment_id: str, 
     run_name = name or tags.get(RUN_NAME_TAG) or f"run-{uuid.uuid4().hex[:8]}"
     run = TrackingRun(id=uuid.uuid4().hex, project_id=writer.project_id,
                       experiment_id=experiment_id or DEFAULT_EXPERIMENT, name=run_name,
-                      status="RUNNING", lifecycle_stage="active", user_id=user_id,
+                      status=RunStatus.RUNNING.value, lifecycle_stage="active", user_id=user_id,
                       start_time=start_time or ms(now), end_time=None, job_id=None)
     session.add(run)
     await session.flush()
@@ -163,7 +174,8 @@ async def _made_for(session: AsyncSession, job: Job, experiment_id: str | None,
     await ensure_default(session, job.project_id, now)
     name = job.name or job.id
     run = TrackingRun(id=job.id, project_id=job.project_id, experiment_id=experiment_id,
-                      name=name, status="RUNNING", lifecycle_stage="active", user_id="",
+                      name=name, status=RunStatus.RUNNING.value, lifecycle_stage="active",
+                      user_id="",
                       start_time=ms(job.created_at), end_time=None, job_id=job.id)
     session.add(run)
     await session.flush()
@@ -204,7 +216,8 @@ async def update_run(session: AsyncSession, writer: Writer, run_id: str, *,
             raise InvalidInput(f"unknown run status {status!r}", field="status",
                                hint=f"one of {', '.join(STATUSES)}")
         run.status = status
-        run.end_time = None if status in ("RUNNING", "SCHEDULED") else end_time or ms(now)
+        live = status in (RunStatus.RUNNING, RunStatus.SCHEDULED)
+        run.end_time = None if live else end_time or ms(now)
     if end_time is not None and status is None:
         run.end_time = end_time
     if name:

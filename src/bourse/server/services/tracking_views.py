@@ -12,10 +12,10 @@ from bourse.core.errors import NotFound
 from bourse.protocol.tracking import (
     ExperimentView,
     LatestMetric,
-    RunDetail,
     RunMove,
     RunView,
     SeriesView,
+    TrackedRunDetail,
 )
 from bourse.server.access import Scope
 from bourse.server.db.schema import Event, Job, TrackingExperiment, TrackingRun
@@ -42,13 +42,13 @@ def run_view(data: RunData) -> RunView:
 
 
 async def run_detail(session: AsyncSession, data: RunData, scope: Scope,
-                     now: float) -> RunDetail:
+                     now: float) -> TrackedRunDetail:
     view = run_view(data).model_dump()
     job = await session.get(Job, data.run.job_id) if data.run.job_id else None
     if job is None or not scope.sees(job.project_id):
-        return RunDetail(**view)
+        return TrackedRunDetail(**view)
     detail = await job_detail(session, job, scope, now)
-    return RunDetail(**view, attempts=detail.attempts, cost=detail.cost, job_state=job.state,
+    return TrackedRunDetail(**view, attempts=detail.attempts, cost=detail.cost, job_state=job.state,
                      moves=await moves_of(session, job.id))
 
 

@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from bourse.core.errors import InvalidInput, NotFound
 from bourse.core.runsearch import SearchError
-from bourse.protocol.tracking import RunDetail, RunView
+from bourse.protocol.tracking import RunView, TrackedRunDetail
 from bourse.server.services import tracking as t
 from bourse.server.services import tracking_charts as tc
 from bourse.server.services import tracking_search as ts
@@ -71,7 +71,7 @@ async def runs_page(ctx: Ctx) -> Response:
         table=comparison.table(runs), limit=LIST_LIMIT))
 
 
-async def _detail(ctx: Ctx, run_id: str) -> RunDetail:
+async def _detail(ctx: Ctx, run_id: str) -> TrackedRunDetail:
     async with ctx.state.db.write() as session:  # a job's run is made when first asked for
         run = await t.job_run(session, _writer(ctx), run_id, ctx.state.clock())
         data = (await t.run_data(session, [run]))[0]
