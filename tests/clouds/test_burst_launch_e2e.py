@@ -39,9 +39,6 @@ def machines() -> Iterator[list[Machine]]:
         machine.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="found by this test, not fixed yet: the burst to "
-                   "h100:8 launches a g4dn.metal on the simulated account (a job submitted "
-                   "with h100:8 gets its p5.48xlarge, test_launch_e2e)")
 def test_a_burst_no_node_fits_launches_on_simulated_aws_and_resumes(
         tmp_path: Path, sim: Sim, machines: list[Machine]) -> None:
     from dataplane_harness import stop
@@ -51,6 +48,9 @@ def test_a_burst_no_node_fits_launches_on_simulated_aws_and_resumes(
         local = exchange.agent("local")
         client = exchange.client
         assert exchange.wait_for(lambda: _checked(exchange), 30, "the clouds' check").enabled
+        # verified before the job comes: a job no verified node fits yet is launched for
+        exchange.wait_for(lambda: any(n.name == "local" and n.verification_status in (
+            "pass", "warn") for n in client.nodes()), 60, "the local node's verification")
         job = client.submit(JobSpec(command=[sys.executable, str(JOB), EPOCHS, STEP_SLEEP],
                                     compute={"cpus": 1, "spot": "prefer"}))
         running = exchange.wait_job(job.id, lambda j: j.state == "RUNNING", 90, "to run")
