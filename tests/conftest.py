@@ -13,6 +13,50 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
+
+import pytest
 
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle
+def pytest_collection_modifyitems(items: list[Any]) -> None:
+    """The slow end-to-end tests first (in pytest-randomly's order among themselves, the same
+    in every xdist worker): started last, a two-minute test would run alone at the end while
+    the other workers wait; started first, the short tests fill the gaps around them."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+
+# --- CPU per test, for finding what makes the suite slow ----------------------------------------
+# BOURSE_TEST_CPU_LOG=DIR writes one line per test to DIR/<worker>.tsv: the CPU seconds the
+# worker spent on it, the CPU seconds of the processes it started and waited for (coordinators,
+# agents, trainings), and its wall seconds. Off by default.
+
+_CPU_LOG = os.environ.get("BOURSE_TEST_CPU_LOG")
+
+if _CPU_LOG:
+    import resource
+    import time
+    from collections.abc import Iterator
+
+    import pytest
+
+    def _cpu(who: int) -> float:
+        usage = resource.getrusage(who)
+        return usage.ru_utime + usage.ru_stime
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+        own, children, wall = (_cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN),
+                               time.monotonic())
+        yield
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        line = "\t".join([f"{_cpu(resource.RUSAGE_SELF) - own:.2f}",
+                          f"{_cpu(resource.RUSAGE_CHILDREN) - children:.2f}",
+                          f"{time.monotonic() - wall:.2f}", item.nodeid])
+        os.makedirs(_CPU_LOG, exist_ok=True)
+        with open(os.path.join(_CPU_LOG, f"{worker}.tsv"), "a") as out:
+            out.write(line + "\n")

@@ -28,6 +28,7 @@ import psutil
 from bourse.protocol.api import JobDetail
 from bourse.sdk.client import Client
 from bourse.storage.seaweed import running_weed
+from zygote import Forked, zygote
 
 T = TypeVar("T")
 POLL_S = 0.02
@@ -71,7 +72,7 @@ class Proc:
                  prefix: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
         self.name, self.args, self.log, self.prefix = name, list(args), log, list(prefix)
         self.env = dict(env or {})  # on top of the test's environment
-        self.popen: subprocess.Popen[bytes] | None = None
+        self.popen: subprocess.Popen[bytes] | Forked | None = None
         self.starts = 0
 
     def start(self) -> None:
@@ -83,6 +84,10 @@ class Proc:
         with self.log.open("ab") as out:
             out.write(f"=== start {self.starts} of {self.name} ===\n".encode())
             out.flush()
+            forks = None if self.prefix else zygote()  # a fresh interpreter in a netns
+            if forks is not None:
+                self.popen = forks.spawn(self.args, env, self.log)
+                return
             self.popen = subprocess.Popen(
                 [*self.prefix, sys.executable, "-m", "bourse", *self.args], stdout=out,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,

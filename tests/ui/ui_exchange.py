@@ -24,6 +24,7 @@ from bourse.core.compute import Compute
 from bourse.protocol.api import JobView, NodeView
 from bourse.protocol.common import JobSpec
 from bourse.sdk.client import Client
+from zygote import Forked, start_bourse
 
 T = TypeVar("T")
 START_TIMEOUT_S = 60.0  # a cold `python -m bourse` on a busy 2-core CI machine takes seconds
@@ -58,17 +59,13 @@ class UiExchange:
         self.url = f"http://127.0.0.1:{self.port}"
         self.credentials = root / "admin.json"
         self.agent_dir = root / "agent"
-        self.procs: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+        self.procs: list[tuple[str, subprocess.Popen[bytes] | Forked, Path]] = []
         self._client: Client | None = None
 
     def _spawn(self, name: str, *args: str) -> None:
         log = self.root / f"{name}.log"
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "BOURSE_HOME": str(self.root / "home")}
-        with log.open("ab") as out:
-            popen = subprocess.Popen([sys.executable, "-m", "bourse", *args], stdout=out,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, env=env)
-        self.procs.append((name, popen, log))
+        self.procs.append((name, start_bourse(args, env, log), log))
 
     def logs(self) -> str:
         tails = []
