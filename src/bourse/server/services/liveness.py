@@ -10,7 +10,10 @@ hello, so its leases run from then.
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from collections.abc import Mapping
+from typing import cast
+
+from sqlalchemy import Table, bindparam, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.liveness import loss_window
@@ -21,6 +24,20 @@ from bourse.server.services.jobs import active_attempt_states
 from bourse.server.services.lifecycle import add_event
 
 _NOT_WATCHED = (NodeState.LOST, NodeState.LAUNCHING, NodeState.BOOTING, NodeState.TERMINATED)
+
+
+_NODES = cast(Table, Node.__table__)
+_HEARD = update(_NODES).where(
+    _NODES.c.id == bindparam("node"),
+    or_(_NODES.c.last_seen.is_(None), _NODES.c.last_seen < bindparam("at")),
+).values(last_seen=bindparam("at"))
+
+
+async def note_heard(session: AsyncSession, heard: Mapping[str, float]) -> None:
+    """Nodes heard on their connections (``agents.connections.take_heard``), before their
+    messages were applied: each node's ``last_seen`` is at least then."""
+    if heard:
+        await session.execute(_HEARD, [{"node": node, "at": at} for node, at in heard.items()])
 
 
 async def detect_lost_nodes(session: AsyncSession, now: float, window_s: float) -> list[str]:
