@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import cast
 
-from sqlalchemy import Table, bindparam, or_, select, update
+from sqlalchemy import Table, bindparam, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bourse.core.liveness import loss_window
+from bourse.core.liveness import LOST_AFTER_KEEP_ALIVES, loss_window
 from bourse.core.states import AttemptState, NodeState
 from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.services import gangs
@@ -44,7 +44,12 @@ async def detect_lost_nodes(session: AsyncSession, now: float, window_s: float) 
     """Nodes silent for longer than their loss window are lost, with their attempts. A node
     the exchange is launching or booting is the launcher's to time out (its boot timeout), and
     a terminated one is gone already."""
-    nodes = (await session.scalars(select(Node).where(Node.state.not_in(_NOT_WATCHED)))).all()
+    heard = func.coalesce(Node.last_seen, Node.created_at)
+    # only the silent ones are loaded (the test below is the loss window's, in SQL): a tick
+    # with thousands of nodes connected reads none of them
+    nodes = (await session.scalars(select(Node).where(
+        Node.state.not_in(_NOT_WATCHED), heard < now - window_s,
+        heard < now - LOST_AFTER_KEEP_ALIVES * Node.keep_alive_s))).all()
     lost = []
     for node in nodes:
         silent = now - (node.last_seen or node.created_at)
