@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import threading
 import time
+from collections import Counter
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -136,6 +137,10 @@ class Fleet:
     def closed(self) -> int:
         """Agents whose connection the coordinator closed."""
         return sum(1 for a in self.agents if a.stats.closed is not None)
+
+    def close_reasons(self) -> Counter[tuple[int, str]]:
+        return Counter((a.stats.closed.code, a.stats.closed.reason[:60]) for a in self.agents
+                       if a.stats.closed is not None)
 
     def stop(self) -> None:
         async def cancel() -> None:

@@ -112,6 +112,8 @@ def _measure(tree: str, pid: int, agents: int, keep_alive: float, window: float)
         rss1 = server.memory_info().rss
         lost = lost_nodes(creds.url, creds.token)
         closed = fleet.closed()
+        for (code, reason), count in fleet.close_reasons().items():
+            print(f"    {count} connections closed: {code} {reason!r}", flush=True)
     finally:
         fleet.stop()
     beats = max(1, connected.welcomed) * window
@@ -130,7 +132,7 @@ def lost_nodes(url: str, token: str) -> int:
     response.raise_for_status()
     body = response.json()
     nodes = body["nodes"] if isinstance(body, dict) else body
-    return sum(1 for n in nodes if n["state"] == "LOST")
+    return sum(1 for n in nodes if n["state"] == "lost")
 
 
 def main() -> int:

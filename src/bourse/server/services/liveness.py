@@ -45,19 +45,26 @@ async def detect_lost_nodes(session: AsyncSession, now: float, window_s: float) 
     the exchange is launching or booting is the launcher's to time out (its boot timeout), and
     a terminated one is gone already."""
     heard = func.coalesce(Node.last_seen, Node.created_at)
-    # only the silent ones are loaded (the test below is the loss window's, in SQL): a tick
-    # with thousands of nodes connected reads none of them
-    nodes = (await session.scalars(select(Node).where(
-        Node.state.not_in(_NOT_WATCHED), heard < now - window_s,
-        heard < now - LOST_AFTER_KEEP_ALIVES * Node.keep_alive_s))).all()
-    lost = []
-    for node in nodes:
-        silent = now - (node.last_seen or node.created_at)
-        if silent <= loss_window(window_s, node.keep_alive_s):
+    # only the silent ones are read (the loss window's test, in SQL): a tick with thousands of
+    # nodes connected reads none of them
+    silent = [Node.state.not_in(_NOT_WATCHED), heard < now - window_s,
+              heard < now - LOST_AFTER_KEEP_ALIVES * Node.keep_alive_s]
+    # a node that never said hello runs nothing (nothing is placed on a node without its
+    # capabilities): one statement for all of them, however many enrolled at once
+    never = list((await session.scalars(select(Node.id).where(
+        *silent, Node.capabilities.is_(None)))).all())
+    if never:
+        await session.execute(update(_NODES).where(_NODES.c.id.in_(never)).values(
+            state=NodeState.LOST, session=None, updated_at=now))
+    lost = never
+    for node in (await session.scalars(select(Node).where(
+            *silent, Node.capabilities.is_not(None)))).all():
+        quiet = now - (node.last_seen or node.created_at)
+        if quiet <= loss_window(window_s, node.keep_alive_s):
             continue
         node.state, node.session, node.updated_at = NodeState.LOST, None, now
         lost.append(node.id)
-        await lose_attempts(session, node, now, f"node {node.name} silent for {silent:.0f} s")
+        await lose_attempts(session, node, now, f"node {node.name} silent for {quiet:.0f} s")
     return lost
 
 
