@@ -9,20 +9,30 @@ coordinator; the agents with the jobs they started): on a shared machine, where 
 with the load, these say whether a change made the exchange cheaper. Target (issue 3):
 >= 100 jobs/s.
 
-    python benchmarks/throughput.py [--jobs 2000] [--agents 4] [--mode both]
+``--idle 1000`` adds the idle-node axis (issue 24): each mode runs again with that many
+simulated agents connected (``bourse.agent.sim``, no free CPU: they cannot take the work,
+heartbeating at the default 20 s keep-alive from this process), alternated with runs without
+them (``--runs``), and prints the ratio of the rates and of the coordinator's CPU per job.
+Target: within 10 %.
+
+    python benchmarks/throughput.py [--jobs 2000] [--agents 4] [--mode both] [--idle 0]
+                                    [--runs 1]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 import psutil
 
 from _exchange import local_exchange
+from _fleet import Fleet, no_room
 from bourse.protocol.common import JobSpec
 from bourse.sdk.async_client import AsyncClient
 from bourse.sdk.config import load_credentials
@@ -83,7 +93,13 @@ def cpu_seconds(pid: int, children: bool = False) -> float:
     return own + (times.children_user + times.children_system if children else 0.0)
 
 
-def run(mode: str, jobs: int, agents: int, job_users: bool = False) -> float:
+@dataclass
+class Rate:
+    jobs_s: float  # 0 when a job failed
+    coordinator_ms: float  # CPU per job
+
+
+def run(mode: str, jobs: int, agents: int, job_users: bool = False, idle: int = 0) -> Rate:
     batch = 1 if mode == "single" else 100
     with local_exchange(agents=agents, reachable=job_users) as (_, status, _):
         def spent() -> tuple[float, float]:
@@ -91,21 +107,28 @@ def run(mode: str, jobs: int, agents: int, job_users: bool = False) -> float:
                     sum(cpu_seconds(pid, children=True) for pid in status.agent_pids))
 
         creds = load_credentials()
-        before = spent()
-        t0 = time.time()
-        ids = asyncio.run(submit_all(creds.url, creds.token, jobs, batch))
-        submitted = time.time() - t0
-        ok, failed, last = asyncio.run(wait_all(creds.url, creds.token, ids))
-        after = spent()
+        fleet = Fleet(creds.url, creds.token, idle, caps=no_room(), keep_alive_s=20.0,
+                      prefix="idle")
+        try:
+            fleet.start()
+            before = spent()
+            t0 = time.time()
+            ids = asyncio.run(submit_all(creds.url, creds.token, jobs, batch))
+            submitted = time.time() - t0
+            ok, failed, last = asyncio.run(wait_all(creds.url, creds.token, ids))
+            after = spent()
+        finally:
+            fleet.stop()
     count = len(ids)
     elapsed = last - t0
     rate = count / elapsed
     coordinator, agent = ((a - b) / count * 1000 for a, b in zip(after, before, strict=True))
     mode += " (job users)" if job_users else ""
-    print(f"{mode:6s}  {count} jobs, {agents} agents: submitted in {submitted:5.1f} s, all ended "
-          f"after {elapsed:5.1f} s ({ok} succeeded, {failed} failed): {rate:6.1f} jobs/s; "
-          f"CPU per job: coordinator {coordinator:.1f} ms, agents and jobs {agent:.1f} ms")
-    return rate if failed == 0 else 0.0
+    print(f"{mode:6s}  {count} jobs, {agents} agents, {idle} idle: submitted in "
+          f"{submitted:5.1f} s, all ended after {elapsed:5.1f} s ({ok} succeeded, {failed} "
+          f"failed): {rate:6.1f} jobs/s; CPU per job: coordinator {coordinator:.1f} ms, "
+          f"agents and jobs {agent:.1f} ms", flush=True)
+    return Rate(rate if failed == 0 else 0.0, coordinator)
 
 
 def main() -> int:
@@ -116,15 +139,36 @@ def main() -> int:
     parser.add_argument("--job-users", action="store_true",
                         help="run as root with a work dir other users can reach, so that each "
                              "job runs as its own user (docs/security.md)")
+    parser.add_argument("--idle", type=int, default=0,
+                        help="also run with this many idle simulated agents connected")
+    parser.add_argument("--runs", type=int, default=1, help="runs of each, alternated")
     args = parser.parse_args()
     baseline = spawn_rate()
     modes = ["single", "batch"] if args.mode == "both" else [args.mode]
-    rates = {mode: run(mode, args.jobs, args.agents, args.job_users) for mode in modes}
+    idles = [0, args.idle] if args.idle else [0]
+    rates: dict[tuple[str, int], list[Rate]] = {}
+    for mode in modes:
+        for n in range(args.runs):
+            for idle in idles if n % 2 == 0 else idles[::-1]:
+                rates.setdefault((mode, idle), []).append(
+                    run(mode, args.jobs, args.agents, args.job_users, idle))
     print(f"baseline: this machine alone spawns and reaps `true` at {baseline:.0f}/s")
-    for mode, rate in rates.items():
-        print(f"target >= 100 jobs/s ({mode} submits): {'met' if rate >= 100 else 'NOT met'}")
-    return 0 if all(rates.values()) else 1
-
+    for (mode, idle), found in rates.items():
+        rate = statistics.median(r.jobs_s for r in found)
+        print(f"{mode} submits, {idle} idle nodes: median {rate:.1f} jobs/s (min "
+              f"{min(r.jobs_s for r in found):.1f}, max {max(r.jobs_s for r in found):.1f})")
+        if not idle:
+            print(f"target >= 100 jobs/s ({mode} submits): {'met' if rate >= 100 else 'NOT met'}")
+    for mode in modes if args.idle else []:
+        alone, crowded = rates[(mode, 0)], rates[(mode, args.idle)]
+        ratio = statistics.median(r.jobs_s for r in crowded) / statistics.median(
+            r.jobs_s for r in alone)
+        cpu = statistics.median(r.coordinator_ms for r in crowded) / statistics.median(
+            r.coordinator_ms for r in alone)
+        print(f"{mode} submits: {args.idle} idle nodes / none: throughput x{ratio:.2f}, "
+              f"coordinator CPU per job x{cpu:.2f} (target: throughput within 10 %: "
+              f"{'met' if ratio >= 0.9 else 'NOT met'})")
+    return 0 if all(r.jobs_s for found in rates.values() for r in found) else 1
 
 if __name__ == "__main__":
     sys.exit(main())

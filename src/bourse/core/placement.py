@@ -121,6 +121,10 @@ class Room:
     def whole(cls, node: NodeCapacity) -> Room:
         return cls(node, node.cpus, node.memory_gib, list(node.devices))
 
+    def copy(self) -> Room:
+        """The same room, to take from on its own (the offers are shared until it changes)."""
+        return Room(self.node, self.cpus, self.memory_gib, list(self.devices), self._offers)
+
     def take(self, need: Need) -> None:
         self._offers = None
         self.cpus -= need.cpus

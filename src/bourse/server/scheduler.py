@@ -22,7 +22,11 @@ from bourse.server.config import ServerConfig
 from bourse.server.db.database import Database
 from bourse.server.launcher.launcher import Launcher
 from bourse.server.notifier import Notifier
-from bourse.server.services.liveness import detect_lost_nodes, expire_start_leases
+from bourse.server.services.liveness import (
+    detect_lost_nodes,
+    expire_start_leases,
+    note_heard,
+)
 from bourse.server.services.placement import Memo, PlacementReport, place_pending
 
 log = logging.getLogger(__name__)
@@ -50,6 +54,7 @@ class Scheduler:
         """One full pass: lost nodes, expired placement leases, then placement."""
         now = self.clock() if now is None else now
         async with self.db.write() as session:
+            await note_heard(session, self.connections.take_heard(now))
             lost = await detect_lost_nodes(session, now, self.config.loss_window_s)
             expired = await expire_start_leases(session, now)
             report = await place_pending(session, now, self.config.start_lease_s,

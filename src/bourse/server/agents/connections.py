@@ -23,6 +23,7 @@ class Connections:
     def __init__(self) -> None:
         self._live: dict[str, Connection] = {}
         self._waiting: Counter[str] = Counter()  # connections per node awaiting their hello
+        self._heard: dict[str, float] = {}  # node -> when a frame of it was last read
 
     def __iter__(self) -> Iterator[str]:
         return iter(list(self._live))
@@ -50,6 +51,21 @@ class Connections:
         self._waiting[node_id] -= 1
         if not self._waiting[node_id]:
             del self._waiting[node_id]
+
+    def heard(self, node_id: str, at: float) -> None:
+        """A frame of the node was read (``take_heard``)."""
+        self._heard[node_id] = at
+
+    def take_heard(self, now: float) -> dict[str, float]:
+        """When each node was last heard here since the last call, for its silence to be
+        judged by what its socket says rather than by how far the database has got with its
+        messages: a node whose connection waits for its hello to be handled, or whose messages
+        wait for room in the intake, is heard ``now``. Overload slows acknowledgements; it
+        never makes a talking node look silent."""
+        heard, self._heard = self._heard, {}
+        heard |= dict.fromkeys(self._waiting, now)
+        heard |= {n: now for n, c in self._live.items() if c.busy}
+        return heard
 
     def add(self, connection: Connection) -> Connection | None:
         """Make ``connection`` its node's; returns the one it replaces, if any."""

@@ -149,6 +149,7 @@ class Hub:
         while True:
             try:
                 frame, body = parse_frame(await connection.channel.receive())
+                self.connections.heard(connection.node_id, self.clock())
             except Malformed as exc:
                 log.warning("agent %s: closing the connection: %s", connection.node_id, exc)
                 await connection.channel.close(CLOSE_MALFORMED, str(exc)[:120])
@@ -165,7 +166,11 @@ class Hub:
                     log.warning("agent %s: error about %s: %s", connection.node_id, body.ref,
                                 body.message[:200])
                 continue
-            await self.intake.put(connection, frame, body)
+            connection.busy = True
+            try:
+                await self.intake.put(connection, frame, body)
+            finally:
+                connection.busy = False
 
 
 async def _write(connection: Connection) -> None:

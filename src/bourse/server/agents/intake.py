@@ -32,6 +32,7 @@ from bourse.server.logs.meter import LogMeter
 from bourse.server.notifier import Notifier
 from bourse.server.services.agents import (
     node_heartbeat,
+    nodes_heartbeat,
     record_job_events,
     record_log_chunks,
 )
@@ -141,10 +142,15 @@ class Intake:
         timeline = False  # samples changed a job's timeline (a stall, a disk warning)
         async with self.db.write() as session:
             for connection, batch in group.items():
-                commands += await self.record(session, connection.node_id, batch, now)
+                commands += await self.record(session, connection.node_id, batch, now,
+                                              beat=False)
                 if batch.metrics:
                     timeline |= await record_metrics(session, connection.node_id,
                                                      batch.metrics, self.metrics, now)
+            # every connection's heartbeat in a few statements (after its events, as alone)
+            commands += await nodes_heartbeat(session, {
+                c.node_id: (b.heartbeat, b.after_beat) for c, b in group.items()
+                if b.heartbeat is not None}, now)
             if any(batch.frees_capacity for batch in group.values()):
                 # capacity was freed: fill it in the same transaction, without a round trip
                 # through the scheduler loop (this is what keeps short jobs flowing)
@@ -160,8 +166,9 @@ class Intake:
             self.on_change()  # a newly verified node can take work
 
     async def record(self, session: AsyncSession, node_id: str, batch: Batch,
-                     now: float) -> list[Command]:
-        """One connection's messages, in the caller's transaction; secrets redacted first."""
+                     now: float, *, beat: bool = True) -> list[Command]:
+        """One connection's messages, in the caller's transaction; secrets redacted first.
+        ``beat``: its heartbeat too (else the caller applies it, after the events)."""
         secrets = self.secrets if self.secrets.ready else None
         commands: list[Command] = []
         if batch.interruption is not None:  # first: it decides how the attempts' ends count
@@ -175,7 +182,7 @@ class Intake:
             events = batch.events if secrets is None else await secrets.scrub_events(
                 session, batch.events)
             commands += await record_job_events(session, node_id, events, now)
-        if batch.heartbeat is not None:
+        if beat and batch.heartbeat is not None:
             commands += await node_heartbeat(session, node_id, batch.heartbeat, now,
                                              spared=batch.after_beat)
         for report in batch.reports:

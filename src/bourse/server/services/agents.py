@@ -12,9 +12,9 @@ import binascii
 import logging
 import math
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.states import AttemptState, JobState, NodeState, exit_outcome, late_success
@@ -51,7 +51,7 @@ async def node_hello(session: AsyncSession, node_id: str, hello: Hello, connecti
     node.state, node.last_seen, node.updated_at = NodeState.ONLINE, now, now
     node.reclaimed_at = None  # a node that says hello again is a new instance, or is back
     await launches.on_enrolled(session, node, now)
-    commands = await _reconcile(session, node_id, hello.running, now)
+    commands = await reconcile_nodes(session, {node_id: (hello.running, ())}, now)
     await session.execute(update(Attempt).where(
         Attempt.node_id == node_id, Attempt.state == AttemptState.SCHEDULED.value,
     ).values(start_deadline=now + lease_s))
@@ -66,7 +66,31 @@ async def node_heartbeat(session: AsyncSession, node_id: str, beat: Heartbeat, n
     node.last_seen = now
     if node.state not in (NodeState.ONLINE, NodeState.RECLAIMED, NodeState.TERMINATED):
         node.state, node.updated_at = NodeState.ONLINE, now
-    return await _reconcile(session, node_id, beat.running, now, spared)
+    return await reconcile_nodes(session, {node_id: (beat.running, spared)}, now)
+
+
+Beats = Mapping[str, tuple[Heartbeat, Collection[tuple[str, int]]]]
+# statements on the table: no ORM bookkeeping for thousands of rows
+_NODES = cast(Table, Node.__table__)
+_SEEN = update(_NODES).where(_NODES.c.id.in_(bindparam("nodes", expanding=True))).values(
+    last_seen=bindparam("now"))
+_BACK_ONLINE = update(_NODES).where(
+    _NODES.c.id.in_(bindparam("nodes", expanding=True)),
+    _NODES.c.state.not_in([NodeState.ONLINE, NodeState.RECLAIMED, NodeState.TERMINATED]),
+).values(state=NodeState.ONLINE, updated_at=bindparam("now"))
+
+
+async def nodes_heartbeat(session: AsyncSession, beats: Beats, now: float) -> list[Command]:
+    """The heartbeats of many nodes (each with its ``spared``, as ``node_heartbeat``) in a few
+    statements, whatever their number: what the intake does with a batch of them. A node that
+    is not enrolled (any more) is skipped."""
+    if not beats:
+        return []
+    nodes = sorted(beats)
+    await session.execute(_SEEN, {"nodes": nodes, "now": now})
+    await session.execute(_BACK_ONLINE, {"nodes": nodes, "now": now})
+    return await reconcile_nodes(session, {n: (beats[n][0].running, beats[n][1])
+                                           for n in nodes}, now)
 
 
 async def node_disconnected(session: AsyncSession, node_id: str, connection: str,
@@ -84,19 +108,32 @@ async def _node(session: AsyncSession, node_id: str) -> Node:
     return node
 
 
-async def _reconcile(session: AsyncSession, node_id: str, running: Sequence[AttemptRef],
-                     now: float, spared: Collection[tuple[str, int]] = ()) -> list[Command]:
-    reported = {(r.job_id, r.attempt) for r in running}
-    commands = [Command(node_id, CancelJob(job_id=job, attempt=number, grace_s=0,
-                                           reason="stale attempt", stale=True))
-                for job, number in reported
-                if not await _is_current(session, node_id, job, number)]
-    ours = (await session.scalars(select(Attempt).where(
-        Attempt.node_id == node_id,
-        Attempt.state.in_([AttemptState.STARTING.value, AttemptState.RUNNING.value])))).all()
+Reports = Mapping[str, tuple[Sequence[AttemptRef], Collection[tuple[str, int]]]]
+_RUNS_ON = select(Attempt).where(
+    Attempt.node_id.in_(bindparam("nodes", expanding=True)),
+    Attempt.state.in_([AttemptState.STARTING.value, AttemptState.RUNNING.value]))
+_ATTEMPTS_OF = select(Attempt.job_id, Attempt.number, Attempt.node_id, Attempt.state,
+                      Job.attempt).join(Job, Job.id == Attempt.job_id).where(
+    Attempt.job_id.in_(bindparam("jobs", expanding=True)))
+
+
+async def reconcile_nodes(session: AsyncSession, reports: Reports,
+                          now: float) -> list[Command]:
+    """What nodes say they run (``running``, with the attempts ``spared``) against what the
+    exchange thinks they run: a stale attempt a node reports is killed; an attempt the
+    exchange has as started there that the node does not report is LOST. Three statements
+    for any number of nodes."""
+    reported = {node: {(r.job_id, r.attempt) for r in running}
+                for node, (running, _) in reports.items()}
+    current = await _current(session, reported)
+    commands = [Command(node, CancelJob(job_id=job, attempt=number, grace_s=0,
+                                        reason="stale attempt", stale=True))
+                for node, keys in reported.items() for job, number in sorted(keys)
+                if (job, number, node) not in current]
+    ours = (await session.scalars(_RUNS_ON, {"nodes": sorted(reports)})).all()
     for attempt in ours:
-        key = (attempt.job_id, attempt.number)
-        if key not in reported and key not in spared:
+        key, spared = (attempt.job_id, attempt.number), reports[attempt.node_id or ""][1]
+        if key not in reported[attempt.node_id or ""] and key not in spared:
             job = await session.get(Job, attempt.job_id, with_for_update=True)
             assert job is not None
             await gangs.end(session, job, attempt, AttemptState.LOST, now=now,
@@ -104,12 +141,17 @@ async def _reconcile(session: AsyncSession, node_id: str, running: Sequence[Atte
     return commands
 
 
-async def _is_current(session: AsyncSession, node_id: str, job_id: str, number: int) -> bool:
-    attempt = await session.scalar(select(Attempt).where(
-        Attempt.job_id == job_id, Attempt.number == number, Attempt.node_id == node_id))
-    job = await session.get(Job, job_id)
-    return (attempt is not None and job is not None and job.attempt == number
-            and AttemptState(attempt.state).active)
+async def _current(session: AsyncSession,
+                   reported: Mapping[str, set[tuple[str, int]]]) -> set[tuple[str, int, str]]:
+    """(job, attempt, node) of the reported attempts that are their job's current one, on
+    that node, and active."""
+    jobs = sorted({job for keys in reported.values() for job, _ in keys})
+    if not jobs:
+        return set()
+    rows = (await session.execute(_ATTEMPTS_OF, {"jobs": jobs})).all()
+    return {(job, number, node) for job, number, node, state, current in rows
+            if node is not None and number == current and AttemptState(state).active
+            and (job, number) in reported.get(node, ())}
 
 
 async def _resend(session: AsyncSession, node_id: str) -> list[Command]:

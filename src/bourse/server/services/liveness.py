@@ -10,10 +10,13 @@ hello, so its leases run from then.
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from collections.abc import Mapping
+from typing import cast
+
+from sqlalchemy import Table, bindparam, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bourse.core.liveness import loss_window
+from bourse.core.liveness import LOST_AFTER_KEEP_ALIVES, loss_window
 from bourse.core.states import AttemptState, NodeState
 from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.services import gangs
@@ -23,19 +26,45 @@ from bourse.server.services.lifecycle import add_event
 _NOT_WATCHED = (NodeState.LOST, NodeState.LAUNCHING, NodeState.BOOTING, NodeState.TERMINATED)
 
 
+_NODES = cast(Table, Node.__table__)
+_HEARD = update(_NODES).where(
+    _NODES.c.id == bindparam("node"),
+    or_(_NODES.c.last_seen.is_(None), _NODES.c.last_seen < bindparam("at")),
+).values(last_seen=bindparam("at"))
+
+
+async def note_heard(session: AsyncSession, heard: Mapping[str, float]) -> None:
+    """Nodes heard on their connections (``agents.connections.take_heard``), before their
+    messages were applied: each node's ``last_seen`` is at least then."""
+    if heard:
+        await session.execute(_HEARD, [{"node": node, "at": at} for node, at in heard.items()])
+
+
 async def detect_lost_nodes(session: AsyncSession, now: float, window_s: float) -> list[str]:
     """Nodes silent for longer than their loss window are lost, with their attempts. A node
     the exchange is launching or booting is the launcher's to time out (its boot timeout), and
     a terminated one is gone already."""
-    nodes = (await session.scalars(select(Node).where(Node.state.not_in(_NOT_WATCHED)))).all()
-    lost = []
-    for node in nodes:
-        silent = now - (node.last_seen or node.created_at)
-        if silent <= loss_window(window_s, node.keep_alive_s):
+    heard = func.coalesce(Node.last_seen, Node.created_at)
+    # only the silent ones are read (the loss window's test, in SQL): a tick with thousands of
+    # nodes connected reads none of them
+    silent = [Node.state.not_in(_NOT_WATCHED), heard < now - window_s,
+              heard < now - LOST_AFTER_KEEP_ALIVES * Node.keep_alive_s]
+    # a node that never said hello runs nothing (nothing is placed on a node without its
+    # capabilities): one statement for all of them, however many enrolled at once
+    never = list((await session.scalars(select(Node.id).where(
+        *silent, Node.capabilities.is_(None)))).all())
+    if never:
+        await session.execute(update(_NODES).where(_NODES.c.id.in_(never)).values(
+            state=NodeState.LOST, session=None, updated_at=now))
+    lost = never
+    for node in (await session.scalars(select(Node).where(
+            *silent, Node.capabilities.is_not(None)))).all():
+        quiet = now - (node.last_seen or node.created_at)
+        if quiet <= loss_window(window_s, node.keep_alive_s):
             continue
         node.state, node.session, node.updated_at = NodeState.LOST, None, now
         lost.append(node.id)
-        await lose_attempts(session, node, now, f"node {node.name} silent for {silent:.0f} s")
+        await lose_attempts(session, node, now, f"node {node.name} silent for {quiet:.0f} s")
     return lost
 
 

@@ -12,12 +12,14 @@ asks, and no offer can be launched — fails at once, saying why; one that waits
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, case, func, or_, select
+from sqlalchemy import Select, Text, and_, bindparam, case, cast, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core import blocklist
@@ -68,18 +70,35 @@ class PlacementReport:
 
 # --- nodes -------------------------------------------------------------------------------------
 
-def _node_rows(allow_unverified: bool, live: bool) -> Select[Any]:
-    query = select(Node.id, Node.name, Node.price, Node.verified_at, Node.capabilities,
-                   Node.project_id, Node.tags, Node.launch_id).where(
-        Node.capabilities.is_not(None))
+def _node_filter(allow_unverified: bool, live: bool) -> list[Any]:
+    where: list[Any] = [Node.capabilities.is_not(None)]
     if live:
-        query = query.where(Node.state == NodeState.ONLINE, Node.session.is_not(None))
+        where += [Node.state == NodeState.ONLINE, Node.session.is_not(None)]
         if not allow_unverified:
-            query = query.where(Node.verification_status.in_(PLACEABLE))
+            where.append(Node.verification_status.in_(PLACEABLE))
     else:  # every node that may take work again: it said hello, is not lost nor failed
-        query = query.where(Node.state.not_in(NODE_GONE),
-                            Node.verification_status != "fail")
-    return query.order_by(Node.id)
+        where += [Node.state.not_in(NODE_GONE), Node.verification_status != "fail"]
+    return where
+
+
+_ROW: list[Any] = [Node.id, Node.name, Node.price, Node.verified_at,
+                   cast(Node.capabilities, Text).label("capabilities"), Node.project_id,
+                   cast(Node.tags, Text).label("tags"), Node.launch_id]
+
+
+def _node_rows(allow_unverified: bool, live: bool) -> Select[Any]:
+    # the JSON columns as their text: a row is looked up by it (``_rooms``), and decoded only
+    # when it is new (decoding and hashing every node's capabilities at every pass cost most
+    # of a pass with a thousand nodes connected)
+    return select(*_ROW).where(*_node_filter(allow_unverified, live)).order_by(Node.id)
+
+
+def _held(allow_unverified: bool) -> Select[Any]:
+    """What the active attempts of live nodes hold: joined to the nodes in the statement
+    (an index probe per node) rather than bound as a list of every live node's id."""
+    return select(Attempt.node_id, Attempt.resources).join(Node, Node.id == Attempt.node_id) \
+        .where(*_node_filter(allow_unverified, live=True),
+               Attempt.state.in_(active_attempt_states()))
 
 
 # built once (every placement pass runs them; building one costs more than running it)
@@ -87,18 +106,18 @@ _LIVE_NODES = {allow: _node_rows(allow, live=True) for allow in (False, True)}
 _KNOWN_NODES = _node_rows(True, live=False)
 _NODES_VERSION = select(func.count(), func.sum(case((Node.state == NodeState.LOST, 1), else_=0)),
                         func.max(Node.updated_at), func.max(Node.verified_at))
-_HELD = select(Attempt.node_id, Attempt.resources).where(
-    Attempt.node_id.in_(bindparam("nodes", expanding=True)),
-    Attempt.state.in_(active_attempt_states()))
+_HELD = {allow: _held(allow) for allow in (False, True)}
 
 
 async def live_capacity(session: AsyncSession, allow_unverified: bool = False) -> list[Room]:
     """Connected, verified nodes and what their active attempts leave free."""
     rooms = {room.node.id: room for room in
              await _rooms(session, _LIVE_NODES[allow_unverified])}
-    held = await session.execute(_HELD, {"nodes": list(rooms)})
+    held = await session.execute(_HELD[allow_unverified])
     for node_id, resources in held.all():  # columns, not entities: many attempts may run
-        rooms[node_id].take(Need.of_row(resources))
+        room = rooms.get(node_id)
+        if room is not None:  # None: the node came up between the two statements
+            room.take(Need.of_row(resources))
     return list(rooms.values())
 
 
@@ -148,19 +167,22 @@ async def _rooms(session: AsyncSession, query: Select[Any]) -> list[Room]:
     for row in (await session.execute(query)).all():
         if row.capabilities is None:  # enrolled, never said hello
             continue
-        key = (row.id, row.name, row.price, row.verified_at, repr(row.capabilities),
-               row.project_id, repr(row.tags), row.launch_id)
-        node = _CAPACITY.get(key)
-        if node is None:
-            caps = await measured(session, row.id, row.verified_at, row.capabilities)
+        key = tuple(row)  # the JSON columns as their text (``_node_rows``)
+        whole = _CAPACITY.get(key)
+        if whole is None:
+            capabilities = json.loads(row.capabilities)
+            caps = await measured(session, row.id, row.verified_at, capabilities)
+            node = capacity_of(SimpleNamespace(**{**row._asdict(),
+                                                  "tags": json.loads(row.tags or "null")}), caps)
             if len(_CAPACITY) > 10_000:
                 _CAPACITY.clear()
-            node = _CAPACITY[key] = capacity_of(row, caps)
-        rooms.append(Room.whole(node))
+            whole = _CAPACITY[key] = Room.whole(node)
+        rooms.append(whole.copy())
     return rooms
 
 
-_CAPACITY: dict[tuple[Any, ...], NodeCapacity] = {}  # a node's row -> what it offers
+# a node's row -> its room when nothing runs there (its offers made once, not at every pass)
+_CAPACITY: dict[tuple[Any, ...], Room] = {}
 
 
 def capacity_of(node: Any, caps: Capabilities) -> NodeCapacity:
@@ -322,11 +344,13 @@ async def place_pending(session: AsyncSession, now: float, lease_s: float, *,
         run.report.failed += await waiting.end_timed_out(session, now)
     # a quick pass first takes the groups the last pass read (the common case: a freed slot,
     # the same jobs waiting), and reads them again only if room is left that they did not use
-    cached = not full and run.memo.groups is not None
-    groups = run.memo.groups if cached and run.memo.groups is not None else (
-        await pending_groups(session))
+    cached = not full and bool(run.memo.groups)
+    # nothing waited at the last pass: only a job submitted since could use room, and reading
+    # what waits (an index-only scan) is cheaper than reading the room; a pass with nothing
+    # pending reads no node
+    groups = run.memo.groups if cached and run.memo.groups else await pending_groups(session)
     run.memo.groups = groups
-    if not groups and not cached:
+    if not groups:
         return run.report
     run.rooms = await live_capacity(session, allow_unverified)
     computes = await _pass(run, groups)
