@@ -34,9 +34,9 @@ def test_a_chart_reads_the_finest_fitting_level_merged_to_at_most_its_points(
 
 def test_a_batch_rows_tell_same_step_and_time_apart_and_store_nan_as_null() -> None:
     plain = [Point("loss", 0.5, 10, 1), Point("loss", math.nan, 11, 2)]
-    assert point_rows("r", plain) == [("r", "loss", 1, 10, 0, 0.5), ("r", "loss", 2, 11, 0, None)]
+    assert point_rows("r", plain) == [(0, "r", "loss", 0.5, 10, 1), (0, "r", "loss", None, 11, 2)]
     twice = [Point("loss", 0.5, 10, 1), Point("acc", 0.1, 10, 1), Point("loss", 0.7, 10, 1)]
-    assert [row[4] for row in point_rows("r", twice)] == [0, 0, 1]
+    assert [row[0] for row in point_rows("r", twice)] == [0, 0, 1]
 
 
 def test_the_latest_point_of_each_key_is_the_highest_step_then_time_the_last_of_equals() -> None:
