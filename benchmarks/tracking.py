@@ -1,10 +1,12 @@
 """Experiment tracking: metric points ingested through MLflow's log-batch (in process, httpx
 ASGI, 1,000 points a batch), against the same points written straight into the database with
 one executemany per batch (the baseline, in the same run, rounds alternated); and the chart of
-10 runs × 100,000 points downsampled to 1,000 each (``/api/v1/tracking/chart``).
+10 runs × 100,000 points downsampled to 1,000 each (``/api/v1/tracking/chart``); and the
+server's side of the comparison page of 1,000 runs (``/ui/tracking/compare``, its HTML; the
+browser's side is measured by tests/ui/test_browser.py).
 
     python benchmarks/tracking.py [--batches 50] [--rounds 5] [--clients 4]
-                                  [--chart-points 100000]
+                                  [--chart-points 100000] [--compare-runs 1000]
 
 Each figure is also given per CPU-second of this process (``time.process_time``): on a
 loaded machine the wall clock counts the time other processes held the cores, the CPU time
@@ -35,7 +37,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from bourse.server.app import create_app
 from bourse.server.config import ServerConfig, StoreConfig
-from bourse.server.db.schema import TrackingLatest
+from bourse.server.db.schema import TrackingLatest, TrackingParam, TrackingRun
 from bourse.server.services.tracking_charts import add_buckets
 from bourse.server.services.tracking_log import Point, insert_points, point_rows
 
@@ -124,6 +126,41 @@ async def chart(client: httpx.AsyncClient, ids: list[str], reps: int) -> list[Ra
     return times
 
 
+async def _sweep(app: Any, runs: int) -> str:
+    """``runs`` runs of one experiment written straight in: three params (two differ), two
+    metrics' latest points; what the comparison page reads."""
+    experiment = f"bench{uuid.uuid4().hex[:6]}"
+    async with app.state.bourse.db.write() as session:
+        for i in range(runs):
+            run_id = f"{experiment}{i:05d}".ljust(32, "0")
+            session.add(TrackingRun(id=run_id, project_id="default", experiment_id=experiment,
+                                    name=f"sweep-{i:04d}", status="FINISHED",
+                                    lifecycle_stage="active", user_id="",
+                                    start_time=1_700_000_000_000 + i, end_time=None))
+            session.add_all([TrackingParam(run_id=run_id, key=k, value=v) for k, v in (
+                ("lr", ("1e-2", "1e-3")[i % 2]), ("batch", "64"), ("seed", str(i)))])
+            session.add_all([TrackingLatest(run_id=run_id, key=k, value=v + i / 10_000, step=19,
+                                            timestamp=1019, count=20)
+                             for k, v in (("val_loss", 0.05), ("acc", 0.9))])
+    return experiment
+
+
+async def compare_page(client: httpx.AsyncClient, token: str, experiment: str,
+                       reps: int) -> list[Rate]:
+    """Milliseconds the comparison page's HTML takes, wall and CPU."""
+    login = await client.post("/ui/login", data={"token": token},
+                              headers={"Origin": "http://b.test", "Authorization": ""})
+    assert login.status_code == 303, login.text
+    times = []
+    for _ in range(reps):
+        wall, cpu = time.perf_counter(), time.process_time()
+        response = await client.get("/ui/tracking/compare", params={"experiment": experiment},
+                                    headers={"Authorization": ""})
+        times.append(((time.perf_counter() - wall) * 1000, (time.process_time() - cpu) * 1000))
+        assert response.status_code == 200 and "data-run-id" in response.text, response.text
+    return times
+
+
 async def measure(root: Path, database_url: str | None, args: argparse.Namespace) -> None:
     config = ServerConfig(data_dir=root / "data", credentials_path=root / "cred.json",
                           store=StoreConfig.none(), database_url=database_url)
@@ -148,6 +185,9 @@ async def measure(root: Path, database_url: str | None, args: argparse.Namespace
                                                                           strict=True)])
             ids = await _fill(app, client, 10, args.chart_points)
             _rows(f"chart 10 x {args.chart_points:,} ms", await chart(client, ids, args.rounds))
+            experiment = await _sweep(app, args.compare_runs)
+            _rows(f"compare page, {args.compare_runs:,} runs, ms", await compare_page(
+                client, token, experiment, args.rounds))
 
 
 def _rows(name: str, values: list[Rate]) -> None:
@@ -182,6 +222,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--chart-points", type=int, default=100_000)
+    parser.add_argument("--compare-runs", type=int, default=1000)
     args = parser.parse_args()
     print(f"SQLite ({args.batches} batches of {BATCH} points, {args.rounds} rounds):")
     with tempfile.TemporaryDirectory() as root:

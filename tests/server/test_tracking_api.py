@@ -179,3 +179,31 @@ async def test_a_nul_character_is_refused_with_mlflows_error(exchange: Exchange)
         assert answer.status_code == 400, answer.text
         assert answer.json()["error_code"] == "INVALID_PARAMETER_VALUE"
         assert "NUL" in answer.json()["message"]
+
+
+async def test_each_keys_latest_point_keeps_the_newest_step_and_counts_every_point(
+        exchange: Exchange) -> None:
+    run_id = await _run(exchange)
+    points = [{"key": "loss", "value": 0.9, "timestamp": 5, "step": 9},
+              {"key": "acc", "value": "NaN", "step": 2},  # protobuf JSON's NaN
+              {"key": "loss", "value": 0.5, "timestamp": 6, "step": 9}]  # the last of equals
+    await _post(exchange, "runs/log-batch", {"run_id": run_id, "metrics": points})
+    older = [["loss", 0.1, 1, 3], {"key": "acc", "value": 0.7, "timestamp": 1, "step": 3}]
+    await _post(exchange, "runs/log-batch", {"run_id": run_id, "metrics": older})
+    view = (await exchange.client.get(f"/api/v1/tracking/runs/{run_id}")).json()
+    assert {k: (m["value"], m["step"], m["count"]) for k, m in view["metrics"].items()} == {
+        "loss": (0.5, 9, 3), "acc": (0.7, 3, 2)}
+
+
+async def test_logging_calls_are_audited_only_when_refused(exchange: Exchange) -> None:
+    run_id = await _run(exchange)
+    await _post(exchange, "runs/log-batch", {"run_id": run_id, "metrics": [
+        {"key": "m", "value": 1.0}], "params": [{"key": "p", "value": "1"}]})
+    await _post(exchange, "runs/log-metric", {"run_id": run_id, "key": "m", "value": 2.0})
+    await _post(exchange, "runs/log-batch", {"run_id": "no-such-run"}, status=404)
+    await _post(exchange, "runs/update", {"run_id": run_id, "status": "FINISHED"})
+    records = (await exchange.client.get("/api/v1/audit", params={"limit": 10000})).json()
+    found = {(r["action"], r["outcome"]) for r in records["records"]}
+    assert {(f"POST {API}/runs/log-batch", "404"), (f"POST {API}/runs/update", "200"),
+            (f"POST {API}/runs/create", "200")} <= found
+    assert not {a for a in found if a[0].endswith(("log-batch", "log-metric")) and a[1] == "200"}

@@ -22,21 +22,21 @@ def test_buckets_hold_each_levels_extremes_and_skip_nan() -> None:
 
 
 @pytest.mark.parametrize(("span", "points", "level", "shift"), [
-    (100_000, 1000, 6, 1),  # 1,562 buckets of 64 steps, merged in pairs: 781
+    (100_000, 1000, 6, 2),  # 1,562 buckets of 64 steps, merged by 4: 390
     (4_000, 1000, 6, 0),  # 62 buckets: none merged
-    (10_000_000, 1000, 12, 2),  # 2,441 buckets of 4,096 steps, merged by 4: 610
+    (10_000_000, 1000, 12, 3),  # 2,441 buckets of 4,096 steps, merged by 8: 305
 ])
-def test_a_chart_reads_the_finest_fitting_level_merged_to_at_most_its_points(
+def test_a_chart_reads_the_finest_fitting_level_merged_to_half_its_points(
         span: int, points: int, level: int, shift: int) -> None:
     assert read_plan(span, points) == (level, shift)
-    assert (span >> level) <= points * 4 and (span >> level) >> shift < points
+    assert (span >> level) <= points * 4 and (span >> level) >> shift < points // 2
 
 
 def test_a_batch_rows_tell_same_step_and_time_apart_and_store_nan_as_null() -> None:
     plain = [Point("loss", 0.5, 10, 1), Point("loss", math.nan, 11, 2)]
-    assert point_rows("r", plain) == [("r", "loss", 1, 10, 0, 0.5), ("r", "loss", 2, 11, 0, None)]
+    assert point_rows("r", plain) == [(0, "r", "loss", 0.5, 10, 1), (0, "r", "loss", None, 11, 2)]
     twice = [Point("loss", 0.5, 10, 1), Point("acc", 0.1, 10, 1), Point("loss", 0.7, 10, 1)]
-    assert [row[4] for row in point_rows("r", twice)] == [0, 0, 1]
+    assert [row[0] for row in point_rows("r", twice)] == [0, 0, 1]
 
 
 def test_the_latest_point_of_each_key_is_the_highest_step_then_time_the_last_of_equals() -> None:

@@ -4,10 +4,9 @@ doubles as ``"NaN"``/``"Infinity"``; unknown fields are ignored (newer clients s
 
 from __future__ import annotations
 
-from typing import NotRequired
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
-from typing_extensions import TypedDict  # pydantic needs typing_extensions' before 3.12
 
 
 class MlflowErrorView(BaseModel):
@@ -25,14 +24,17 @@ class KeyValue(Body):
     value: str = ""
 
 
-class MetricIn(TypedDict):
-    """A point of a batch: a TypedDict, not a model, since a batch holds up to 1,000 of them
-    (validating models cost more than storing the points)."""
+class MetricIn(NamedTuple):
+    """A point of a batch (``{"key", "value", "timestamp", "step"}``), validated by pydantic
+    straight from the JSON into this tuple, which the server stores as it is: a batch holds up
+    to 1,000 points, and a model or a dict per point cost more than storing them
+    (benchmarks/tracking.py). Pydantic takes the positional form ``[key, value, timestamp,
+    step]`` as well."""
 
     key: str
     value: float
-    timestamp: NotRequired[int]
-    step: NotRequired[int]
+    timestamp: int = 0
+    step: int = 0
 
 
 class CreateExperiment(Body):

@@ -26,6 +26,12 @@ PRINCIPAL_KEY = "bourse.principal"
 # a service's own traffic through the gateway is counted in its figures, not audited
 # (hundreds of requests a second); changes to services are audited like any API call
 SERVICE_TRAFFIC = "/svc/"
+# MLflow's logging calls, a run reporting on itself (a training job sends one every few
+# steps, as a job's agent sends its tracking records, which are not audited one by one
+# either): recorded only when refused. Creating, updating, deleting and restoring a run, and
+# every other MLflow call, are audited like any API call.
+TELEMETRY = frozenset(f"/api/2.0/mlflow/runs/{call}" for call in (
+    "log-batch", "log-metric", "log-parameter", "set-tag"))
 Recorder = Callable[[audit.Entry], Awaitable[None]]
 
 
@@ -60,12 +66,14 @@ class AuditMiddleware:
             return
         body = _Body()
         started = False
+        telemetry = scope["path"] in TELEMETRY
 
         async def tee(message: Message) -> None:
             nonlocal started
             if message["type"] == "http.response.start" and not started:
                 started = True
-                await self._record(scope, body, str(message["status"]))
+                if not (telemetry and message["status"] < 400):
+                    await self._record(scope, body, str(message["status"]))
             await send(message)
 
         async def listen() -> Message:

@@ -113,7 +113,7 @@ async def chart(state: State, user: User, run: Annotated[list[str], Query(
     async with state.db.read() as session:
         await _visible(session, user.scope, run)
         found = await tc.compare(session, run, key, points)
-    return ChartView(series=[tv.series_view(s) for s in found])
+    return ChartView.model_construct(series=[tv.series_view(s) for s in found])
 
 
 async def _visible(session: AsyncSession, scope: Scope,

@@ -3,37 +3,35 @@ bulk), and each key's metric history.
 
 Points are written with one executemany per batch (an insert that skips a point already
 stored, so a batch sent twice by a retrying client is stored once), and each key's latest
-point is kept in ``tracking_latest`` for search.
+point is kept in ``tracking_latest`` for search, by one upsert per key. The per-point work is
+done by C loops (``map``, ``itemgetter``, ``max``) where it can be: at 1,000 points a batch,
+a Python statement per point costs as much as SQLite takes to store it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, cast
+from operator import itemgetter
+from typing import Any, cast
 
 from sqlalchemy import Table, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.errors import InvalidInput
-from bourse.server.db.schema import TrackingLatest, TrackingMetric, TrackingParam
+from bourse.protocol.mlflow import MetricIn
+from bourse.server.db.schema import TrackingMetric, TrackingParam
 from bourse.server.db.upsert import _insert
-from bourse.server.services.tracking import Writer, set_tags, writable_run
+from bourse.server.services.tracking import Writer, set_tags, writable_run_id
 from bourse.server.services.tracking_charts import add_buckets
 
 PARAMS = cast(Table, TrackingParam.__table__)
 MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100  # MLflow's limits per log-batch
 MAX_PARAM_VALUE = 6000  # MLflow 2.x/3.x's param value length
 MAX_KEY = 250
-
-
-class Point(NamedTuple):
-    """A metric point (a tuple: a batch makes a thousand of them)."""
-
-    key: str
-    value: float
-    timestamp: int
-    step: int = 0
+# A metric point: (key, value, timestamp, step), the tuple pydantic validates a batch into
+Point = MetricIn
+_KEY, _VALUE, _AT, _WHEN = itemgetter(0), itemgetter(1), itemgetter(0, 3, 2), itemgetter(3, 2)
 
 
 def check_batch(metrics: Sequence[Point], params: Mapping[str, str],
@@ -45,7 +43,7 @@ def check_batch(metrics: Sequence[Point], params: Mapping[str, str],
         if count > limit:
             raise InvalidInput(f"A batch logging request can contain at most {limit} {what}. "
                                f"Got {count} {what}.", hint="split it into several batches")
-    for key in {*(p.key for p in metrics), *params, *tags}:  # each key once
+    for key in {*map(_KEY, metrics), *params, *tags}:  # each key once
         if not key or len(key) > MAX_KEY:
             raise InvalidInput(f"invalid key {key[:40]!r}: 1 to {MAX_KEY} characters")
     for key, value in params.items():
@@ -58,13 +56,13 @@ async def log_batch(session: AsyncSession, writer: Writer, run_id: str, *,
                     metrics: Sequence[Point], params: Mapping[str, str],
                     tags: Mapping[str, str], now: float) -> None:
     check_batch(metrics, params, tags)
-    run = await writable_run(session, writer, run_id, now)
+    run_id = await writable_run_id(session, writer, run_id, now)
     if params:
-        await _log_params(session, run.id, params)
+        await _log_params(session, run_id, params)
     if tags:
-        await set_tags(session, writer, run.id, tags)
+        await set_tags(session, writer, run_id, tags)
     if metrics:
-        await _log_points(session, run.id, metrics)
+        await _log_points(session, run_id, metrics)
 
 
 async def _log_params(session: AsyncSession, run_id: str, params: Mapping[str, str]) -> None:
@@ -86,21 +84,20 @@ async def _log_params(session: AsyncSession, run_id: str, params: Mapping[str, s
 
 def point_rows(run_id: str, points: Sequence[Point]) -> list[tuple[Any, ...]]:
     """The rows of a batch, in ``INSERT_COLUMNS`` order; points of one key at one step and
-    time are told apart by ``seq`` (their order in the batch)."""
-    if len({(p.key, p.step, p.timestamp) for p in points}) == len(points):  # the usual case
-        return [(run_id, key, step, timestamp, 0, None if value != value else value)  # noqa: PLR0124
-                for key, value, timestamp, step in points]  # NaN != NaN
+    time are told apart by ``seq`` (their order in the batch); NaN is stored as NULL."""
+    if len(set(map(_AT, points))) == len(points) and not any(map(math.isnan, map(
+            _VALUE, points))):  # the usual case: each row is (0, run_id) + the point
+        return list(map((0, run_id).__add__, points))
     seen: dict[tuple[str, int, int], int] = {}
     rows = []
-    for p in points:
-        at = (p.key, p.step, p.timestamp)
+    for key, value, timestamp, step in points:
+        at = (key, step, timestamp)
         seq = seen[at] = seen.get(at, -1) + 1
-        rows.append((run_id, p.key, p.step, p.timestamp, seq,
-                     None if p.value != p.value else p.value))
+        rows.append((seq, run_id, key, None if math.isnan(value) else value, timestamp, step))
     return rows
 
 
-INSERT_COLUMNS = "run_id, key, step, timestamp, seq, value"
+INSERT_COLUMNS = "seq, run_id, key, value, timestamp, step"
 _INSERTS = {
     "sqlite": f"INSERT OR IGNORE INTO tracking_metrics ({INSERT_COLUMNS}) "
               "VALUES (?, ?, ?, ?, ?, ?)",
@@ -124,30 +121,35 @@ async def _log_points(session: AsyncSession, run_id: str, points: Sequence[Point
 
 def _newest(points: Sequence[Point]) -> dict[str, tuple[Point, int]]:
     """Each key's latest point (the highest step, then time; the last of equals) and count."""
-    by_key: dict[str, list[Point]] = {}
+    keys = set(map(_KEY, points))
+    if len(keys) == 1:  # the usual batch: one key's steps
+        return {keys.pop(): (max(reversed(points), key=_WHEN), len(points))}
+    by_key: dict[str, list[Point]] = {key: [] for key in keys}
     for p in points:
-        by_key.setdefault(p.key, []).append(p)
-    return {key: (max(reversed(found), key=_when), len(found)) for key, found in by_key.items()}
+        by_key[p.key].append(p)
+    return {key: (max(reversed(found), key=_WHEN), len(found)) for key, found in by_key.items()}
 
 
-def _when(p: Point) -> tuple[int, int]:
-    return p.step, p.timestamp
+# Each key's row: its count grows by the batch's, its point is replaced by the batch's newest
+# unless the stored one is newer (the SET expressions all read the row as it was)
+_NEWER = "(excluded.step, excluded.timestamp) >= ({t}step, {t}timestamp)"
+_LATEST = ("INSERT INTO tracking_latest (run_id, key, value, step, timestamp, count) "
+           "VALUES ({marks}) ON CONFLICT (run_id, key) DO UPDATE SET "
+           "count = {t}count + excluded.count, "
+           + ", ".join(f"{c} = CASE WHEN {_NEWER} THEN excluded.{c} ELSE {{t}}{c} END"
+                       for c in ("value", "step", "timestamp")))
+_LATEST_UPSERTS = {
+    "sqlite": _LATEST.format(marks=", ".join("?" * 6), t=""),
+    "postgresql": _LATEST.format(marks=", ".join(f"${i}" for i in range(1, 7)),
+                                 t="tracking_latest."),
+}
 
 
 async def _update_latest(session: AsyncSession, run_id: str, points: Sequence[Point]) -> None:
-    newest = _newest(points)
-    rows = {r.key: r for r in (await session.scalars(select(TrackingLatest).where(
-        TrackingLatest.run_id == run_id, TrackingLatest.key.in_(list(newest))))).all()}
-    for key, (p, count) in newest.items():
-        value = None if math.isnan(p.value) else p.value
-        row = rows.get(key)
-        if row is None:
-            session.add(TrackingLatest(run_id=run_id, key=key, value=value, step=p.step,
-                                       timestamp=p.timestamp, count=count))
-            continue
-        row.count += count
-        if (p.step, p.timestamp) >= (row.step, row.timestamp):
-            row.value, row.step, row.timestamp = value, p.step, p.timestamp
+    rows = [(run_id, key, None if math.isnan(p.value) else p.value, p.step, p.timestamp, count)
+            for key, (p, count) in _newest(points).items()]
+    connection = await session.connection()
+    await connection.exec_driver_sql(_LATEST_UPSERTS[connection.dialect.name], rows)
 
 
 async def history(session: AsyncSession, run_id: str, key: str, *, after: tuple[int, int, int]

@@ -61,8 +61,10 @@ async def moves_of(session: AsyncSession, job_id: str) -> list[RunMove]:
 
 
 def series_view(found: Series) -> SeriesView:
-    return SeriesView(run_id=found.run_id, key=found.key, total=found.total,
-                      points=found.points)
+    """Built without validation: typed values of our own, and a chart of ten series holds
+    10,000 points, which validating cost a tenth of its request."""
+    return SeriesView.model_construct(run_id=found.run_id, key=found.key, total=found.total,
+                                      points=found.points)
 
 
 async def visible_runs(session: AsyncSession, scope: Scope,

@@ -12,6 +12,8 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
+from bourse.server.ui.run_rows import PAGE_ROWS, run_rows
+
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
 STATIC_PATH = "/ui/static"
@@ -65,8 +67,9 @@ def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(HERE / "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.globals.update(static=static_url, vendor=VENDOR, htmx_config=HTMX_CONFIG)
-    env.filters.update(when=when, iso=iso, money=money)
+    env.globals.update(static=static_url, vendor=VENDOR, htmx_config=HTMX_CONFIG,
+                       page_rows=PAGE_ROWS)
+    env.filters.update(when=when, iso=iso, money=money, run_rows=run_rows)
     return env
 
 

@@ -1,7 +1,8 @@
 // Experiment tracking's pages: the curves of a run or of several (the feed in data-curves-url
 // answers {charts: [{key, runs, x, y, total}]}, downsampled on the server) drawn with uPlot,
 // and the runs tables: sorted by a click on a heading, filtered by the text of their rows, and
-// narrowed to the params that differ. The time the curves took is kept in data-drawn-ms.
+// narrowed to the params that differ, a page of rows at a time for a comparison. The time the
+// curves took is kept in data-drawn-ms, the time from the navigation to then in data-loaded-ms.
 "use strict";
 (function () {
   const COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d",
@@ -53,6 +54,7 @@
       for (const chart of data.charts) drawChart(grid, chart, width);
       const drawn = performance.now() - started;
       root.dataset.drawnMs = String(Math.round(drawn));
+      root.dataset.loadedMs = String(Math.round(performance.now())); // since the navigation began
       status.textContent = `${data.charts.length} chart${data.charts.length === 1 ? "" : "s"}, drawn in ${Math.round(drawn)} ms`;
     } catch (error) {
       status.textContent = "curves: connection lost; reload the page";
@@ -66,14 +68,82 @@
     return raw === "" ? NaN : Number(raw);
   }
 
-  function sortBy(table, th) {
+  // A table's rows, all of them (a comparison's past its first page come from an inert
+  // template): sorted and filtered here, shown a page at a time when the table is paged (a
+  // live table of 1,000 rows took seconds to lay out after each sort), otherwise all of them,
+  // the filtered-out ones hidden (their checkboxes still belong to the form).
+  function Rows(table) {
+    const body = table.tBodies[0];
+    const wide = table.closest(".wide");
+    const more = wide.querySelector("template.more-rows");
+    const pager = wide.nextElementSibling && wide.nextElementSibling.classList.contains("pager") ? wide.nextElementSibling : null;
+    const size = more && pager ? Number(pager.dataset.pageRows) || 100 : Infinity;
+    const all = Array.from(body.rows).concat(more ? Array.from(more.content.children) : []);
+    const state = { all: all, view: all, page: 0, needle: "" };
+
+    function show() {
+      if (size === Infinity) {
+        for (const row of state.all) row.hidden = state.needle !== "" && !row.textContent.toLowerCase().includes(state.needle);
+        body.append(...state.all);
+        return;
+      }
+      const pages = Math.max(1, Math.ceil(state.view.length / size));
+      state.page = Math.min(state.page, pages - 1);
+      const first = state.page * size;
+      const shown = state.view.slice(first, first + size);
+      body.replaceChildren(...shown);
+      pager.querySelector(".pager-text").textContent = state.view.length ?
+        `runs ${(first + 1).toLocaleString()}–${(first + shown.length).toLocaleString()} of ${state.view.length.toLocaleString()}` :
+        "no run matches";
+      pager.querySelector(".prev").disabled = state.page === 0;
+      pager.querySelector(".next").disabled = state.page >= pages - 1;
+    }
+
+    function refilter() {
+      if (size === Infinity) return;
+      state.view = state.needle === "" ? state.all : state.all.filter((row) => row.textContent.toLowerCase().includes(state.needle));
+    }
+
+    if (pager) {
+      pager.replaceChildren();
+      const button = (name, label) => {
+        const made = document.createElement("button");
+        made.type = "button";
+        made.className = name;
+        made.textContent = label;
+        return made;
+      };
+      const text = document.createElement("span");
+      text.className = "pager-text";
+      const prev = button("prev", "‹ previous"), next = button("next", "next ›");
+      prev.addEventListener("click", () => { state.page -= 1; show(); });
+      next.addEventListener("click", () => { state.page += 1; show(); });
+      pager.append(prev, " ", text, " ", next);
+      show();
+    }
+
+    return {
+      sort(compare) {
+        state.all.sort(compare);
+        refilter();
+        state.page = 0;
+        show();
+      },
+      filter(needle) {
+        state.needle = needle.trim().toLowerCase();
+        refilter();
+        state.page = 0;
+        show();
+      },
+    };
+  }
+
+  function sortBy(rows, th) {
     const index = Array.prototype.indexOf.call(th.parentNode.children, th);
     const numeric = th.dataset.sort === "number";
     const ascending = !th.classList.contains("sorted-asc");
     for (const other of th.parentNode.children) other.classList.remove("sorted-asc", "sorted-desc");
     th.classList.add(ascending ? "sorted-asc" : "sorted-desc");
-    const body = table.tBodies[0];
-    const rows = Array.from(body.rows);
     const sign = ascending ? 1 : -1;
     rows.sort((a, b) => {
       const x = cellValue(a, index, numeric), y = cellValue(b, index, numeric);
@@ -83,23 +153,16 @@
       }
       return sign * x.localeCompare(y);
     });
-    body.append(...rows);
-  }
-
-  function filterRows(table, needle) {
-    const wanted = needle.trim().toLowerCase();
-    for (const row of table.tBodies[0].rows) {
-      row.hidden = wanted !== "" && !row.textContent.toLowerCase().includes(wanted);
-    }
   }
 
   function setUpTable(table) {
     const tools = table.closest(".wide").previousElementSibling;
+    const rows = Rows(table);
     for (const th of table.tHead.rows[0].cells) {
-      if (th.dataset.sort) th.addEventListener("click", () => sortBy(table, th));
+      if (th.dataset.sort) th.addEventListener("click", () => sortBy(rows, th));
     }
     const filter = tools && tools.querySelector(".row-filter");
-    if (filter) filter.addEventListener("input", () => filterRows(table, filter.value));
+    if (filter) filter.addEventListener("input", () => rows.filter(filter.value));
     const only = tools && tools.querySelector(".only-differing");
     if (only) only.addEventListener("change", () => table.classList.toggle("only-differing", only.checked));
   }
