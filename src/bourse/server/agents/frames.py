@@ -41,6 +41,7 @@ class Connection:
     channel: Channel
     outbox: asyncio.Queue[str] = field(default_factory=asyncio.Queue)
     features: frozenset[str] = frozenset()  # what the agent said it speaks (Hello.features)
+    direct: bool = False  # its node shares our loopback (``tunnel.loopback``)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
 
     def send(self, message: Wire) -> None:

@@ -45,8 +45,11 @@ class Upstream:
     prefix: str
 
 
-def request_headers(raw: Iterable[tuple[bytes, bytes]], prefix: str) -> Headers:
-    """The client's headers, minus hop-by-hop ones and the exchange's credentials."""
+def request_headers(raw: Iterable[tuple[bytes, bytes]], prefix: str, *,
+                    close: bool = True) -> Headers:
+    """The client's headers, minus hop-by-hop ones and the exchange's credentials;
+    ``close``: ask the job's server to close the connection after its answer (one connection
+    per request, as over a stream), else leave it open for the next (a pooled one)."""
     kept: Headers = []
     for name, value in raw:
         lower = name.lower()
@@ -59,7 +62,9 @@ def request_headers(raw: Iterable[tuple[bytes, bytes]], prefix: str) -> Headers:
                 kept.append((lower, cookie))
             continue
         kept.append((lower, value))
-    kept += [(b"x-forwarded-prefix", prefix.encode()), (b"connection", b"close")]
+    kept.append((b"x-forwarded-prefix", prefix.encode()))
+    if close:
+        kept.append((b"connection", b"close"))
     return kept
 
 
