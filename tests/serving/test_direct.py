@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import h11
 import pytest
 from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
 
 from bourse.server.serving.direct import Direct, NoAnswer, NotReached
 from bourse.server.streams.proxy import Upstream
@@ -48,6 +49,7 @@ class Replica:
 
     seen: list[tuple[int, dict[bytes, bytes], bytes]] = field(default_factory=list)
     drop: bool = False
+    chunked: bool = False  # answer without a length: relayed as it comes
     port: int = 0
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -61,8 +63,10 @@ class Replica:
                 if self.drop:
                     break
                 answer = f"ok {len(self.seen)}".encode()
+                framing = (b"transfer-encoding", b"chunked") if self.chunked else (
+                    b"content-length", str(len(answer)).encode())
                 writer.write(conn.send(h11.Response(status_code=201, headers=[
-                    (b"content-length", str(len(answer)).encode()), (b"x-r", b"1")])))
+                    framing, (b"x-r", b"1")])))
                 writer.write(conn.send(h11.Data(data=answer)) + conn.send(h11.EndOfMessage()))
                 await writer.drain()
                 conn.start_next_cycle()
@@ -88,8 +92,8 @@ async def _request(conn: h11.Connection,
 
 
 @contextlib.asynccontextmanager
-async def replica(drop: bool = False) -> AsyncIterator[Replica]:
-    server_state = Replica(drop=drop)
+async def replica(drop: bool = False, chunked: bool = False) -> AsyncIterator[Replica]:
+    server_state = Replica(drop=drop, chunked=chunked)
     server = await asyncio.start_server(server_state.serve, "127.0.0.1", 0)
     server_state.port = server.sockets[0].getsockname()[1]
     async with server:
@@ -105,19 +109,23 @@ def _request_for(method: str, body: bytes = b"") -> Request:
                     "query_string": b"", "headers": headers, "http_version": "1.1"})
 
 
-async def _read(response: object) -> bytes:
-    chunks = [c async for c in response.body_iterator]  # type: ignore[attr-defined]
-    return b"".join(c if isinstance(c, bytes) else c.encode() for c in chunks)
+async def _read(response: Response) -> bytes:
+    if not isinstance(response, StreamingResponse):
+        return bytes(response.body)  # read whole: a short answer with a length
+    chunks = [c async for c in response.body_iterator]
+    return b"".join(c.encode() if isinstance(c, str) else bytes(c) for c in chunks)
 
 
-def test_requests_reuse_one_connection_and_carry_no_credentials() -> None:
+@pytest.mark.parametrize("chunked", [False, True])
+def test_requests_reuse_one_connection_and_carry_no_credentials(chunked: bool) -> None:
     async def scenario() -> None:
         direct, released = Direct(), []
         upstream = Upstream("/predict?x=1", "/svc/p/web")
-        async with replica() as server:
+        async with replica(chunked=chunked) as server:
             for n in range(3):
                 got = await direct.send(_request_for("POST", b"digits"), server.port, upstream,
                                         b"digits", lambda: released.append(1))
+                assert isinstance(got, StreamingResponse) is chunked
                 assert (got.status_code, await _read(got)) == (201, f"ok {n + 1}".encode())
                 assert (b"x-r", b"1") in got.raw_headers
             await direct.close()
