@@ -156,8 +156,8 @@ def overhead(base: str, auth: dict[str, str], pids: list[int],
     med = {kind: {key: statistics.median(r[key] for r in got) for key in ("p50", "p99")}
            for kind, got in rows.items()}
     g, d = med["gateway"], med["direct"]
-    print(f"gateway overhead (medians of rounds): p50 +{g['p50'] - d['p50']:.2f} ms, "
-          f"p99 +{g['p99'] - d['p99']:.2f} ms; ratio gateway/direct: p50 "
+    print(f"gateway overhead (medians of rounds): p50 {g['p50'] - d['p50']:+.2f} ms, "
+          f"p99 {g['p99'] - d['p99']:+.2f} ms; ratio gateway/direct: p50 "
           f"{g['p50'] / d['p50']:.2f}x, p99 {g['p99'] / d['p99']:.2f}x "
           f"(goal: +2 ms / +10 ms at 500 req/s)")
 
