@@ -28,13 +28,12 @@ from bourse.core.errors import BourseError
 from bourse.protocol.common import Wire
 from bourse.protocol.stream import PortTarget, StreamClose
 from bourse.server.agents.connections import Connections
-from bourse.server.serving.direct import Direct, NoAnswer, NotReached
+from bourse.server.serving.direct import IDEMPOTENT, Direct, NoAnswer, NotReached
 from bourse.server.serving.gateway import Gateway, Replica, Route
 from bourse.server.streams.proxy import BadGateway, Upstream, proxy_http
 from bourse.server.streams.tunnels import Carrier, Tunnels, Unreachable
 from bourse.tunnel.stream import Stream
 
-IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 MAX_TRIES = 3
 OPEN_TIMEOUT_S = 5.0
 
