@@ -214,13 +214,15 @@ def main() -> int:
         verdict, after_first, _ = rollout(client, base, auth, version(2, FAIL_RATE="0.2"),
                                           args.rate)
         print(f"bad version (20 % 500s), default rules: {verdict} {after_first:.1f} s after "
-              f"its first answer (goal: 30 s)")
+              f"its first answer (goal: 30 s)", flush=True)
         false, times = 0, []
         for n in range(args.rollouts):
             verdict, _, total = rollout(client, base, auth, version(3 + n, pause_s=2.0),
                                         args.rate)
             false += verdict != "promoted"
             times.append(total)
+            print(f"  good version {n + 1}/{args.rollouts}: {verdict} in {total:.1f} s",
+                  flush=True)
         if times:
             print(f"good versions: {false} of {args.rollouts} rolled back (0 expected); "
                   f"promoted in {_mmm(times)} s (min/median/max)")
