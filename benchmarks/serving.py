@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
 import statistics
 import sys
 import time
@@ -54,7 +55,18 @@ class H(BaseHTTPRequestHandler):
         self.wfile.write(body)
 ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 """
-PORT = 18700
+
+
+def _free_port() -> int:
+    """A port no other run holds: a fixed one let two runs on one machine (or one cut short,
+    whose replicas lived on) answer each other's requests — a bad version "promoted" on a
+    good server's answers."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+PORT = _free_port()
 
 
 def version(n: int, pause_s: float = 60.0, **env: str) -> ServiceApply:
