@@ -4,20 +4,26 @@ A local exchange (coordinator and agent as processes) runs a service whose repli
 small stdlib HTTP server. Measured in the same run:
 
 1. latency of ``GET /predict`` at a fixed open-loop rate (--rate), straight to the replica's
-   127.0.0.1 port (the baseline) and through the gateway (``/svc/<project>/<name>/``, over
-   the agent's WebSocket), alternated --rounds times; p50/p99 of each and the difference;
+   127.0.0.1 port (the baseline) and through the gateway (``/svc/<project>/<name>/``; the
+   local agent shares the coordinator's loopback, so the gateway reaches the replica over a
+   pooled connection, not the agent's WebSocket), alternated --rounds times; p50/p99 of each,
+   the difference and the ratio, the rate held, and the CPU the coordinator and agent (from
+   /proc) and the load generator spent per request;
 2. a bad version (20 % 500s) rolled out under that load with the default rules (steps 10, 50,
    100; minimum 100 requests): seconds from its first answer to the rollback;
 3. --rollouts rollouts of a good version (same code, a new digest): how many were rolled back
    (0 expected) and how long each took to promote (pause 2 s).
 
     python benchmarks/serving.py [--rate 200] [--seconds 5] [--rounds 3] [--rollouts 20]
+                                 [--overhead-only]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import socket
 import statistics
 import sys
 import time
@@ -49,7 +55,18 @@ class H(BaseHTTPRequestHandler):
         self.wfile.write(body)
 ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 """
-PORT = 18700
+
+
+def _free_port() -> int:
+    """A port no other run holds: a fixed one let two runs on one machine (or one cut short,
+    whose replicas lived on) answer each other's requests — a bad version "promoted" on a
+    good server's answers."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+PORT = _free_port()
 
 
 def version(n: int, pause_s: float = 60.0, **env: str) -> ServiceApply:
@@ -98,22 +115,63 @@ def ready(client: Client, number: int) -> bool:
     return any(v.number == number and v.ready for v in client.service("bench").versions)
 
 
-def overhead(client: Client, base: str, auth: dict[str, str], args: argparse.Namespace) -> None:
-    figures: dict[str, list[tuple[float, float]]] = {"direct": [], "gateway": []}
+async def one_by_one(url: str, headers: dict[str, str], count: int) -> list[float]:
+    """``count`` GETs one after another on one keep-alive connection: latencies in ms, free
+    of queueing in the load generator (the CPU each request costs shows plainly)."""
+    latencies = []
+    async with httpx.AsyncClient(headers=headers, timeout=30) as client:
+        for _ in range(count):
+            t0 = time.perf_counter()
+            (await client.get(url)).raise_for_status()
+            latencies.append((time.perf_counter() - t0) * 1000)
+    return latencies
+
+
+def cpu_s(pids: list[int]) -> float:
+    """CPU seconds (user + system) the processes have used so far."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def overhead(base: str, auth: dict[str, str], pids: list[int],
+             args: argparse.Namespace) -> None:
+    """Direct and gateway rounds alternated: latency percentiles, the rate held, and the CPU
+    the coordinator, the agent and the load generator spent per request (``pids``: the
+    coordinator's, then the agents')."""
+    rows: dict[str, list[dict[str, float]]] = {"direct": [], "gateway": []}
     urls = {"direct": f"http://127.0.0.1:{PORT}/predict", "gateway": f"{base}predict"}
     for _ in range(args.rounds):
         for kind, url in urls.items():
-            lat = asyncio.run(load(url, auth if kind == "gateway" else {}, args.rate,
-                                   args.seconds))
-            figures[kind].append((percentile(lat, 0.5), percentile(lat, 0.99)))
-    for kind, rows in figures.items():
-        p50s, p99s = [r[0] for r in rows], [r[1] for r in rows]
-        print(f"{kind:8} at {args.rate:.0f} req/s: p50 {_mmm(p50s)} ms, p99 {_mmm(p99s)} ms")
-    d50 = statistics.median(r[0] for r in figures["gateway"]) - statistics.median(
-        r[0] for r in figures["direct"])
-    d99 = statistics.median(r[1] for r in figures["gateway"]) - statistics.median(
-        r[1] for r in figures["direct"])
-    print(f"gateway overhead (medians of rounds): p50 +{d50:.2f} ms, p99 +{d99:.2f} ms")
+            cpu0, agent0 = cpu_s(pids[:1]), cpu_s(pids[1:])
+            own0, t0 = time.process_time(), time.perf_counter()
+            headers = auth if kind == "gateway" else {}
+            lat = asyncio.run(one_by_one(url, headers, args.sequential) if args.sequential
+                              else load(url, headers, args.rate, args.seconds))
+            wall, n = time.perf_counter() - t0, len(lat)
+            rows[kind].append({"p50": percentile(lat, 0.5), "p99": percentile(lat, 0.99),
+                               "rps": n / wall, "cpu": (cpu_s(pids[:1]) - cpu0) * 1000 / n,
+                               "agent": (cpu_s(pids[1:]) - agent0) * 1000 / n,
+                               "own": (time.process_time() - own0) * 1000 / n})
+    offered = (f"{args.sequential} sequential requests" if args.sequential
+               else f"{args.rate:.0f} req/s offered")
+    for kind, got in rows.items():
+        print(f"{kind:8} {offered} (min/median/max of "
+              f"{args.rounds} rounds): p50 {_mmm([r['p50'] for r in got])} ms, "
+              f"p99 {_mmm([r['p99'] for r in got])} ms, held {_mmm([r['rps'] for r in got])} "
+              f"req/s; CPU per request: coordinator {_mmm([r['cpu'] for r in got])} ms, "
+              f"agent {_mmm([r['agent'] for r in got])} ms, "
+              f"load generator {_mmm([r['own'] for r in got])} ms")
+    med = {kind: {key: statistics.median(r[key] for r in got) for key in ("p50", "p99")}
+           for kind, got in rows.items()}
+    g, d = med["gateway"], med["direct"]
+    print(f"gateway overhead (medians of rounds): p50 {g['p50'] - d['p50']:+.2f} ms, "
+          f"p99 {g['p99'] - d['p99']:+.2f} ms; ratio gateway/direct: p50 "
+          f"{g['p50'] / d['p50']:.2f}x, p99 {g['p99'] / d['p99']:.2f}x "
+          f"(goal: +2 ms / +10 ms at 500 req/s)")
 
 
 def _mmm(values: list[float]) -> str:
@@ -151,23 +209,32 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rollouts", type=int, default=20)
+    parser.add_argument("--sequential", type=int, default=0, metavar="N",
+                        help="measure the overhead with N requests one after another instead "
+                             "of the open-loop rate")
+    parser.add_argument("--overhead-only", action="store_true",
+                        help="measure the gateway's overhead only (no rollouts)")
     args = parser.parse_args()
     with local_exchange(agents=1, cpus=4) as (client, status, _root):
         auth = {"Authorization": f"Bearer {load_credentials().token}"}
         view = client.apply_service(version(1))
         base = f"{status.url}{view.url}"
         wait("the first replica", lambda: ready(client, 1))
-        overhead(client, base, auth, args)
+        overhead(base, auth, [status.server_pid, *status.agent_pids], args)
+        if args.overhead_only:
+            return 0
         verdict, after_first, _ = rollout(client, base, auth, version(2, FAIL_RATE="0.2"),
                                           args.rate)
         print(f"bad version (20 % 500s), default rules: {verdict} {after_first:.1f} s after "
-              f"its first answer (goal: 30 s)")
+              f"its first answer (goal: 30 s)", flush=True)
         false, times = 0, []
         for n in range(args.rollouts):
             verdict, _, total = rollout(client, base, auth, version(3 + n, pause_s=2.0),
                                         args.rate)
             false += verdict != "promoted"
             times.append(total)
+            print(f"  good version {n + 1}/{args.rollouts}: {verdict} in {total:.1f} s",
+                  flush=True)
         if times:
             print(f"good versions: {false} of {args.rollouts} rolled back (0 expected); "
                   f"promoted in {_mmm(times)} s (min/median/max)")

@@ -10,11 +10,22 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bourse.app import App, Data, Flow, Handle, PythonScript, Result, StageFailed, Work, wait
+    from bourse.app import (
+        App,
+        Data,
+        Flow,
+        Handle,
+        PythonScript,
+        Result,
+        Service,
+        StageFailed,
+        Work,
+        wait,
+    )
     from bourse.core.compute import Compute
 
-__all__ = ["App", "Compute", "Data", "Flow", "Handle", "PythonScript", "Result", "StageFailed",
-           "Work", "__version__", "wait"]
+__all__ = ["App", "Compute", "Data", "Flow", "Handle", "PythonScript", "Result", "Service",
+           "StageFailed", "Work", "__version__", "wait"]
 __version__ = "0.1.0"
 
 _HOME = {name: "bourse.app" for name in __all__} | {"Compute": "bourse.core.compute"}

@@ -16,6 +16,7 @@ from server_harness import Exchange, until
 from bourse.agent import credentials
 from bourse.agent.daemon import Agent, AgentConfig
 from bourse.channel import ChannelClosed, MemoryChannel, memory_pair
+from bourse.tunnel.loopback import host_mark
 
 pytestmark = pytest.mark.anyio
 
@@ -43,7 +44,8 @@ async def test_a_real_agent_runs_a_job_over_the_memory_channel(
     @contextlib.asynccontextmanager
     async def dial() -> AsyncIterator[MemoryChannel]:
         coordinator_end, agent_end = memory_pair()
-        served.append(asyncio.create_task(exchange.state.hub.serve(coordinator_end, node_id)))
+        served.append(asyncio.create_task(exchange.state.hub.serve(coordinator_end, node_id,
+                                                                   peer="127.0.0.1")))
         try:
             yield agent_end
         finally:
@@ -54,6 +56,8 @@ async def test_a_real_agent_runs_a_job_over_the_memory_channel(
     running = asyncio.create_task(agent.run())
     try:
         await until(lambda: _connected(exchange, node_id), timeout=60)
+        # its hello's mark is this machine's, from a loopback address: replicas go direct
+        assert exchange.state.hub.connections[node_id].direct is (host_mark() is not None)
         job = await exchange.submit(command=["sh", "-c", "echo over the memory channel"])
         await exchange.tick()
         await until(lambda: _ended(exchange, job["id"]), timeout=60)

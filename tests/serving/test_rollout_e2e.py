@@ -1,7 +1,10 @@
 """A two-version rollout through a real exchange (coordinator and agent as processes, replicas
 as jobs), under bounded load on loopback: a good version promoted to 100 %, a bad one (20 %
 500s) rolled back by the gateway's own figures, a replica killed with SIGKILL taken out of the
-rotation and replaced — and no request failing because of any of it."""
+rotation and replaced — and no request failing because of any of it. The agent runs on the
+coordinator's machine, so the gateway reaches the replicas directly (``serving.direct``);
+version 1 comes from a task file (`bourse serve`), 2 from the app API's ``Service``, 3 from
+the SDK's ``ServiceApply``."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 from ui_exchange import UiExchange, wait_for
 
+from bourse.app import Rollout, Service
 from bourse.cli.main import cli
 from bourse.core.compute import Compute
 from bourse.protocol.common import JobSpec
@@ -40,6 +44,15 @@ def version(n: int, **env: str) -> ServiceApply:
         policy=ServicePolicy(port=18500, readiness_path="/health", min_replicas=2,
                              max_replicas=2, steps=[10, 50, 100], pause_s=2.0,
                              min_requests=25))
+
+
+def service(n: int) -> Service:
+    """A version as the app API writes it (``Service``): the fields of ``version``'s."""
+    return Service("digits", ["sh", "-c", f'exec {sys.executable} -c "$SERVER" $PORT'],
+                   port=18500, compute=Compute(cpus=0.25), max_retries=0,
+                   env={"VERSION": str(n), "SERVER": SERVER}, readiness="/health",
+                   replicas=2, rollout=Rollout(steps=[10, 50, 100], pause="2s",
+                                               min_requests=25))
 
 
 @dataclass
@@ -149,7 +162,7 @@ def _start(exchange: UiExchange, tmp_path: Path) -> str:
 
 
 def _promote(client: Client, load: Load) -> None:
-    client.apply_service(version(2))
+    assert service(2).apply(client, code=False).canary == 2  # through the app API
     wait_for(lambda: client.service("digits").stable == 2, 60, "version 2 promoted",
              lambda: _story(client))
     assert _decided(client, "promoted")

@@ -65,6 +65,7 @@ from bourse.protocol.agent import (
 )
 from bourse.protocol.common import Capabilities, Declared, ProbeReport, Wire
 from bourse.protocol.stream import STREAM_MESSAGES, STREAMS_FEATURE
+from bourse.tunnel.loopback import host_mark
 
 log = logging.getLogger("bourse.agent")
 SEND_WINDOW = 1000  # outbox rows in flight before waiting for acks
@@ -371,7 +372,8 @@ class Agent:
                                              running=self.runtime.running(),
                                              keep_alive_s=keep_alive,
                                              declared=self.config.declared,
-                                             features=[STREAMS_FEATURE]))
+                                             features=[STREAMS_FEATURE],
+                                             host=host_mark()))
             welcome = Envelope.model_validate(json.loads(
                 await asyncio.wait_for(channel.receive(), 15)))
             if welcome.type != "welcome":

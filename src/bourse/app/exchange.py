@@ -37,6 +37,16 @@ DEFAULT_STORE_ROOT = "s3://bourse/"
 TAIL_LINES = 20
 
 
+def upload_bundle(client: Client, root: Path) -> str:
+    """``root`` packed and uploaded unless the exchange has it; its SHA-256."""
+    packed = pack(root)
+    try:
+        client.ensure_bundle(packed.path, packed.sha256)
+    finally:
+        packed.path.unlink(missing_ok=True)
+    return packed.sha256
+
+
 class ExchangeHandle(Handle):
     def __init__(self, backend: ExchangeBackend, work: Work, spec: JobSpec) -> None:
         super().__init__(work.name)
@@ -131,12 +141,7 @@ class ExchangeBackend(Backend):
     def bundle(self) -> str:
         """The project's code, packed and uploaded once per run."""
         if self._bundle is None:
-            packed = pack(self.root)
-            try:
-                self.client.ensure_bundle(packed.path, packed.sha256)
-            finally:
-                packed.path.unlink(missing_ok=True)
-            self._bundle = packed.sha256
+            self._bundle = upload_bundle(self.client, self.root)
         return self._bundle
 
     def start(self, work: Work, call: Call, slot: str) -> ExchangeHandle:

@@ -9,7 +9,6 @@ what was decided, ``rollback`` ends a rollout by hand, ``stop`` stops every repl
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -21,58 +20,10 @@ from bourse.cli.errors import handles_errors
 from bourse.cli.render import clock, echo_json, table
 from bourse.cli.run import upload_code
 from bourse.cli.suggest import SuggestingGroup
-from bourse.core.errors import InvalidInput
-from bourse.core.units import parse_duration
-from bourse.protocol.common import JobSpec
-from bourse.protocol.services import ServiceApply, ServicePolicy, ServiceView
-from bourse.sdk.core import job_spec
+from bourse.protocol.services import ServiceView
 from bourse.tasks.load import load_any
-from bourse.tasks.model import Task
-from bourse.tasks.service import Service
-from bourse.tasks.spec import code_root, job_fields
-
-
-def policy_of(service: Service) -> ServicePolicy:
-    """The ``service:`` section in the coordinator's units."""
-    readiness, rollout, replicas = service.readiness, service.rollout, service.replicas
-    return ServicePolicy(
-        port=service.port,
-        readiness_path=readiness.path if readiness else "/",
-        readiness_timeout_s=parse_duration(readiness.timeout, field="readiness.timeout")
-        if readiness else 5.0,
-        initial_delay_s=parse_duration(readiness.initial_delay, field="readiness.initial_delay")
-        if readiness else 0.0,
-        min_replicas=replicas.min, max_replicas=replicas.max, target_rps=replicas.target_rps,
-        steps=list(rollout.steps), pause_s=parse_duration(rollout.pause, field="rollout.pause"),
-        error_margin=rollout.max_error_increase / 100,
-        p99_margin_ms=parse_duration(rollout.max_p99_increase,
-                                     field="rollout.max_p99_increase") * 1000,
-        min_requests=rollout.min_requests,
-        ready_timeout_s=parse_duration(rollout.ready_timeout, field="rollout.ready_timeout"))
-
-
-def replica_job(task: Task, bundle: str | None) -> JobSpec:
-    """What each replica runs: the task as a job, with the service's resources if given."""
-    fields = job_fields(task, os.environ)
-    command = fields.pop("command")
-    service = task.service
-    assert service is not None
-    if service.resources is not None:
-        fields["compute"] = service.resources.compute()
-    fields["ports"] = None  # the coordinator gives each replica its port ($PORT)
-    return job_spec(command, bundle=bundle, **fields)
-
-
-def apply_body(path: Path, task: Task, bundle: str | None) -> ServiceApply:
-    if task.service is None:
-        raise InvalidInput(f"{path} has no service: section", field="service",
-                           hint="add service: {port: 8000, readiness: /health}, or use "
-                                "`bourse run` to run it once as a job")
-    if not task.name:
-        raise InvalidInput(f"{path}: a service needs a name", field="name",
-                           hint="add name: my-service (lower case, digits and -)")
-    return ServiceApply(name=task.name, job=replica_job(task, bundle),
-                        policy=policy_of(task.service))
+from bourse.tasks.serving import apply_body
+from bourse.tasks.spec import code_root
 
 
 @click.command()

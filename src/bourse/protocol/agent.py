@@ -63,6 +63,9 @@ class Hello(Wire):
     declared: Declared | None = None  # what the provider claims the node has
     features: list[Annotated[str, Field(max_length=64)]] = Field(  # e.g. "streams"
         default_factory=list, max_length=64)
+    # the node's boot and network namespace as a digest (``tunnel.loopback``): equal to the
+    # coordinator's own when they share a loopback, so its gateway may reach replicas directly
+    host: str | None = Field(default=None, max_length=128)
 
 
 class ProbeReportMessage(Wire):

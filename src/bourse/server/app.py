@@ -154,6 +154,7 @@ async def _running(state: ServerState, run_scheduler: bool) -> AsyncIterator[Non
         for node_id in list(state.hub.connections):
             await state.hub.close_node(node_id, "coordinator shutting down")
         await state.hub.close()
+        await state.direct.close()
         if plane is not None:
             await plane.drain()
         await state.db.close()

@@ -29,6 +29,7 @@ from bourse.server.scheduler import Scheduler
 from bourse.server.services import audit
 from bourse.server.services.secrets import SecretBox, SecretKeeper
 from bourse.server.services.tokens import PrincipalCache
+from bourse.server.serving.direct import Direct
 from bourse.server.serving.gateway import Gateway
 from bourse.server.submitter import Submitter
 
@@ -49,6 +50,7 @@ class ServerState:
     launcher: Launcher | None = None  # with clouds enabled (docs/clouds.md)
     key: bytes = b""  # the server key (``keys``), loaded at start
     gateway: Gateway = field(default_factory=Gateway)  # services' replicas (``serving``)
+    direct: Direct = field(default_factory=Direct)  # its connections to loopback replicas
     # group commits of audit records and of single submits (``db.group``)
     audit_writer: AuditWriter = field(init=False)
     submitter: Submitter = field(init=False)

@@ -42,6 +42,7 @@ class Connection:
     outbox: asyncio.Queue[str] = field(default_factory=asyncio.Queue)
     features: frozenset[str] = frozenset()  # what the agent said it speaks (Hello.features)
     busy: bool = False  # its reader holds a message the intake has no room for yet
+    direct: bool = False  # its node shares our loopback (``tunnel.loopback``)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
 
     def send(self, message: Wire) -> None:

@@ -35,6 +35,7 @@ from bourse.server.ids import new_id
 from bourse.server.notifier import Notifier
 from bourse.server.services.agents import node_disconnected, node_hello
 from bourse.server.streams.tunnels import Tunnels
+from bourse.tunnel.loopback import host_mark, same_loopback
 
 log = logging.getLogger(__name__)
 HELLO_TIMEOUT_S = 15.0
@@ -64,8 +65,9 @@ class Hub:
         await self.intake.close()
         await self.dispatch.close()
 
-    async def serve(self, channel: Channel, node_id: str) -> None:
-        """Run one agent connection until it ends. The caller has authenticated the node."""
+    async def serve(self, channel: Channel, node_id: str, peer: str | None = None) -> None:
+        """Run one agent connection until it ends. The caller has authenticated the node;
+        ``peer`` is the address it connected from."""
         if not self.connections.wait(node_id):
             log.warning("agent %s: refusing a connection, %d are waiting for their hello",
                         node_id, MAX_WAITING_PER_NODE)
@@ -80,7 +82,7 @@ class Hub:
             return
         finally:
             self.connections.waited(node_id)
-        connection = await self._register(channel, node_id, hello)
+        connection = await self._register(channel, node_id, hello, peer)
         try:
             await self._run(connection)
         except Exception:
@@ -97,9 +99,11 @@ class Hub:
             raise Malformed(f"expected hello, got {frame.type}")
         return body
 
-    async def _register(self, channel: Channel, node_id: str, hello: Hello) -> Connection:
+    async def _register(self, channel: Channel, node_id: str, hello: Hello,
+                        peer: str | None) -> Connection:
         connection = Connection(node_id, new_id("s"), channel,
-                                features=frozenset(hello.features))
+                                features=frozenset(hello.features),
+                                direct=same_loopback(hello.host, host_mark(), peer))
         previous = self.connections.add(connection)
         if previous is not None:
             await previous.channel.close(CLOSE_REPLACED, "replaced by a newer connection "
@@ -118,7 +122,8 @@ class Hub:
                                 loss_window_s=loss_window(self.loss_window_s,
                                                           hello.keep_alive_s)))
         self.dispatch.send(commands)
-        log.info("agent %s (%s) connected", node_id, hello.name)
+        log.info("agent %s (%s) connected%s", node_id, hello.name,
+                 " (on this machine's loopback)" if connection.direct else "")
         self.notifier.notify()
         self.on_change()
         return connection

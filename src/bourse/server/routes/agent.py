@@ -37,7 +37,8 @@ async def agent_socket(ws: WebSocket) -> None:
     await _audit(ws, "connected")
     await ws.accept()
     try:
-        await get_state(ws).hub.serve(SocketChannel(ws), principal.node_id)
+        await get_state(ws).hub.serve(SocketChannel(ws), principal.node_id,
+                                      peer=ws.client.host if ws.client else None)
     finally:
         await _audit(ws, "ended")
 

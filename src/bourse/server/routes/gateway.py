@@ -37,7 +37,7 @@ async def forward(request: Request) -> Response:
         raise NotFound(f"no running service {name!r} in project {project!r}",
                        hint="`bourse services` lists services and their URLs")
     forwarder = Forwarder(state.gateway, state.hub.tunnels, state.hub.connections,
-                          state.clock)
+                          state.clock, state.direct)
     return await forwarder.forward(request, route, _upstream(request, project, name))
 
 
