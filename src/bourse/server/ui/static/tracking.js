@@ -18,6 +18,8 @@
       ctx.lineWidth = ratio;
       ctx.setLineDash([4 * ratio, 4 * ratio]);
       ctx.font = `${Math.round(11 * ratio)}px sans-serif`;
+      ctx.textAlign = "left"; // uPlot leaves the axes' alignment set
+      ctx.textBaseline = "alphabetic";
       for (const move of moves) {
         const x = Math.round(u.valToPos(move.step, "x", true));
         if (x < box.left || x > box.left + box.width) continue;
