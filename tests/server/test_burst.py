@@ -107,7 +107,8 @@ async def test_a_one_node_job_bursts_to_a_two_node_gang_and_resumes(live_store: 
     assert stop["grace_s"] == 20 and "eta > 6h" in stop["reason"]
     again = await _burst(exchange, job, compute={"cpus": 2})
     assert again.status_code == 409 and "moving already" in again.text
-    await a.event(job, 1, "exited", exit_code=143, signalled=True)  # saved, then left
+    saved = {"name": "step-00000042", "step": 42, "created_at": 1.0}
+    await a.event(job, 1, "exited", exit_code=143, signalled=True, checkpoint=saved)  # left
 
     detail = await exchange.job(job)
     assert detail["state"] in ("PENDING", "SCHEDULED") and detail["resume"] is True
@@ -125,6 +126,7 @@ async def test_a_one_node_job_bursts_to_a_two_node_gang_and_resumes(live_store: 
                                      for m in run["moves"]] == [
         (1, events["moved"]["data"]["from"], events["moved"]["data"]["to"])]
     assert run["moves"][0]["time"] == events["moved"]["time"]  # the marker on the run
+    assert run["moves"][0]["step"] == events["moved"]["data"]["step"] == 42  # and its step
     await exchange.tick()
     start = await _first_start([a, b], job)
     assert start["attempt"] == 2 and start["gang"]["rank"] == 0  # rank 0 first, as any gang

@@ -634,3 +634,34 @@ def test_a_runs_page_charts_its_long_curve_downsampled(page: Page,
     assert 3 <= int(chart.get_attribute("data-points") or 0) <= 1000
     expect(page.locator("table.params")).to_contain_text("seed")
     shot(page, "tracked-run")
+
+
+def test_a_jobs_run_marks_where_it_moved_on_its_charts(page: Page,
+                                                       exchange: UiExchange) -> None:
+    """The marks of a burst's moves, drawn: a job's run with two ``moved`` events in its
+    timeline (written straight into the database, as the coordinator writes them; real moves
+    and the feed they give are tests/gang/test_burst_story.py's), a dashed line at each
+    move's step on the chart and a row each in the page's moves."""
+    job = exchange.submit("print('moved')", "ui-moved")
+    exchange.wait_succeeded(job.id)
+    with httpx.Client(base_url=exchange.url, timeout=30, headers={
+            "Authorization": f"Bearer {exchange.token}"}) as http:
+        _mlflow(http, "runs/log-batch", {"run_id": job.id, "metrics": [
+            {"key": "train_loss", "value": 1 / (step + 1), "timestamp": 1000 + step,
+             "step": step} for step in range(60)]})
+    moves = [(1, "1 cpu", "2 nodes", 20), (2, "2 nodes", "a local run", 40)]
+    with contextlib.closing(sqlite3.connect(exchange.root / "server" / "bourse.db",
+                                            timeout=10)) as db, db:
+        db.executemany(
+            "INSERT INTO events (job_id, attempt, rank, time, kind, message, data) "
+            "VALUES (?, ?, 0, ?, 'moved', '', ?)",
+            [(job.id, attempt, time.time(), json.dumps(
+                {"from": source, "to": target, "why": "test", "step": step}))
+             for attempt, source, target, step in moves])
+    page.goto(f"/ui/tracking/runs/{job.id}")
+    chart = page.locator(".curve[data-key=train_loss]")
+    expect(chart).to_have_attribute("data-moves", "20,40")
+    expect(chart.locator("canvas")).to_have_count(1)
+    expect(page.locator("table.moves tr.move")).to_have_count(2)
+    expect(page.locator("table.moves tr.move").last).to_contain_text("a local run")
+    shot(page, "tracked-run-moves")

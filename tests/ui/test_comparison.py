@@ -7,8 +7,16 @@ import math
 
 import pytest
 
-from bourse.protocol.tracking import LatestMetric, RunView, SeriesView
-from bourse.server.ui.comparison import differs, metric_text, overlay, overlays, table, visible_tags
+from bourse.protocol.tracking import LatestMetric, RunMove, RunView, SeriesView
+from bourse.server.ui.comparison import (
+    differs,
+    metric_text,
+    move_marks,
+    overlay,
+    overlays,
+    table,
+    visible_tags,
+)
 
 
 def _run(run_id: str, params: dict[str, str], **metrics: float | None) -> RunView:
@@ -73,3 +81,14 @@ def test_overlays_leave_out_the_runs_without_points_for_a_key() -> None:
 def test_mlflows_own_tags_come_after_the_users() -> None:
     tags = {"mlflow.runName": "r", "team": "a", "bourse.job_id": "j"}
     assert [k for k, _ in visible_tags(tags)] == ["bourse.job_id", "team", "mlflow.runName"]
+
+
+def test_a_runs_moves_are_marked_at_their_steps_and_one_without_a_step_is_not() -> None:
+    moves = [RunMove(time=1.0, attempt=1, from_compute="1 cpu", to_compute="2 nodes",
+                     why="eta > 6h", step=28),
+             RunMove(time=2.0, attempt=2, from_compute="2 nodes", to_compute="a local run"),
+             RunMove(time=3.0, attempt=3, from_compute="2 nodes", to_compute="4 nodes",
+                     step=0)]
+    assert move_marks(moves) == [
+        {"step": 28, "attempt": 1, "label": "1 cpu → 2 nodes", "why": "eta > 6h"},
+        {"step": 0, "attempt": 3, "label": "2 nodes → 4 nodes", "why": None}]

@@ -141,7 +141,7 @@ class BourseCheckpoint(L.Callback):
     def save(self, trainer: L.Trainer) -> None:
         """Upload the trainer's state now (once per step: a second save of a step is skipped).
         Every rank of a distributed run takes part (Lightning's ``save_checkpoint`` ends with a
-        barrier); rank 0 writes and uploads."""
+        barrier); rank 0 writes and uploads, and the ranks meet again once it is uploaded."""
         if not self.uri or self._saved_step == trainer.global_step:
             return
         with tempfile.TemporaryDirectory(prefix="bourse-ckpt-") as tmp:
@@ -150,6 +150,9 @@ class BourseCheckpoint(L.Callback):
                 saved = asyncio.run(save_checkpoint(_opener(), Path(tmp), self.uri,
                                                     step=trainer.global_step))
                 self.saved.append(saved.name)
+        # no rank leaves before the upload is whole: a member stopped by a notice exits
+        # right after, and its node reports the newest checkpoint (where a burst moved)
+        trainer.strategy.barrier("bourse-checkpoint-uploaded")
         self._saved_step, self._last_save = trainer.global_step, time.monotonic()
 
 

@@ -56,6 +56,9 @@ class RunMove(Wire):
     from_compute: str
     to_compute: str
     why: str | None = None
+    # the step of the checkpoint the next attempt resumed from: the stopped attempt's points
+    # are below it, the next one's from it on; None when the node reported no checkpoint
+    step: int | None = None
 
 
 class TrackedRunDetail(RunView):

@@ -3,7 +3,10 @@ node, DDP across a gang (``NNODES`` > 1), the global batch kept whatever the wor
 (what ``per_device_batch`` computes), checkpointed with ``BourseCheckpoint`` so that a burst
 from one process to a gang (or back) resumes. Prints ``RESULT {json}`` on rank 0 at the end.
 
-Usage: python digits_elastic.py EPOCHS STEP_SLEEP_S
+Usage: python digits_elastic.py EPOCHS STEP_SLEEP_S [track]
+
+``track``: log ``train_loss`` every step (and the validation) with Lightning's
+``MLFlowLogger`` to the run bourse gives the job (``MLFLOW_RUN_ID``), when there is one.
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ class Digits(L.LightningModule):
     def training_step(self, batch: Any, _index: int) -> torch.Tensor:
         time.sleep(self.step_sleep)  # stands for a bigger model
         x, y = batch
-        return nn.functional.cross_entropy(self.net(x), y)
+        loss = nn.functional.cross_entropy(self.net(x), y)
+        self.log("train_loss", loss)  # every step: the run's curve across moves
+        return loss
 
     def validation_step(self, batch: Any, _index: int) -> None:
         x, y = batch
@@ -54,6 +59,16 @@ class Digits(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.05)
 
 
+def tracking() -> Any:
+    """Lightning's MLFlowLogger on the job's run, when asked and there is one (rank 0
+    logs; a local run before its hand-over has no run)."""
+    if sys.argv[3:] != ["track"] or not os.environ.get("MLFLOW_RUN_ID"):
+        return False
+    from lightning.pytorch.loggers import MLFlowLogger
+
+    return MLFlowLogger(run_id=os.environ["MLFLOW_RUN_ID"])
+
+
 def main() -> None:
     epochs, step_sleep = int(sys.argv[1]), float(sys.argv[2])
     nodes = int(os.environ.get("NNODES", "1"))
@@ -66,7 +81,8 @@ def main() -> None:
     val = DataLoader(TensorDataset(x[1400:], y[1400:]), batch_size=500)
     trainer = L.Trainer(accelerator="cpu", devices=1, num_nodes=nodes,
                         strategy="ddp" if nodes > 1 else "auto", max_epochs=epochs,
-                        logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        logger=tracking(), log_every_n_steps=1,
+                        enable_progress_bar=False, enable_model_summary=False,
                         enable_checkpointing=False, callbacks=[BourseCheckpoint(every_n_epochs=1)])
     trainer.fit(Digits(step_sleep), train, val)
     metrics = trainer.callback_metrics  # the last epoch's validation

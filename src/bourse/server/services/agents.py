@@ -28,6 +28,7 @@ from bourse.server.services import gangs, launches, logs, verification
 from bourse.server.services.jobs import CANCEL_GRACE_S, active_attempt_states
 from bourse.server.services.lifecycle import (
     add_event,
+    note_checkpoint,
     set_attempt_state,
     set_job_state,
     succeed_late,
@@ -331,6 +332,7 @@ async def _exited(session: AsyncSession, job: Job, attempt: Attempt, data: dict[
     """The process ended and the node uploaded its outputs, or says why it could not: a job
     whose outputs are not durable has not succeeded, whatever its exit code."""
     attempt.checkpoint_at = checkpoint_time(data.get("checkpoint")) or attempt.checkpoint_at
+    note_checkpoint(job, attempt, data.get("checkpoint"))
     code = _exit_code(data.get("exit_code"))
     outcome = exit_outcome(code, job.cancel_requested)
     reason = str(data.get("reason") or _exit_reason(code, data.get("signal")))

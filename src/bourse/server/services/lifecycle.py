@@ -164,7 +164,7 @@ def moved(session: AsyncSession, job: Job, attempt: Attempt, outcome: AttemptSta
     if burst.get("to") is None:
         job.reason = (f"moved to a local run after attempt {attempt.number} checkpointed; "
                       f"it goes on from {spec.checkpoint}")
-        _moved_event(session, job, attempt, source, "a local run", why=burst.get("why"), now=now)
+        _moved_event(session, job, attempt, burst, source=source, target="a local run", now=now)
         set_job_state(session, job, JobState.CANCELLED, now, job.reason)
         return True
     target = Compute.model_validate(burst["to"])
@@ -175,20 +175,36 @@ def moved(session: AsyncSession, job: Job, attempt: Attempt, outcome: AttemptSta
     job.resume, job.node_id, job.not_before, job.members = True, None, None, None
     timeout = spec.pending_timeout_s
     job.pending_until = None if timeout is None else now + timeout
-    _moved_event(session, job, attempt, source, target.describe(), why=burst.get("why"),
-                 now=now)
+    _moved_event(session, job, attempt, burst, source=source, target=target.describe(), now=now)
     set_job_state(session, job, JobState.PENDING, now,
                   f"attempt {attempt.number} checkpointed and stopped for a burst; "
                   f"continuing on {target.describe()}")
     return True
 
 
-def _moved_event(session: AsyncSession, job: Job, attempt: Attempt, source: str, target: str,
-                 *, why: str | None, now: float) -> None:
-    """The timeline's ``moved``: where the run's curves go on from (the tracking read API)."""
+def _moved_event(session: AsyncSession, job: Job, attempt: Attempt, burst: dict[str, Any], *,
+                 source: str, target: str, now: float) -> None:
+    """The timeline's ``moved``: where the run's curves go on from (the tracking read API),
+    with the step of the checkpoint the next run resumes from when the node reported it."""
+    why, step = burst.get("why"), burst.get("step")
+    at = f" at step {step}" if step is not None else ""
     add_event(session, job.id, attempt.number, "moved", now,
-              message=f"moved from {source} to {target} ({why})",
-              data={"from": source, "to": target, "why": why})
+              message=f"moved from {source} to {target}{at} ({why})",
+              data={"from": source, "to": target, "why": why, "step": step})
+
+
+def note_checkpoint(job: Job, attempt: Attempt, checkpoint: Any) -> None:
+    """A burst's attempt ended with this checkpoint the newest (the node's ``exited``
+    report): its step is where the move happens on the run's step axis. A gang's members
+    each report one (a member that left before rank 0's upload was whole saw an older
+    one), so the highest is kept."""
+    burst = job.burst
+    step = checkpoint.get("step") if isinstance(checkpoint, dict) else None
+    if not burst or burst.get("attempt") != attempt.number or isinstance(step, bool) \
+            or not isinstance(step, int) or step < 0:
+        return
+    known = burst.get("step")
+    job.burst = {**burst, "step": step if not isinstance(known, int) else max(known, step)}
 
 
 _WORDS = {s: s.lower() for s in (AttemptState.LOST, AttemptState.PREEMPTED,

@@ -57,7 +57,12 @@ async def moves_of(session: AsyncSession, job_id: str) -> list[RunMove]:
     found = await session.scalars(select(Event).where(Event.job_id == job_id,
                                                       Event.kind == "moved").order_by(Event.id))
     return [RunMove(time=e.time, attempt=e.attempt, from_compute=str(e.data.get("from")),
-                    to_compute=str(e.data.get("to")), why=e.data.get("why")) for e in found]
+                    to_compute=str(e.data.get("to")), why=e.data.get("why"),
+                    step=_step(e.data.get("step"))) for e in found]
+
+
+def _step(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def series_view(found: Series) -> SeriesView:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from bourse.protocol.tracking import RunView, SeriesView
+from bourse.protocol.tracking import RunMove, RunView, SeriesView
 
 MISSING = "-"
 
@@ -131,6 +131,13 @@ def overlays(series: Sequence[SeriesView], keys: Sequence[str],
              labels: Mapping[str, str]) -> list[Curves]:
     """A chart per key, in the order of ``keys``, of the runs that have points for it."""
     return [overlay(k, [s for s in series if s.key == k and s.points], labels) for k in keys]
+
+
+def move_marks(moves: Sequence[RunMove]) -> list[dict[str, object]]:
+    """Where a run's charts mark its moves (bursts): at the step the next attempt resumed
+    from, oldest first; a move whose step is unknown (no checkpoint reported) is not drawn."""
+    return [{"step": m.step, "attempt": m.attempt, "label": f"{m.from_compute} → {m.to_compute}",
+             "why": m.why} for m in moves if m.step is not None]
 
 
 def visible_tags(tags: Mapping[str, str]) -> list[tuple[str, str]]:

@@ -91,15 +91,19 @@ def _points(ctx: Ctx, default: int) -> int:
 
 
 async def run_curves(ctx: Ctx) -> Response:
-    """The run's curves, a chart per metric key (the first ``CHART_KEYS`` of them)."""
+    """The run's curves, a chart per metric key (the first ``CHART_KEYS`` of them), and the
+    steps where a job's run moved (``comparison.move_marks``)."""
     run_id = path_id(ctx, "run_id")
     points = _points(ctx, POINTS)
     async with ctx.state.db.read() as session:
         data = (await t.run_data(session, await tv.visible_runs(session, ctx.scope, [run_id])))
         keys = sorted(m.key for m in data[0].latest)[:CHART_KEYS]
         found = [tv.series_view(s) for s in await tc.compare(session, [run_id], keys, points)]
+        job_id = data[0].run.job_id  # a job's run: the moves of its bursts are marked
+        moves = await tv.moves_of(session, job_id) if job_id else []
     charts = comparison.overlays(found, keys, {run_id: data[0].run.name or run_id})
-    return json_response({"charts": [c.as_json() for c in charts]})
+    return json_response({"charts": [c.as_json() for c in charts],
+                          "moves": comparison.move_marks(moves)})
 
 
 def _picked(ctx: Ctx) -> list[str]:

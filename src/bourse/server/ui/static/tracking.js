@@ -1,5 +1,6 @@
 // Experiment tracking's pages: the curves of a run or of several (the feed in data-curves-url
-// answers {charts: [{key, runs, x, y, total}]}, downsampled on the server) drawn with uPlot,
+// answers {charts: [{key, runs, x, y, total}], moves: [{step, label}]}, downsampled on the
+// server) drawn with uPlot, a job's moves (bursts) marked by a dashed line at their step,
 // and the runs tables: sorted by a click on a heading, filtered by the text of their rows, and
 // narrowed to the params that differ, a page of rows at a time for a comparison. The time the
 // curves took is kept in data-drawn-ms, the time from the navigation to then in data-loaded-ms.
@@ -8,10 +9,36 @@
   const COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d",
     "#4d7c0f", "#7c3aed", "#b45309"];
 
-  function chartOptions(chart, width) {
+  // a dashed vertical line and its label at each move's step (where the next attempt resumed)
+  function movesPlugin(moves) {
+    return { hooks: { draw: [(u) => {
+      const ctx = u.ctx, box = u.bbox, ratio = window.devicePixelRatio || 1;
+      ctx.save();
+      ctx.strokeStyle = "#6b7280";
+      ctx.fillStyle = "#374151";
+      ctx.lineWidth = ratio;
+      ctx.setLineDash([4 * ratio, 4 * ratio]);
+      ctx.font = `${Math.round(11 * ratio)}px sans-serif`;
+      ctx.textAlign = "left"; // uPlot leaves the axes' alignment set
+      ctx.textBaseline = "alphabetic";
+      for (const move of moves) {
+        const x = Math.round(u.valToPos(move.step, "x", true));
+        if (x < box.left || x > box.left + box.width) continue;
+        ctx.beginPath();
+        ctx.moveTo(x, box.top);
+        ctx.lineTo(x, box.top + box.height);
+        ctx.stroke();
+        ctx.fillText(move.label, x + 4 * ratio, box.top + 12 * ratio);
+      }
+      ctx.restore();
+    }] } };
+  }
+
+  function chartOptions(chart, width, moves) {
     return {
       width: width,
       height: 240,
+      plugins: moves.length ? [movesPlugin(moves)] : [],
       scales: { x: { time: false } },
       series: [{ label: "step" }].concat(chart.runs.map((label, i) => ({
         label: label, stroke: COLOURS[i % COLOURS.length], width: 1.5, spanGaps: true,
@@ -20,11 +47,12 @@
     };
   }
 
-  function drawChart(grid, chart, width) {
+  function drawChart(grid, chart, width, moves) {
     const box = document.createElement("div");
     box.className = "curve";
     box.dataset.key = chart.key;
     box.dataset.points = String(chart.x.length);
+    box.dataset.moves = moves.map((move) => move.step).join(",");
     const title = document.createElement("h3");
     const stored = `${chart.total.toLocaleString()} points stored`;
     title.textContent = chart.runs.length > 1 ? `${chart.key} (${chart.runs.length} runs, ${stored})` : `${chart.key} (${stored})`;
@@ -34,7 +62,7 @@
       box.appendChild(document.createTextNode("no finite values"));
       return;
     }
-    new uPlot(chartOptions(chart, width), [chart.x].concat(chart.y), box);
+    new uPlot(chartOptions(chart, width, moves), [chart.x].concat(chart.y), box);
   }
 
   async function loadCurves(root) {
@@ -51,7 +79,7 @@
       // one width for all, measured once: reading a box's width after adding another would
       // lay the page out again (a table of 1,000 runs below it) for every chart
       const width = Math.max(360, Math.min(grid.clientWidth || 720, data.charts.length > 1 ? Math.floor(grid.clientWidth / 2) - 16 : 1200));
-      for (const chart of data.charts) drawChart(grid, chart, width);
+      for (const chart of data.charts) drawChart(grid, chart, width, data.moves || []);
       const drawn = performance.now() - started;
       root.dataset.drawnMs = String(Math.round(drawn));
       root.dataset.loadedMs = String(Math.round(performance.now())); // since the navigation began
