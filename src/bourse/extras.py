@@ -32,6 +32,7 @@ PROVIDED_BY: dict[str, tuple[str, ...]] = {
     "fastapi": ("server",),
     "h11": ("server",),
     "jinja2": ("server",),
+    "markupsafe": ("server",),
     "sqlalchemy": ("server",),
     "starlette": ("server",),
     "uvicorn": ("server",),
