@@ -17,7 +17,8 @@ from bourse.channel import Channel, memory_pair
 from bourse.server.agents.connections import Connections
 from bourse.server.agents.frames import Connection
 from bourse.server.services import placement
-from bourse.server.services.placement import Memo, place_pending
+from bourse.server.services.capacity import Memo
+from bourse.server.services.placement import place_pending
 
 pytestmark = pytest.mark.anyio
 

@@ -22,12 +22,13 @@ from bourse.server.config import ServerConfig
 from bourse.server.db.database import Database
 from bourse.server.launcher.launcher import Launcher
 from bourse.server.notifier import Notifier
+from bourse.server.services.capacity import Memo
 from bourse.server.services.liveness import (
     detect_lost_nodes,
     expire_start_leases,
     note_heard,
 )
-from bourse.server.services.placement import Memo, PlacementReport, place_pending
+from bourse.server.services.placement import PlacementReport, place_pending
 
 log = logging.getLogger(__name__)
 PLACEMENT_BATCH = 200

@@ -53,9 +53,9 @@ from bourse.server.launcher.decide import THROTTLE_BACKOFF_S, try_of
 from bourse.server.launcher.reconcile import RESTART_GRACE_S, reconcile
 from bourse.server.notifier import Notifier
 from bourse.server.services import launches
+from bourse.server.services.capacity import live_capacity
 from bourse.server.services.jobs import active_attempt_states
 from bourse.server.services.lifecycle import set_job_state
-from bourse.server.services.placement import live_capacity
 from bourse.server.services.specs import spec_of
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from bourse.core.match import explain, match
 from bourse.protocol.api import OfferList, OfferQuery, OfferView
 from bourse.server.errors import responses
 from bourse.server.routes.deps import State, User
-from bourse.server.services.placement import live_capacity, node_offers, public_offer
+from bourse.server.services.capacity import live_capacity, node_offers, public_offer
 
 router = APIRouter(prefix="/api/v1", tags=["offers"])
 

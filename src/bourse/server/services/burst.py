@@ -34,9 +34,9 @@ from bourse.server.access import Scope
 from bourse.server.commands import Command
 from bourse.server.db.schema import Attempt, Job
 from bourse.server.services import gangs
+from bourse.server.services.capacity import Memo
 from bourse.server.services.jobs import active_attempt_states, get_job, required_tags, with_tags
 from bourse.server.services.lifecycle import add_event
-from bourse.server.services.placement import Memo
 from bourse.server.services.specs import spec_of
 from bourse.server.services.waiting import NEVER
 
