@@ -75,6 +75,23 @@ async def test_limits_and_errors_are_mlflows(exchange: Exchange) -> None:
     assert big.status_code == 400 and "1 MB" in big.json()["message"]
 
 
+@pytest.mark.parametrize("body", [b"", b"{", b'{"metrics": 5}', b"{" + b" " * 1_100_000 + b"}",
+                                  b'{"name": "a\\u0000b"}'])
+async def test_who_asks_is_checked_before_what_is_asked(exchange: Exchange, body: bytes) -> None:
+    """An unauthenticated request is 401 whatever its body: a validation error before the
+    token is checked would let anyone probe the API's shapes."""
+    for path in ("experiments/create", "runs/log-batch", "runs/search"):
+        for token in ("", "Bearer bse_u_wrong"):
+            response = await exchange.client.post(
+                f"{API}/{path}", content=body, headers={"Authorization": token,
+                                                        "Content-Type": "application/json"})
+            assert response.status_code == 401, (path, token, response.text)
+            assert response.json()["error_code"] == "UNAUTHENTICATED"
+    query = await exchange.client.get(f"{API}/runs/get?run_id=a%00b",
+                                      headers={"Authorization": ""})
+    assert query.status_code == 401
+
+
 async def test_search_filters_orders_and_pages(exchange: Exchange) -> None:
     for index, lr in enumerate(["1e-3", "1e-2", "1e-1"]):
         run_id = await _run(exchange, run_name=f"r{index}")

@@ -27,13 +27,14 @@ from bourse.core.errors import (
     Unauthorized,
 )
 from bourse.protocol import mlflow as m
-from bourse.server.routes.deps import Credentials, State, bearer, principal_of
+from bourse.server.routes.deps import Credentials, State, bearer, get_state, principal_of
 from bourse.server.services import tracking as t
 from bourse.server.services import tracking_log as tl
 from bourse.server.services import tracking_search as ts
 from bourse.server.services.tracking_tokens import PREFIX, run_writer
 
 _JSON: TypeAdapter[Any] = TypeAdapter(Any)  # pydantic's JSON parser
+WRITER = "bourse.mlflow.writer"  # the request scope's key for the authenticated writer
 MAX_BODY = 1024 * 1024  # MLflow's limit on a request body
 NUL = "a NUL character (\\u0000) is not allowed in names, keys or values"  # PostgreSQL's text
 CODES: tuple[tuple[type[BourseError], str, int], ...] = (
@@ -104,13 +105,16 @@ class MlflowRoute(APIRoute):
         model = _body_model(self)
 
         async def handle(request: Request) -> Response:
-            if int(request.headers.get("content-length") or 0) > MAX_BODY:
-                return mlflow_error(InvalidInput("the request body is larger than 1 MB"))
-            if b"%00" in request.url.query.encode():
-                return mlflow_error(InvalidInput(NUL))
             parsed = MlflowRequest(request.scope, request.receive)
             parsed.model = model
             try:
+                # who is asking comes before what is asked: an unauthenticated request gets
+                # 401 whatever its body, never a validation error that probes the API
+                request.scope[WRITER] = await _writer_of(parsed)
+                if int(request.headers.get("content-length") or 0) > MAX_BODY:
+                    raise InvalidInput("the request body is larger than 1 MB")
+                if b"%00" in request.url.query.encode():
+                    raise InvalidInput(NUL)
                 return await handler(parsed)
             except (BourseError, RequestValidationError) as exc:
                 return mlflow_error(exc)
@@ -130,14 +134,21 @@ def _body_model(route: APIRoute) -> type[BaseModel] | None:
     return found if isinstance(found, type) and issubclass(found, BaseModel) else None
 
 
-async def writer(request: Request, state: State, _: Credentials) -> t.Writer:
+async def _writer_of(request: Request) -> t.Writer:
     """The caller as a tracking writer: a job's tracking token, or a user token."""
     secret = bearer(request) or ""
     if secret.startswith(PREFIX):
+        state = get_state(request)
         async with state.db.read() as session:
             return await run_writer(session, state.key, secret)
     principal = await principal_of(request, "user")
     return t.writer_of(principal.project_id, principal.scope)
+
+
+async def writer(request: Request, _: Credentials) -> t.Writer:
+    """The writer ``MlflowRoute`` authenticated before it read the body."""
+    found = request.scope.get(WRITER)
+    return found if isinstance(found, t.Writer) else await _writer_of(request)
 
 
 Writer = Annotated[t.Writer, Depends(writer)]
