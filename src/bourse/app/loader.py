@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from bourse.app.call import APP_MODULE, class_file
 from bourse.app.flow import App, Flow
+from bourse.app.source import exec_source
 from bourse.app.work import PythonScript, Work
 from bourse.core.errors import InvalidInput
 
@@ -18,12 +18,9 @@ def load_app(path: Path) -> App:
     if not path.is_file():
         raise InvalidInput(f"{path} is not a file", field="app")
     sys.path.insert(0, str(path.parent.resolve()))
-    spec = importlib.util.spec_from_file_location(APP_MODULE, path)
-    if spec is None or spec.loader is None:
+    module = exec_source(APP_MODULE, path)
+    if module is None:
         raise InvalidInput(f"{path} is not a Python module", field="app")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[APP_MODULE] = module
-    spec.loader.exec_module(module)
     return find_app(vars(module), path)
 
 

@@ -9,7 +9,6 @@ marked last line.
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
@@ -29,6 +28,7 @@ from bourse.app.call import (
 )
 from bourse.app.context import enter_job
 from bourse.app.result import Outputs
+from bourse.app.source import exec_source
 from bourse.app.work import Work
 from bourse.storage.jobenv import CHECKPOINT_VAR, input_var, output_var
 
@@ -36,12 +36,9 @@ from bourse.storage.jobenv import CHECKPOINT_VAR, input_var, output_var
 def load_class(file: str, qualname: str, path: list[str]) -> type[Work]:
     # the folders the driver had first on sys.path (the app's, the stage's), then the project
     sys.path[:0] = [str(Path(folder).resolve()) for folder in path] + [os.getcwd()]
-    spec = importlib.util.spec_from_file_location(APP_MODULE, Path(file))
-    if spec is None or spec.loader is None:
+    module = exec_source(APP_MODULE, Path(file))
+    if module is None:
         raise SystemExit(f"bourse: cannot load {file}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[APP_MODULE] = module
-    spec.loader.exec_module(module)
     target: Any = module
     for part in qualname.split("."):
         target = getattr(target, part)
