@@ -37,7 +37,7 @@ demo: $(DEMO_STAMP)
 	$(VENV)/bin/bourse demo
 
 test: $(STAMP)
-	$(PY) -m pytest -n 3 -q
+	$(PY) -m pytest -n 3 --maxschedchunk 1 -q
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
