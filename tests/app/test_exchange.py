@@ -146,7 +146,10 @@ def test_two_independent_stages_run_at_the_same_time(
     assert final_value(done.stdout) is True  # each stage's attributes came back to it
     spans = []
     for job_id in submitted(done.stdout).values():
-        [attempt] = exchange.client.job(job_id).attempts
+        attempts = exchange.client.job(job_id).attempts
+        events = [(e.kind, e.message) for e in exchange.client.events(job_id)]
+        assert len(attempts) == 1, events  # no attempt lost or retried
+        [attempt] = attempts
         assert attempt.started_at is not None and attempt.ended_at is not None
         spans.append((attempt.started_at, attempt.ended_at))
     (start_a, end_a), (start_b, end_b) = spans
