@@ -15,10 +15,9 @@ from server_harness import Exchange
 
 from bourse.core.states import JobState
 from bourse.protocol.mlflow import MetricIn as Point
-from bourse.server.access import Scope
-from bourse.server.db.schema import Job
-from bourse.server.services.tracking import Writer
-from bourse.server.services.tracking_log import log_batch
+from bourse.protocol.track import TrackBatch
+from bourse.server.db.schema import Attempt, Job
+from bourse.server.services.tracking_intake import record_tracks
 from bourse.server.services.tracking_overlap import Overlap, overlap, writer_attempt
 from bourse.server.services.tracking_tokens import mint
 
@@ -104,9 +103,12 @@ async def test_a_moved_job_keeps_one_point_per_step_the_resumed_attempts(
     await _job_at(exchange, job_id, 2, JobState.CANCELLED)  # handed to a local run
     await _log(exchange, job_id, range(30, 40), 3.0, at=20_000)  # a user's token, from 30
     async with exchange.state.db.write() as session:  # attempt 1's spool, drained late
-        await log_batch(session, Writer("default", Scope(None), job_id), job_id,
-                        metrics=_points(25, 45, value=9.0), params={}, tags={},
-                        now=exchange.clock(), attempt=1)
+        session.add(Attempt(job_id=job_id, number=1, rank=0, node_id="n-1", state="PREEMPTED",
+                            placed_at=0.0, start_deadline=0.0, resources={}))
+        await session.flush()
+        late = TrackBatch(job_id=job_id, attempt=1, seq=0, time=0.0,
+                          metrics=[(KEY, 9.0, 25, 1025), (KEY, 9.0, 45, 1045)])
+        assert await record_tracks(session, "n-1", [late], exchange.clock()) == 1
 
     history = await _history(exchange, job_id)
     assert [s for s, _ in history] == [*range(40), 45]  # each step once
