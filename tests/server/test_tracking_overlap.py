@@ -145,3 +145,24 @@ async def test_a_run_that_is_no_jobs_keeps_every_point_of_a_step(exchange: Excha
     await _log(exchange, run_id, range(0, 3), 1.0, at=1_000)
     await _log(exchange, run_id, range(2, 3), 2.0, at=2_000)  # MLflow: both are kept
     assert [s for s, _ in await _history(exchange, run_id)] == [0, 1, 2, 2]
+
+
+async def test_a_batch_of_several_keys_replaces_each_keys_steps(exchange: Exchange) -> None:
+    job_id = (await exchange.submit(name="keys"))["id"]
+    token = {"Authorization": f"Bearer {mint(exchange.state.key, job_id)}"}
+
+    async def log(value: float, steps: range) -> None:
+        response = await exchange.client.post(f"{API}/runs/log-batch", headers=token, json={
+            "run_id": job_id, "metrics": [{"key": key, "value": value, "timestamp": 1, "step": s}
+                                          for key in ("a", "b") for s in steps]})
+        assert response.status_code == 200, response.text
+
+    await _job_at(exchange, job_id, 1, JobState.RUNNING)
+    await log(1.0, range(0, 4))
+    await _job_at(exchange, job_id, 2, JobState.RUNNING)
+    await log(2.0, range(3, 5))
+    for key in ("a", "b"):
+        got = await exchange.client.get(f"{API}/metrics/get-history",
+                                        params={"run_id": job_id, "metric_key": key})
+        assert [(m["step"], m["value"]) for m in got.json()["metrics"]] == [
+            (0, 1.0), (1, 1.0), (2, 1.0), (3, 2.0), (4, 2.0)]

@@ -87,10 +87,18 @@ def spans(points: Sequence[Point]) -> dict[str, tuple[int, int]]:
     return found
 
 
+# Statements of every batch, built once: building one costs more than SQLite takes to run it
+_JOB_AT = select(Job.attempt, Job.state).join(TrackingRun, TrackingRun.job_id == Job.id).where(
+    TrackingRun.id == bindparam("run"))
+_OTHERS = select(TrackingMetric.key, TrackingMetric.step, TrackingMetric.attempt).where(
+    TrackingMetric.run_id == bindparam("run"), TrackingMetric.attempt != bindparam("attempt"))
+_ONE_KEY = _OTHERS.where(TrackingMetric.key == bindparam("key"),
+                         TrackingMetric.step.between(bindparam("low"), bindparam("high")))
+
+
 async def writing_attempt(session: AsyncSession, run_id: str) -> int:
     """``writer_attempt`` of the run's job; 0 for a run that is not a job's."""
-    row = (await (await session.connection()).execute(select(Job.attempt, Job.state).join(
-        TrackingRun, TrackingRun.job_id == Job.id).where(TrackingRun.id == run_id))).first()
+    row = (await (await session.connection()).execute(_JOB_AT, {"run": run_id})).first()
     return 0 if row is None else writer_attempt(int(row.attempt), JobState(row.state))
 
 
@@ -100,11 +108,16 @@ async def overlap_of(session: AsyncSession, run_id: str, points: Sequence[Point]
     other attempt's points."""
     if attempt == 0:
         return Overlap(points)
-    m = TrackingMetric
-    ranges = [and_(m.key == key, m.step.between(low, high))
-              for key, (low, high) in spans(points).items()]
-    rows = (await (await session.connection()).execute(select(m.key, m.step, m.attempt).where(
-        m.run_id == run_id, m.attempt != attempt, or_(*ranges)))).all()
+    found = spans(points)
+    params: dict[str, object] = {"run": run_id, "attempt": attempt}
+    if len(found) == 1:  # the usual batch: one key's steps
+        [(params["key"], (params["low"], params["high"]))] = found.items()
+        statement = _ONE_KEY
+    else:
+        m = TrackingMetric
+        statement = _OTHERS.where(or_(*(and_(m.key == key, m.step.between(low, high))
+                                        for key, (low, high) in found.items())))
+    rows = (await (await session.connection()).execute(statement, params)).all()
     return overlap(points, attempt, ((k, int(s), int(a)) for k, s, a in rows))
 
 
