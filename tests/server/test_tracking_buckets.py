@@ -34,7 +34,9 @@ def test_a_chart_reads_the_finest_fitting_level_merged_to_half_its_points(
 
 def test_a_batch_rows_tell_same_step_and_time_apart_and_store_nan_as_null() -> None:
     plain = [Point("loss", 0.5, 10, 1), Point("loss", math.nan, 11, 2)]
-    assert point_rows("r", plain) == [(0, "r", "loss", 0.5, 10, 1), (0, "r", "loss", None, 11, 2)]
+    assert point_rows("r", plain) == [(0, "r", "loss", 0.5, 10, 1, 0),
+                                      (0, "r", "loss", None, 11, 2, 0)]
+    assert point_rows("r", plain[:1], attempt=3) == [(0, "r", "loss", 0.5, 10, 1, 3)]
     twice = [Point("loss", 0.5, 10, 1), Point("acc", 0.1, 10, 1), Point("loss", 0.7, 10, 1)]
     assert [row[0] for row in point_rows("r", twice)] == [0, 0, 1]
 

@@ -60,9 +60,10 @@ class TrackingTag(Base):
 
 
 class TrackingMetric(Base):
-    """Metric points, append-only. The key is the whole point, so a series is one range of
-    the primary key (clustered on SQLite: WITHOUT ROWID) and a point sent twice is stored
-    once. ``value`` NULL is NaN (SQLite stores no NaN)."""
+    """Metric points, append-only but for a job's later attempt replacing an earlier one's
+    points at a step. The key is the whole point, so a series is one range of the primary key
+    (clustered on SQLite: WITHOUT ROWID) and a point sent twice is stored once. ``value``
+    NULL is NaN (SQLite stores no NaN)."""
 
     __tablename__ = "tracking_metrics"
     run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -71,6 +72,8 @@ class TrackingMetric(Base):
     timestamp: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     seq: Mapped[int] = mapped_column(Integer, primary_key=True, default=0)  # same step+time
     value: Mapped[float | None] = mapped_column(Float)
+    # the job's attempt that wrote it (0: not a job's run); see services.tracking_overlap
+    attempt: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     __table_args__ = ({"sqlite_with_rowid": False},)
 
 

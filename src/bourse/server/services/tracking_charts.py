@@ -13,14 +13,14 @@ with no LTTB pass over them (which cost a chart of ten long series more than its
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import groupby, pairwise
 from operator import itemgetter
 from typing import Any, cast
 
-from sqlalchemy import Table, func, literal_column, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import Executable, Table, delete, func, literal_column, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from bourse.core.lttb import lttb
 from bourse.server.db.schema import TrackingBucket, TrackingLatest, TrackingMetric
@@ -107,6 +107,47 @@ async def add_buckets(session: AsyncSession, run_id: str, points: Sequence[Any])
     connection = await session.connection()
     await connection.exec_driver_sql(_UPSERTS[connection.dialect.name],
                                      [tuple(r.values()) for r in rows])
+
+
+async def rebuild_buckets(session: AsyncSession, run_id: str,
+                          steps: Mapping[str, Iterable[int]]) -> None:
+    """Recompute the buckets that hold ``steps`` from what is stored now: points there were
+    replaced (``tracking_overlap``), and a bucket keeps only extremes, which may have been
+    theirs. The finest level from the points, each coarser one from the eight finer buckets
+    it holds; a bucket left without a value (NaN points only) goes."""
+    connection = await session.connection()
+    m, b = TrackingMetric, TrackingBucket
+    for key, found in steps.items():
+        buckets = {step >> LEVELS[0] for step in found}
+        for bucket in buckets:
+            low = bucket << LEVELS[0]
+            await _replace(connection, (run_id, key, LEVELS[0], bucket), select(
+                func.min(m.step), func.max(m.step), func.min(m.value), func.max(m.value)).where(
+                m.run_id == run_id, m.key == key, m.step >= low,
+                m.step < low + (1 << LEVELS[0]), m.value.is_not(None)))
+        for finer, level in pairwise(LEVELS):
+            width = level - finer
+            buckets = {bucket >> width for bucket in buckets}
+            for bucket in buckets:
+                await _replace(connection, (run_id, key, level, bucket), select(
+                    func.min(b.min_step), func.max(b.max_step), func.min(b.min_value),
+                    func.max(b.max_value)).where(
+                    b.run_id == run_id, b.key == key, b.level == finer,
+                    b.bucket >= bucket << width, b.bucket < (bucket + 1) << width))
+
+
+async def _replace(connection: AsyncConnection, at: tuple[str, str, int, int],
+                   extremes: Executable) -> None:
+    """The bucket ``at`` (run, key, level, bucket) made again from ``extremes``."""
+    row = (await connection.execute(extremes)).one()
+    run_id, key, level, bucket = at
+    await connection.execute(delete(BUCKETS).where(
+        BUCKETS.c.run_id == run_id, BUCKETS.c.key == key, BUCKETS.c.level == level,
+        BUCKETS.c.bucket == bucket))
+    if row[0] is not None:
+        await connection.execute(BUCKETS.insert().values(
+            run_id=run_id, key=key, level=level, bucket=bucket, min_step=row[0],
+            max_step=row[1], min_value=row[2], max_value=row[3]))
 
 
 @dataclass(frozen=True)

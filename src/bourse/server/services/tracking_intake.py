@@ -4,9 +4,11 @@ A record is de-duplicated by (job, attempt, rank, seq): the agent sends an attem
 in seq order and the coordinator applies them in that order, so the highest seq applied per
 attempt and rank — kept in the run's reserved tag ``bourse.track.seq.<attempt>.<rank>``, in the
 same transaction as the points — tells a replay from news. Every attempt writes the job's one
-run, so a resumed attempt continues its step axis. Only attempts that ran on the sending node
-are heard. A record the run refuses (a param written again with another value, a deleted run)
-is dropped and logged: the agent has acknowledged nothing it could send better.
+run, so a resumed attempt continues its step axis; the record's attempt is its points'
+(``tracking_overlap``: a later attempt's points at a step replace an earlier one's). Only
+attempts that ran on the sending node are heard. A record the run refuses (a param written
+again with another value, a deleted run) is dropped and logged: the agent has acknowledged
+nothing it could send better.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ async def record_tracks(session: AsyncSession, node_id: str, batches: Sequence[T
         try:
             await log_batch(session, Writer(job.project_id, Scope(job.project_id), job.id),
                             job.id, metrics=points(batch), params=batch.params,
-                            tags=batch.tags, now=now)
+                            tags=batch.tags, now=now, attempt=batch.attempt)
         except BourseError as exc:
             log.warning("job %s attempt %s: tracking record %s refused: %s", batch.job_id,
                         batch.attempt, batch.seq, exc)

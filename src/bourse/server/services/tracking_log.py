@@ -3,16 +3,19 @@ bulk), and each key's metric history.
 
 Points are written with one executemany per batch (an insert that skips a point already
 stored, so a batch sent twice by a retrying client is stored once), and each key's latest
-point is kept in ``tracking_latest`` for search, by one upsert per key. The per-point work is
-done by C loops (``map``, ``itemgetter``, ``max``) where it can be: at 1,000 points a batch,
-a Python statement per point costs as much as SQLite takes to store it.
+point is kept in ``tracking_latest`` for search, by one upsert per key. Each point carries the
+job's attempt that wrote it, and in a job's run a later attempt's points at a step replace the
+earlier attempts' (``tracking_overlap``: one point per step across the job's moves). The
+per-point work is done by C loops (``map``, ``itemgetter``, ``max``) where it can be: at 1,000
+points a batch, a Python statement per point costs as much as SQLite takes to store it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from operator import itemgetter
+from itertools import repeat
+from operator import add, itemgetter
 from typing import Any, cast
 
 from sqlalchemy import Table, select, tuple_
@@ -24,6 +27,12 @@ from bourse.server.db.schema import TrackingMetric, TrackingParam
 from bourse.server.db.upsert import _insert
 from bourse.server.services.tracking import Writer, set_tags, writable_run_id
 from bourse.server.services.tracking_charts import add_buckets
+from bourse.server.services.tracking_overlap import (
+    mend,
+    overlap_of,
+    remove_replaced,
+    writing_attempt,
+)
 
 PARAMS = cast(Table, TrackingParam.__table__)
 MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100  # MLflow's limits per log-batch
@@ -54,7 +63,9 @@ def check_batch(metrics: Sequence[Point], params: Mapping[str, str],
 
 async def log_batch(session: AsyncSession, writer: Writer, run_id: str, *,
                     metrics: Sequence[Point], params: Mapping[str, str],
-                    tags: Mapping[str, str], now: float) -> None:
+                    tags: Mapping[str, str], now: float, attempt: int | None = None) -> None:
+    """``attempt``: the job's attempt that wrote the batch (a spooled record says which),
+    else the one the run's job is at now (``tracking_overlap.writing_attempt``)."""
     check_batch(metrics, params, tags)
     run_id = await writable_run_id(session, writer, run_id, now)
     if params:
@@ -62,7 +73,9 @@ async def log_batch(session: AsyncSession, writer: Writer, run_id: str, *,
     if tags:
         await set_tags(session, writer, run_id, tags)
     if metrics:
-        await _log_points(session, run_id, metrics)
+        if attempt is None:
+            attempt = await writing_attempt(session, run_id)
+        await _log_points(session, run_id, metrics, attempt)
 
 
 async def _log_params(session: AsyncSession, run_id: str, params: Mapping[str, str]) -> None:
@@ -82,27 +95,28 @@ async def _log_params(session: AsyncSession, run_id: str, params: Mapping[str, s
         await session.execute(_insert(session, PARAMS), rows)
 
 
-def point_rows(run_id: str, points: Sequence[Point]) -> list[tuple[Any, ...]]:
+def point_rows(run_id: str, points: Sequence[Point], attempt: int = 0) -> list[tuple[Any, ...]]:
     """The rows of a batch, in ``INSERT_COLUMNS`` order; points of one key at one step and
     time are told apart by ``seq`` (their order in the batch); NaN is stored as NULL."""
     if len(set(map(_AT, points))) == len(points) and not any(map(math.isnan, map(
-            _VALUE, points))):  # the usual case: each row is (0, run_id) + the point
-        return list(map((0, run_id).__add__, points))
+            _VALUE, points))):  # the usual case: each row is (0, run_id) + the point + attempt
+        return list(map(add, map((0, run_id).__add__, points), repeat((attempt,))))
     seen: dict[tuple[str, int, int], int] = {}
     rows = []
     for key, value, timestamp, step in points:
         at = (key, step, timestamp)
         seq = seen[at] = seen.get(at, -1) + 1
-        rows.append((seq, run_id, key, None if math.isnan(value) else value, timestamp, step))
+        rows.append((seq, run_id, key, None if math.isnan(value) else value, timestamp, step,
+                     attempt))
     return rows
 
 
-INSERT_COLUMNS = "seq, run_id, key, value, timestamp, step"
+INSERT_COLUMNS = "seq, run_id, key, value, timestamp, step, attempt"
 _INSERTS = {
     "sqlite": f"INSERT OR IGNORE INTO tracking_metrics ({INSERT_COLUMNS}) "
-              "VALUES (?, ?, ?, ?, ?, ?)",
+              "VALUES (?, ?, ?, ?, ?, ?, ?)",
     "postgresql": f"INSERT INTO tracking_metrics ({INSERT_COLUMNS}) "
-                  "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+                  "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
 }
 
 
@@ -113,10 +127,16 @@ async def insert_points(session: AsyncSession, rows: list[tuple[Any, ...]]) -> N
     await connection.exec_driver_sql(_INSERTS[connection.dialect.name], rows)
 
 
-async def _log_points(session: AsyncSession, run_id: str, points: Sequence[Point]) -> None:
-    await insert_points(session, point_rows(run_id, points))
-    await _update_latest(session, run_id, points)
-    await add_buckets(session, run_id, points)
+async def _log_points(session: AsyncSession, run_id: str, points: Sequence[Point],
+                      attempt: int) -> None:
+    found = await overlap_of(session, run_id, points, attempt)
+    if not found.kept:
+        return  # every point at a step a later attempt logged
+    await remove_replaced(session, run_id, found, attempt)
+    await insert_points(session, point_rows(run_id, found.kept, attempt))
+    await _update_latest(session, run_id, found.kept)
+    await add_buckets(session, run_id, found.kept)
+    await mend(session, run_id, found)
 
 
 def _newest(points: Sequence[Point]) -> dict[str, tuple[Point, int]]:
