@@ -116,8 +116,9 @@ class Server:
         return int(kids.split()[0])
 
     def stop(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
 
 
 @pytest.fixture
@@ -138,39 +139,54 @@ def stranger() -> Iterator[int]:
 
 def test_a_port_is_its_owners_and_nobody_elses(server: Server, stranger: int) -> None:
     assert foreign(server.port, server.proc.pid)[0] is None
-    why, inodes = foreign(server.port, stranger)
-    assert why is not None and len(inodes) == 1
+    why, held = foreign(server.port, stranger)
+    assert why is not None and held == ()
+    mine = foreign(server.port, server.proc.pid)[1]
+    assert [pid for pid, _fd, _inode in mine] == [server.listener_pid]
     assert f"port {server.port}" in why
     assert f"pid {server.listener_pid} (python" in why
 
 
 def test_a_taken_port_is_busy_and_a_free_one_is_not(server: Server) -> None:
-    why = busy(server.port)
-    assert why is not None and f"pid {server.listener_pid}" in why
-    assert "another node" in why
     with socket.socket() as s:  # bound, never listened: nothing answers there
         s.bind(("127.0.0.1", 0))
-        assert busy(s.getsockname()[1]) is None
+        free = s.getsockname()[1]
+        assert busy([free]) is None
+        why = busy([free, server.port])
+    assert why is not None and f"port {server.port} is already in use" in why
+    assert f"pid {server.listener_pid}" in why and "another node" in why
 
 
-async def test_the_guard_walks_processes_once_per_socket(
+async def test_the_guard_checks_in_full_once_while_the_socket_lives(
         server: Server, stranger: int, monkeypatch: pytest.MonkeyPatch) -> None:
     walks: list[int] = []
     real = listeners.foreign
 
-    def counted(port: int, root: int, proc: Path = listeners.PROC) -> tuple[str | None,
-                                                                             frozenset[int]]:
+    def counted(port: int, root: int,
+                proc: Path = listeners.PROC) -> tuple[str | None, listeners.Held]:
         walks.append(root)
         return real(port, root, proc)
 
     monkeypatch.setattr(listeners, "foreign", counted)
-    guard = PortGuard()
+    now = [0.0]
+    guard = PortGuard(recheck_s=10, clock=lambda: now[0])
+    mine = server.proc.pid
     for _ in range(3):
-        assert await guard.refusal("j", 1, server.port, server.proc.pid) is None
-    assert walks == [server.proc.pid]  # then only /proc/net/tcp is read
+        assert await guard.refusal("j", 1, server.port, mine) is None
+    assert walks == [mine]  # then a readlink of the socket's descriptor
+    now[0] = 10.0
+    assert await guard.refusal("j", 1, server.port, mine) is None
+    assert walks == [mine, mine]  # in full again, every recheck_s
     for _ in range(2):  # a refusal is never remembered
         assert await guard.refusal("k", 1, server.port, stranger) is not None
-    assert walks == [server.proc.pid, stranger, stranger]
+    assert walks == [mine, mine, stranger, stranger]
+    server.stop()  # its socket closed: checked in full (nothing listens now)
+    for _ in range(500):  # SIGKILL is not instant
+        if not listeners.listeners([server.port]):
+            break
+        await asyncio.sleep(0.01)
+    assert await guard.refusal("j", 1, server.port, mine) is None
+    assert walks[-1] == mine and len(walks) == 5
 
 
 # --- the agent --------------------------------------------------------------------------------

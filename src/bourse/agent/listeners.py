@@ -14,8 +14,10 @@ checks two things:
 
 Parsing is pure (:func:`parse_tcp`, :func:`parse_stat`, :func:`socket_inode`,
 :func:`family`) and tested on captured text; the rest reads ``/proc``. :class:`PortGuard`
-remembers the sockets it found to be an attempt's, so the gateway's stream per request costs
-one read of ``/proc/net/tcp``, not a walk of every process.
+remembers where the attempt holds the sockets it found to be its own, so the gateway's stream
+per request costs a ``readlink``, not a read of ``/proc/net/tcp`` (the kernel formats every
+socket of the machine for it: 10-20 ms on this loaded 2-core machine with 460 sockets) nor a
+walk of every process.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import asyncio
 import ipaddress
 import os
 import sys
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +39,7 @@ REACHES_LOOPBACK = frozenset({ipaddress.ip_address("127.0.0.1"), ipaddress.ip_ad
                               ipaddress.ip_address("::ffff:127.0.0.1"),
                               ipaddress.ip_address("::ffff:0.0.0.0")})
 MAX_REMEMBERED = 1024
+RECHECK_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -132,15 +136,17 @@ def describe(proc: Proc | None) -> str:
 
 # --- reading /proc ---------------------------------------------------------------------------
 
-def listeners(port: int, proc: Path = PROC) -> list[Listener]:
-    """The sockets listening on ``port`` that a connection to 127.0.0.1 could reach."""
+def listeners(ports: Iterable[int], proc: Path = PROC) -> list[Listener]:
+    """The sockets listening on ``ports`` that a connection to 127.0.0.1 could reach. (The
+    kernel formats every socket of the machine for this read: milliseconds on a busy node.)"""
+    wanted = set(ports)
     found = []
     for name, v6 in (("tcp", False), ("tcp6", True)):
         try:
             text = (proc / "net" / name).read_text()
         except OSError:
             continue  # no IPv6 on this kernel
-        found += [s for s in parse_tcp(text, v6=v6) if s.port == port and s.reaches_loopback]
+        found += [s for s in parse_tcp(text, v6=v6) if s.port in wanted and s.reaches_loopback]
     return found
 
 
@@ -155,22 +161,32 @@ def processes(proc: Path = PROC) -> list[Proc]:
     return found
 
 
-def sockets_of(pid: int, proc: Path = PROC) -> set[int]:
-    """Inodes of the sockets process ``pid`` holds (none when it cannot be read)."""
+def sockets_of(pid: int, proc: Path = PROC) -> dict[int, str]:
+    """The sockets process ``pid`` holds: inode -> descriptor (none when it cannot be
+    read)."""
     fd_dir = proc / str(pid) / "fd"
     try:
         names = os.listdir(fd_dir)
     except OSError:
-        return set()
-    found = set()
+        return {}
+    found = {}
     for name in names:
         try:
             inode = socket_inode(os.readlink(fd_dir / name))
         except OSError:
             continue
         if inode is not None:
-            found.add(inode)
+            found[inode] = name
     return found
+
+
+def holds(pid: int, fd: str, inode: int, proc: Path = PROC) -> bool:
+    """Whether descriptor ``fd`` of ``pid`` is still socket ``inode`` (inodes are not reused
+    while a socket lives, so a reused pid does not pass)."""
+    try:
+        return os.readlink(proc / str(pid) / "fd" / fd) == f"socket:[{inode}]"
+    except OSError:
+        return False
 
 
 def holder(inode: int, procs: Iterable[Proc], proc: Path = PROC) -> Proc | None:
@@ -178,54 +194,68 @@ def holder(inode: int, procs: Iterable[Proc], proc: Path = PROC) -> Proc | None:
     return next((p for p in procs if inode in sockets_of(p.pid, proc)), None)
 
 
-def busy(port: int, proc: Path = PROC) -> str | None:
-    """Why an attempt declaring ``port`` cannot start here, or None when nothing listens."""
-    found = listeners(port, proc)
+def busy(ports: Iterable[int], proc: Path = PROC) -> str | None:
+    """Why an attempt declaring ``ports`` cannot start here, or None when nothing listens on
+    any of them."""
+    found = listeners(ports, proc)
     if not found:
         return None
-    who = describe(holder(found[0].inode, processes(proc), proc))
+    port, who = found[0].port, describe(holder(found[0].inode, processes(proc), proc))
     return (f"port {port} is already in use on this node, by {who}: the job declares it, "
             "and its requests would reach that process instead; the job goes to another "
             "node (stop that process, or declare another port)")
 
 
-def foreign(port: int, root: int, proc: Path = PROC) -> tuple[str | None, frozenset[int]]:
+Held = tuple[tuple[int, str, int], ...]  # (pid, descriptor, inode) holding each listener
+
+
+def foreign(port: int, root: int, proc: Path = PROC) -> tuple[str | None, Held]:
     """Whether the sockets listening on ``port`` are all the attempt's (``root``: its shim's
-    pid): (why not, or None; the inodes checked)."""
-    found = listeners(port, proc)
-    inodes = frozenset(s.inode for s in found)
+    pid): (why not, or None; where the attempt holds them)."""
+    found = listeners([port], proc)
     if not found:
-        return None, inodes  # nothing listens: the connection says so
+        return None, ()  # nothing listens: the connection says so
     procs = processes(proc)
-    held: set[int] = set()
+    held: dict[int, tuple[int, str, int]] = {}
     for pid in family(procs, root):
-        held |= sockets_of(pid, proc)
+        held |= {inode: (pid, fd, inode) for inode, fd in sockets_of(pid, proc).items()}
     strange = [s for s in found if s.inode not in held]
     if not strange:
-        return None, inodes
+        return None, tuple(held[s.inode] for s in found)
     who = describe(holder(strange[0].inode, procs, proc))
     return (f"port {port} on this node is held by {who}, not by the job: refusing to "
             "connect (the job's server has not bound it, or another process took it; "
-            "stop that process, or give the job another port)"), inodes
+            "stop that process, or give the job another port)"), ()
+
+
+@dataclass(frozen=True)
+class _Owned:
+    at: float
+    held: Held
 
 
 class PortGuard:
-    """:func:`foreign` for streams, remembering the sockets found to be an attempt's: while
-    those alone listen on the port, no process is walked again."""
+    """:func:`foreign` for streams, remembering where the attempt holds the sockets found
+    to be its own: while each is still open (one ``readlink`` apiece), a stream costs no read
+    of ``/proc/net/tcp`` nor walk of the processes — no other process can listen on that
+    port beside an open listener, short of both setting ``SO_REUSEPORT`` as one user, which
+    the full check every ``recheck_s`` catches."""
 
-    def __init__(self, proc: Path = PROC) -> None:
-        self._proc = proc
-        self._owned: dict[tuple[str, int, int], frozenset[int]] = {}
+    def __init__(self, proc: Path = PROC, recheck_s: float = RECHECK_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._proc, self._recheck_s, self._clock = proc, recheck_s, clock
+        self._owned: dict[tuple[str, int, int], _Owned] = {}
 
     async def refusal(self, job_id: str, attempt: int, port: int, root: int) -> str | None:
-        key = (job_id, attempt, port)
+        key, now = (job_id, attempt, port), self._clock()
         known = self._owned.get(key)
-        if known is not None and \
-                {s.inode for s in listeners(port, self._proc)} <= known:
+        if known is not None and now - known.at < self._recheck_s and \
+                all(holds(*h, proc=self._proc) for h in known.held):
             return None
-        why, inodes = await asyncio.to_thread(foreign, port, root, self._proc)
-        if why is None and inodes:
+        self._owned.pop(key, None)
+        why, held = await asyncio.to_thread(foreign, port, root, self._proc)
+        if why is None and held:
             if len(self._owned) >= MAX_REMEMBERED:
                 self._owned.clear()
-            self._owned[key] = inodes
+            self._owned[key] = _Owned(now, held)
         return why

@@ -487,4 +487,4 @@ def _taken_port(msg: StartJob) -> str | None:
     own network, so nothing on the node takes them."""
     if msg.spec.compute.image is not None:
         return None
-    return next((why for p in msg.spec.ports if (why := busy(p.number)) is not None), None)
+    return busy(p.number for p in msg.spec.ports) if msg.spec.ports else None
