@@ -78,6 +78,25 @@ async def test_start_failed_fails_the_job(live: Live, agent_factory: Factory) ->
     assert report.placed == 0  # a failed start is not retried
 
 
+async def test_a_start_the_node_could_not_make_goes_to_another_node(
+        live: Live, agent_factory: Factory) -> None:
+    """``retry_elsewhere`` (the job's port was taken on the node): the attempt is LOST, not
+    the job's failure, and the retry avoids that node."""
+    exchange = live.exchange
+    first: FakeAgent = await agent_factory("first")
+    job_id, attempt = await place_job(exchange, first)
+    await first.event(job_id, attempt, "accepted")
+    second: FakeAgent = await agent_factory("second")
+    await first.event(job_id, attempt, "start_failed", retry_elsewhere=True,
+                      reason="port 8000 is already in use on this node, by pid 7 (nginx)")
+    await exchange.tick()
+    start = await second.expect("start_job", job_id=job_id)
+    assert start["attempt"] == 2
+    job = await exchange.job(job_id)
+    assert job["attempts"][0]["state"] == "LOST"
+    assert "pid 7 (nginx)" in job["attempts"][0]["reason"]
+
+
 async def test_events_may_skip_accepted(live: Live, agent_factory: Factory) -> None:
     agent: FakeAgent = await agent_factory()
     job_id, attempt = await place_job(live.exchange, agent)

@@ -69,6 +69,26 @@ async def test_apply_roll_out_and_roll_back_on_the_rules(exchange: Exchange) -> 
 
 
 @pytest.mark.anyio
+async def test_two_services_replicas_never_share_a_port(exchange: Exchange) -> None:
+    """Replicas of different services may land on one node too (issue 20): the second
+    service's start above the first's, and a stopped service's ports are free again."""
+    client = exchange.client
+    assert (await client.post("/api/v1/services", json=body("1"))).status_code == 200
+    other = body("1") | {"name": "api"}
+    assert (await client.post("/api/v1/services", json=other)).status_code == 200
+    specs = [(await exchange.job(j["id"]))["spec"] for j in await _jobs(exchange)]
+    ports = {s["name"]: set() for s in specs}
+    for spec in specs:
+        ports[spec["name"]].add(spec["ports"][0]["number"])
+    assert ports == {"web-v1": {18000, 18001}, "api-v1": {18002, 18003}}
+    assert (await client.post("/api/v1/services/web/stop")).status_code == 200
+    third = body("1") | {"name": "docs"}
+    assert (await client.post("/api/v1/services", json=third)).status_code == 200
+    docs = [(await exchange.job(j["id"]))["spec"] for j in await _jobs(exchange)]
+    assert {s["ports"][0]["number"] for s in docs if s["name"] == "docs-v1"} == {18000, 18001}
+
+
+@pytest.mark.anyio
 async def test_the_gateway_before_replicas_are_ready_and_after_stop(
         exchange: Exchange) -> None:
     client = exchange.client

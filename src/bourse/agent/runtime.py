@@ -45,6 +45,7 @@ from bourse.agent.execs import drop_beside, save_beside
 from bourse.agent.fence import FENCED_REASON, Lease
 from bourse.agent.hooks import AttemptHooks, Emit
 from bourse.agent.isolation import Isolation
+from bourse.agent.listeners import busy
 from bourse.agent.shim import AttemptDir
 from bourse.agent.spool import AttemptRecord, AttemptStatus, Spool
 from bourse.agent.tailer import LogTailer
@@ -53,7 +54,7 @@ from bourse.agent.watch import Ended, Key, Watch
 from bourse.core import redact
 from bourse.core.errors import BourseError
 from bourse.core.ratelimit import LogLimit
-from bourse.protocol.agent import LOG_CHUNK_BYTES, StartJob
+from bourse.protocol.agent import LOG_CHUNK_BYTES, RETRY_ELSEWHERE, StartJob
 from bourse.protocol.common import AttemptRef
 
 T = TypeVar("T")
@@ -243,8 +244,13 @@ class Runtime:
         if data is None:
             return
         met = self._went_on(key, await self._meet(key, msg, meeting))
-        if met is not None:
-            self._spawn(key, adir, msg, cwd, {**data, **met})
+        if met is None:
+            return
+        taken = _taken_port(msg)
+        if taken is not None:
+            self._fail_start(key, taken, elsewhere=True)
+            return
+        self._spawn(key, adir, msg, cwd, {**data, **met})
 
     def _went_on(self, key: Key, step: T | str) -> T | None:
         """A preparation step's result; None when the start stops there (given up or
@@ -376,10 +382,14 @@ class Runtime:
             return record
         return self._record_started(key, pid, shim.start_time(pid, since=record.created))
 
-    def _fail_start(self, key: Key, reason: str) -> None:
+    def _fail_start(self, key: Key, reason: str, *, elsewhere: bool = False) -> None:
+        """``elsewhere``: the node, not the job, is why (``retry_elsewhere``: the coordinator
+        places the job on another node, as after a node loss)."""
+        data: dict[str, Any] = {"reason": reason}
+        if elsewhere:
+            data[RETRY_ELSEWHERE] = True
         with self._spool.atomic():
-            row = self._spool.append_event(*key, "start_failed", {"reason": reason},
-                                           time.time())
+            row = self._spool.append_event(*key, "start_failed", data, time.time())
             record = self._spool.update_attempt(*key, state=AttemptStatus.START_FAILED,
                                                 reason=reason, final_row=row)
         self._release(key, Path(record.dir))
@@ -469,3 +479,12 @@ class Runtime:
         except Exception as exc:
             log.exception("finishing attempt %s failed", watch.key)
             return {"outputs_error": f"the agent failed after the job ended: {exc}"}
+
+
+def _taken_port(msg: StartJob) -> str | None:
+    """Why a declared port of the job cannot be its own on this node (something listens
+    there already: its requests would reach that), or None. A container's ports are in its
+    own network, so nothing on the node takes them."""
+    if msg.spec.compute.image is not None:
+        return None
+    return busy(p.number for p in msg.spec.ports) if msg.spec.ports else None

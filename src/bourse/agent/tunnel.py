@@ -3,8 +3,9 @@ proxied connections to jobs' ports and ``bourse exec`` sessions.
 
 Everything a stream may reach is checked here, whatever the coordinator asked: the attempt must
 be one this node is running, a port must be one its job declared, and a connection only ever
-goes to 127.0.0.1 — never to another port or another host. Streams end with the connection
-that carries them.
+goes to 127.0.0.1 — never to another port or another host — and only when what listens there
+is the attempt's own process (``agent.listeners``: not another job's, not any process that
+took the port). Streams end with the connection that carries them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bourse.agent.execs import load_beside, run_exec
+from bourse.agent.listeners import PortGuard
 from bourse.agent.shim import AttemptDir
 from bourse.agent.spool import AttemptRecord, AttemptStatus
 from bourse.protocol.agent import StartJob
@@ -41,8 +43,10 @@ class NodeTunnel:
     """Streams of one connection. ``send`` queues a message for the coordinator; ``lookup``
     finds an attempt's record (the spool's)."""
 
-    def __init__(self, send: Callable[[Wire], None], lookup: Lookup) -> None:
+    def __init__(self, send: Callable[[Wire], None], lookup: Lookup,
+                 guard: PortGuard | None = None) -> None:
         self._send, self._lookup = send, lookup
+        self._guard = guard or PortGuard()
         self._streams: dict[int, Stream] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -83,11 +87,19 @@ class NodeTunnel:
             spec = StartJob.model_validate_json(record.spec).spec
             if spec.port(target.port) is None:
                 return f"port {target.port} is not declared by job {message.job_id}"
+            if spec.compute.image is not None:
+                return (f"job {message.job_id} runs in a container ({spec.compute.image}); "
+                        "its ports are in the container's own network and are not reached "
+                        "from the node yet")
         return None
 
     async def _serve(self, stream: Stream, message: StreamOpen) -> None:
         try:
             if isinstance(message.target, PortTarget):
+                why = await self._not_its_own(message, message.target.port)
+                if why is not None:
+                    stream.close(error=why)
+                    return
                 await self._connect(stream, message.target.port)
             else:
                 await self._exec(stream, message, message.target)
@@ -99,6 +111,13 @@ class NodeTunnel:
         finally:
             stream.close()
             self._streams.pop(stream.id, None)
+
+    async def _not_its_own(self, message: StreamOpen, port: int) -> str | None:
+        """Why what listens on ``port`` is not the attempt's own server, or None."""
+        record = self._lookup(message.job_id, message.attempt)
+        if record is None or record.pid is None or record.state is not AttemptStatus.RUNNING:
+            return f"job {message.job_id} attempt {message.attempt} is not running on this node"
+        return await self._guard.refusal(message.job_id, message.attempt, port, record.pid)
 
     async def _connect(self, stream: Stream, port: int) -> None:
         try:

@@ -81,6 +81,10 @@ class Heartbeat(Wire):
 
 EventKind = Literal["accepted", "preparing", "started", "exited", "start_failed", "info",
                     "rendezvous"]
+# in a ``start_failed`` event's data: the node, not the job, is why it could not start (a
+# declared port already taken there); the coordinator places the job elsewhere, as after a
+# node loss
+RETRY_ELSEWHERE = "retry_elsewhere"
 
 
 class JobEvent(Wire):

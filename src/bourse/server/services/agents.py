@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.states import AttemptState, JobState, NodeState, exit_outcome, late_success
 from bourse.core.uri import parse_uri
-from bourse.protocol.agent import CancelJob, Heartbeat, Hello, JobEvent, LogChunk
+from bourse.protocol.agent import RETRY_ELSEWHERE, CancelJob, Heartbeat, Hello, JobEvent, LogChunk
 from bourse.protocol.common import AttemptRef
 from bourse.server.commands import Command
 from bourse.server.db.schema import Attempt, Event, Job, Node
@@ -319,8 +319,17 @@ async def _apply(session: AsyncSession, job: Job, attempt: Attempt, event: JobEv
         job.progress = data["text"][:500]  # inputs arriving, outputs leaving
     elif event.kind == "start_failed":
         reason = f"could not start: {data.get('reason', 'unknown error')}"
-        outcome = AttemptState.CANCELLED if job.cancel_requested else AttemptState.FAILED
+        outcome = start_failure(data, job.cancel_requested)
         await gangs.end(session, job, attempt, outcome, now=now, reason=reason)
+
+
+def start_failure(data: dict[str, Any], cancel_requested: bool) -> AttemptState:
+    """How an attempt that could not start ended: LOST when its node says the node is why
+    (``retry_elsewhere``: the job is retried on another node, as its node-loss retries
+    allow, and the node is avoided), else FAILED."""
+    if cancel_requested:
+        return AttemptState.CANCELLED
+    return AttemptState.LOST if data.get(RETRY_ELSEWHERE) is True else AttemptState.FAILED
 
 
 def _member(attempt: Attempt, job: Job, text: str) -> str:

@@ -245,13 +245,15 @@ async def add_replicas(session: AsyncSession, service: ServiceRow, number: int, 
                        *, now: float, store: StoreURI | None, box: SecretBox | None) -> None:
     """``count`` more replicas of version ``number``: ordinary jobs, refused as jobs are.
     Each gets a port of its own, the service's port or the next free above it, declared and
-    given in ``$PORT``: replicas placed on one node must not collide."""
+    given in ``$PORT``: replicas placed on one node must not collide, whichever service they
+    serve — so the port is free among the live replicas of every service. (Anything else on
+    a node that holds the port is the agent's to refuse: ``agent.listeners``.)"""
     version = await session.get(ServiceVersion, (service.id, number))
     assert version is not None
     spec = JobSpec.model_validate(version.job)
     base = ServicePolicy.model_validate(version.policy).port
     used = set(await session.scalars(select(ServiceReplica.port).where(
-        ServiceReplica.service_id == service.id, ServiceReplica.ended.is_(False))))
+        ServiceReplica.ended.is_(False))))
     for _ in range(count):
         port = next(p for p in range(base, 65536) if p not in used)
         used.add(port)
