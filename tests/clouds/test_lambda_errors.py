@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bourse.clouds.base import LaunchSpec
+from bourse.clouds.lambda_api import Pacer
 from bourse.clouds.lambda_cloud import instance_of, launch_request, pick_ssh_key
 from bourse.clouds.lambda_errors import QUOTA, classify, cloud_error
 from bourse.clouds.lambda_names import MAX_NAME, instance_name, tags_of
@@ -134,3 +135,21 @@ def test_the_ssh_key_a_launch_uses(wanted: str | None, names: list[str], key: st
     found, reason = pick_ssh_key(wanted, names)
     assert found == key
     assert (reason is None) if why is None else (why in (reason or ""))
+
+
+def test_calls_are_spaced_to_the_documented_rates() -> None:
+    now = [100.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(round(seconds, 3))
+        now[0] += seconds
+
+    pacer = Pacer(1.0, 12.0, clock=lambda: now[0], sleep=sleep)
+    pacer.wait(launch=False)  # the first call goes at once
+    now[0] += 0.25
+    pacer.wait(launch=True)  # a second apart from the last call
+    pacer.wait(launch=False)
+    now[0] += 3.0
+    pacer.wait(launch=True)  # 12 s apart from the last launch
+    assert slept == [0.75, 1.0, 8.0]

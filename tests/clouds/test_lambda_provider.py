@@ -12,7 +12,7 @@ import pytest
 from lambda_sim import KEY, LambdaSim, serve
 
 from bourse.clouds.base import CloudError, LaunchSpec
-from bourse.clouds.lambda_api import NO_KEY, LambdaApi, api_key
+from bourse.clouds.lambda_api import NO_KEY, LambdaApi, Pacer, api_key
 from bourse.clouds.lambda_cloud import LambdaProvider
 from bourse.core.launch import Failure
 
@@ -41,7 +41,8 @@ def url(_served: tuple[LambdaSim, str]) -> str:
 
 
 def provider(url: str, key: str | None = KEY, **options: object) -> LambdaProvider:
-    return LambdaProvider(REGIONS, api=LambdaApi(key, base_url=url), **options)  # type: ignore[arg-type]
+    api = LambdaApi(key, base_url=url, pacer=Pacer(0.0, 0.0))
+    return LambdaProvider(REGIONS, api=api, **options)  # type: ignore[arg-type]
 
 
 def spec(launch: str = "l-0a1b2c3d4e5f", *, exchange: str = "x-3f9c2a1b7d4e",
@@ -162,7 +163,7 @@ def test_each_launch_error_lands_in_its_class(sim: LambdaSim, url: str, status: 
 
 def test_an_unreachable_api_is_retried_at_the_same_place() -> None:
     cloud = LambdaProvider(REGIONS, api=LambdaApi(KEY, base_url="http://127.0.0.1:9/api/v1",
-                                                  timeout=2.0))
+                                                  timeout=2.0, pacer=Pacer(0.0, 0.0)))
     with pytest.raises(CloudError) as caught:
         cloud.launch(spec())
     assert caught.value.failure is Failure.THROTTLE and KEY not in str(caught.value)

@@ -18,7 +18,7 @@ from lambda_sim import KEY, LambdaSim, serve
 from launch_harness import Launching, launching
 from sqlalchemy import select
 
-from bourse.clouds.lambda_api import LambdaApi
+from bourse.clouds.lambda_api import LambdaApi, Pacer
 from bourse.clouds.lambda_cloud import LambdaProvider
 from bourse.clouds.lambda_names import instance_name
 from bourse.core.states import LaunchState
@@ -42,7 +42,7 @@ async def launches_of(run: Launching) -> list[Launch]:
 
 
 def lambda_cloud(url: str, key: str = KEY) -> LambdaProvider:
-    return LambdaProvider(REGIONS, api=LambdaApi(key, base_url=url))
+    return LambdaProvider(REGIONS, api=LambdaApi(key, base_url=url, pacer=Pacer(0.0, 0.0)))
 
 
 async def test_a_job_launches_on_demand_where_lambda_lists_capacity(

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,8 @@ from bourse.core.launch import Failure
 
 API_URL = "https://cloud.lambda.ai/api/v1"
 KEY_ENV, KEY_FILE_ENV, URL_ENV = "LAMBDA_API_KEY", "LAMBDA_API_KEY_FILE", "BOURSE_LAMBDA_API_URL"
+PACE_S = 1.0  # "Requests to the API are generally limited to one request per second"
+LAUNCH_PACE_S = 12.0  # "... the /instance-operations/launch endpoint ... one request per 12 s"
 NO_KEY = (f"no Lambda API key: set {KEY_ENV} (or {KEY_FILE_ENV}, a file holding it); make one "
           "at https://cloud.lambda.ai/api-keys")
 
@@ -56,12 +60,40 @@ def api_key(env: Mapping[str, str] | None = None) -> str | None:
         return None
 
 
+class Pacer:
+    """Spaces calls out to the API's documented rates (``wait`` sleeps until the next call
+    may go; thread-safe, as the launcher calls providers from threads)."""
+
+    def __init__(self, pace_s: float, launch_pace_s: float, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.pace_s, self.launch_pace_s = pace_s, launch_pace_s
+        self._clock, self._sleep = clock, sleep
+        self._lock = threading.Lock()
+        self._last = self._last_launch = float("-inf")
+
+    def wait(self, launch: bool) -> None:
+        with self._lock:
+            due = self._last + self.pace_s
+            if launch:
+                due = max(due, self._last_launch + self.launch_pace_s)
+            delay = due - self._clock()
+            if delay > 0:
+                self._sleep(delay)
+            self._last = self._clock()
+            if launch:
+                self._last_launch = self._last
+
+
 class LambdaApi:
-    """Calls to one Lambda account. ``transport``: another httpx transport (tests)."""
+    """Calls to one Lambda account. ``transport``: another httpx transport (tests);
+    ``pacer``: the rates calls are spaced to (default: the documented ones)."""
 
     def __init__(self, key: str | None, *, base_url: str | None = None,
-                 timeout: float = 30.0, transport: httpx.BaseTransport | None = None) -> None:
+                 timeout: float = 30.0, transport: httpx.BaseTransport | None = None,
+                 pacer: Pacer | None = None) -> None:
         self._key = key
+        self._pacer = pacer or Pacer(PACE_S, LAUNCH_PACE_S)
         self.base_url = (base_url or os.environ.get(URL_ENV) or API_URL).rstrip("/")
         headers = {"Accept": "application/json"}
         if key:
@@ -85,6 +117,7 @@ class LambdaApi:
     def _call(self, method: str, path: str, body: Mapping[str, Any] | None, where: str) -> Any:
         if not self._key:
             raise CloudError(Failure.AUTH, "NoApiKey", NO_KEY, where=where)
+        self._pacer.wait(launch=path.endswith("/launch"))
         try:
             reply = self._http.request(method, path, json=body)
         except httpx.TimeoutException as exc:
