@@ -19,7 +19,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from bourse.clouds.base import CloudCheck, CloudError, CloudState, Instance, LaunchSpec
+from bourse.clouds.base import (
+    TAG_EXCHANGE,
+    CloudCheck,
+    CloudError,
+    CloudState,
+    Instance,
+    LaunchSpec,
+)
 from bourse.clouds.lambda_api import NO_KEY, LambdaApi, api_key
 from bourse.clouds.lambda_errors import INSUFFICIENT_CAPACITY, NOT_FOUND
 from bourse.clouds.lambda_names import instance_name, tags_of
@@ -138,7 +145,7 @@ class LambdaProvider:
 
     def tagged(self, exchange_id: str, regions: Sequence[str]) -> list[Instance]:
         wanted = set(regions)
-        return [i for i in self._instances() if i.tags.get("bourse:exchange") == exchange_id
+        return [i for i in self._instances() if i.tags.get(TAG_EXCHANGE) == exchange_id
                 and i.alive and (not wanted or i.region in wanted)]
 
     def terminate(self, region: str, instance_ids: Sequence[str]) -> None:
