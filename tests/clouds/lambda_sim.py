@@ -66,13 +66,13 @@ class Fault:
 
 @dataclass
 class LambdaSim:
-    keys: set[str] = field(default_factory=lambda: {KEY})
+    keys: set[str] = field(default_factory=lambda: {KEY}, repr=False)
     ssh_keys: list[str] = field(default_factory=lambda: ["bourse-ops"])
     capacity: dict[str, set[str]] = field(default_factory=dict)  # type -> regions
     instances: dict[str, dict[str, Any]] = field(default_factory=dict)
     user_data: dict[str, str] = field(default_factory=dict)  # instance id -> its user data
     calls: list[tuple[str, str, Any]] = field(default_factory=list)
-    auth_headers: list[str] = field(default_factory=list)
+    auth_headers: list[str] = field(default_factory=list, repr=False)
     faults: list[Fault] = field(default_factory=list)
     _ids: Any = field(default_factory=lambda: itertools.count(1))
 

@@ -56,8 +56,8 @@ async def test_a_job_launches_on_demand_where_lambda_lists_capacity(
         assert [t.outcome for t in report.tries if t.region == "us-east-1"] in ([], ["capacity"])
         [body] = account.launches()  # us-east-1 listed no capacity: no launch call there
         assert (body["region_name"], body["instance_type_name"]) == ("us-west-1", H100X8)
-        [launch] = await launches_of(run)
-        assert launch.state == LaunchState.BOOTING and not launch.spot
+        [launch] = [la for la in await launches_of(run) if la.state == LaunchState.BOOTING]
+        assert launch.region == "us-west-1" and not launch.spot
         assert body["name"] == instance_name(await run.launcher.exchange_id(), launch.id,
                                              launch.node_id)
         detail = await run.exchange.job(job["id"])
