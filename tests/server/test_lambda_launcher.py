@@ -112,3 +112,4 @@ async def test_the_reconciler_ends_this_exchanges_orphans_only(
         assert account.instances[orphan]["status"] == "terminating"
         assert account.instances[other]["status"] == account.instances[notebook]["status"] \
             == "booting"
+
