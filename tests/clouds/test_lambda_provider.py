@@ -130,6 +130,12 @@ def test_no_capacity_listed_is_a_capacity_failure_without_a_launch_call(
     assert [p for _, p, _ in sim.calls].count("/instance-types") == 1
 
 
+def test_a_type_lambda_does_not_list_is_unsupported(sim: LambdaSim, url: str) -> None:
+    with pytest.raises(CloudError) as caught:
+        provider(url).launch(spec(instance_type="gpu_1x_a6000"))
+    assert caught.value.failure is Failure.UNSUPPORTED and sim.launches() == []
+
+
 def test_spot_is_refused_before_any_call(sim: LambdaSim, url: str) -> None:
     with pytest.raises(CloudError) as caught:
         provider(url).launch(spec(spot=True))
@@ -215,3 +221,25 @@ def test_the_key_comes_from_the_environment_or_a_file(tmp_path: pytest.TempPathF
     assert api_key({"LAMBDA_API_KEY_FILE": str(path)}) == "from-file"
     assert api_key({"LAMBDA_API_KEY_FILE": str(path) + ".missing"}) is None
     assert api_key({}) is None
+
+
+def test_cloud_lambda_is_configured_from_the_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bourse.cli.cloud_options import clouds_config, server_args
+    from bourse.server.launcher.clouds import make_provider
+
+    options = {"clouds": ("lambda",), "idle_timeout": "10m", "boot_timeout": "15m",
+               "agent_url": None, "aws_regions": None, "aws_image": None,
+               "lambda_regions": "us-east-1, us-west-1", "lambda_ssh_key": "ops",
+               "lambda_image": "lambda-stack-24-04"}
+    config = clouds_config(**options)  # type: ignore[arg-type]
+    assert config.enabled == ("lambda",) and config.regions_of("lambda") == REGIONS
+    assert (config.ssh_key_of("lambda"), config.image_of("lambda")) == ("ops",
+                                                                        "lambda-stack-24-04")
+    assert server_args(options)[-6:] == ["--lambda-regions", "us-east-1, us-west-1",
+                                         "--lambda-ssh-key", "ops",
+                                         "--lambda-image", "lambda-stack-24-04"]
+    monkeypatch.delenv("LAMBDA_API_KEY", raising=False)
+    monkeypatch.delenv("LAMBDA_API_KEY_FILE", raising=False)
+    made = make_provider("lambda", config)
+    assert isinstance(made, LambdaProvider) and made.regions == REGIONS
+    assert made.check().reason == NO_KEY  # no call is made without a key
