@@ -149,12 +149,13 @@ async def _no_sleep(_seconds: float) -> None:
 async def launching(tmp_path: Path, database_url: str, *, cloud: ScriptedCloud | None = None,
                     regions: tuple[str, ...] = ("us-east-1", "us-west-2", "eu-west-1"),
                     allow_unverified: bool = True, run_scheduler: bool = False,
-                    dataplane: Any = None, **clouds: Any) -> AsyncIterator[Launching]:
+                    dataplane: Any = None, provider: str = "aws",
+                    **clouds: Any) -> AsyncIterator[Launching]:
     """An exchange (no scheduler loop: tests tick) with a launcher over ``cloud`` (and a
-    data plane, when given)."""
+    data plane, when given); ``provider``: the cloud's name, whose catalogue it sells."""
     cfg = CloudsConfig(**({"idle_timeout_s": 600.0, "boot_timeout_s": 900.0} | clouds))
     cloud = cloud or ScriptedCloud()
-    offers = [o for o in catalog_offers(("aws",)) if o.region in regions]
+    offers = [o for o in catalog_offers((provider,)) if o.region in regions]
     tmp_path.mkdir(parents=True, exist_ok=True)
     async with open_exchange(tmp_path, database_url, clouds=cfg, run_scheduler=run_scheduler,
                              allow_unverified=allow_unverified, dataplane=dataplane) as exchange:
@@ -165,7 +166,7 @@ async def launching(tmp_path: Path, database_url: str, *, cloud: ScriptedCloud |
             made.append(fields)
             return "#!/bin/sh\necho booting\n"
 
-        launcher = Launcher(state.db, Clouds({"aws": cloud}, cfg, offers={"aws": offers}),
+        launcher = Launcher(state.db, Clouds({provider: cloud}, cfg, offers={provider: offers}),
                             state.config, state.hub.connections, state.notifier,
                             clock=exchange.clock, user_data=user_data, sleep=_no_sleep)
         await launcher.clouds.check()

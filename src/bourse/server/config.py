@@ -62,7 +62,7 @@ class MetricsConfig:
             raise ValueError("keep minute means at least as long as raw samples")
 
 
-CLOUDS = ("aws",)  # the clouds the exchange can launch machines on (docs/clouds.md)
+CLOUDS = ("aws", "lambda")  # the clouds the exchange can launch machines on (docs/clouds.md)
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,7 @@ class CloudsConfig:
     agent_url: str | None = None
     regions: tuple[tuple[str, tuple[str, ...]], ...] = ()
     image: tuple[tuple[str, str], ...] = ()  # per cloud, the machine image to boot
+    ssh_key: tuple[tuple[str, str], ...] = ()  # per cloud, the SSH key name a launch needs
     reconcile_every_s: float = 60.0
     max_tries: int = 12  # launch calls per job and pass before it waits for blocks to expire
 
@@ -98,6 +99,9 @@ class CloudsConfig:
 
     def image_of(self, cloud: str) -> str | None:
         return dict(self.image).get(cloud)
+
+    def ssh_key_of(self, cloud: str) -> str | None:
+        return dict(self.ssh_key).get(cloud)
 
 
 @dataclass(frozen=True)

@@ -153,4 +153,10 @@ def make_provider(name: str, config: CloudsConfig) -> Provider:
         regions = config.regions_of("aws") or tuple(sorted(
             {o.region for o in catalog_offers(("aws",))}))
         return AwsProvider(regions, image=config.image_of("aws"))
+    if name == "lambda":
+        from bourse.clouds.lambda_cloud import LambdaProvider
+        regions = config.regions_of("lambda") or tuple(sorted(
+            {o.region for o in catalog_offers(("lambda",))}))
+        return LambdaProvider(regions, ssh_key=config.ssh_key_of("lambda"),
+                              image=config.image_of("lambda"))
     raise ValueError(f"unknown cloud {name!r}")
