@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from enum import StrEnum
 from typing import Any
 
 from bourse.clouds.base import (
@@ -32,12 +33,25 @@ from bourse.clouds.lambda_errors import INSUFFICIENT_CAPACITY, NOT_FOUND
 from bourse.clouds.lambda_names import instance_name, tags_of
 from bourse.core.launch import Failure
 
-# Lambda's instance statuses (OpenAPI ``InstanceStatus``) in the seam's (EC2's) words
+
+class LambdaStatus(StrEnum):
+    """Lambda's instance statuses (OpenAPI ``InstanceStatus``): its words, not bourse's."""
+
+    BOOTING = "booting"
+    ACTIVE = "active"
+    UNHEALTHY = "unhealthy"
+    TERMINATING = "terminating"
+    TERMINATED = "terminated"
+    PREEMPTED = "preempted"
+
+
+# Lambda's statuses in the seam's (EC2's) words
 STATES: dict[str, CloudState] = {
-    "booting": CloudState.PENDING, "active": CloudState.RUNNING,
-    "unhealthy": CloudState.RUNNING,  # still billed: terminated like any live instance
-    "terminating": CloudState.SHUTTING_DOWN, "terminated": CloudState.TERMINATED,
-    "preempted": CloudState.TERMINATED}
+    LambdaStatus.BOOTING: CloudState.PENDING, LambdaStatus.ACTIVE: CloudState.RUNNING,
+    LambdaStatus.UNHEALTHY: CloudState.RUNNING,  # still billed: terminated like any live one
+    LambdaStatus.TERMINATING: CloudState.SHUTTING_DOWN,
+    LambdaStatus.TERMINATED: CloudState.TERMINATED,
+    LambdaStatus.PREEMPTED: CloudState.TERMINATED}
 _IMAGE_ID = re.compile(r"^[0-9a-f]{32}$")  # Lambda's ids; anything else is an image family
 SSH_KEYS_URL = "https://cloud.lambda.ai/ssh-keys"
 
