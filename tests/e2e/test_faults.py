@@ -252,13 +252,18 @@ def test_a_success_heard_after_the_loss_window_ends_the_job_once(
     attempt 1's result, once, and attempt 2 is stopped."""
     proxy = proxy_to(exchange)
     cut_off = exchange.agent("a", proxy.url)
-    job = exchange.client.submit(lines_job(400, 0.05, first_lines=100)).id  # attempt 1: 5 s
+    # attempt 1: 2 s, well inside the node's lease (the loss window less the fence's margin,
+    # 8.3 s after the cut): a loaded machine once stretched a 5 s attempt past it, and the
+    # attempt was fenced instead of succeeding
+    job = exchange.client.submit(lines_job(400, 0.05, first_lines=40)).id
     other = exchange.agent("b")
     exchange.wait_for(lambda: stored_lines(exchange.client, job) >= 3, 30, "the first lines")
     wait_heartbeat(exchange, cut_off.node_id or "")
     proxy.cut(silent=True)
-    exchange.wait_for((cut_off.attempt_dir(job, 1) / "exit").exists, 30,
+    attempt = cut_off.attempt_dir(job, 1)
+    exchange.wait_for(lambda: (attempt / "exit").exists() or (attempt / "fenced").exists(), 30,
                       "attempt 1 to exit while cut off")
+    assert not (attempt / "fenced").exists(), "attempt 1 was fenced before it could succeed"
     exchange.wait_running(job, timeout=exchange.loss_window + 15, attempt=2)
     proxy.restore()
     detail = exchange.wait_ended(job, timeout=30)
@@ -266,7 +271,7 @@ def test_a_success_heard_after_the_loss_window_ends_the_job_once(
     assert attempt_states(detail) == [("SUCCEEDED", cut_off.node_id),
                                       ("CANCELLED", other.node_id)], detail.attempts
     exchange.wait_for(lambda: other.job_pid(job, 2) is None, 15, "attempt 2 to be stopped")
-    assert_complete(exchange.client, job, 1, 100)
+    assert_complete(exchange.client, job, 1, 40)
     ended = [e.state for e in exchange.client.events(job)
              if e.kind == "state" and e.state in ("SUCCEEDED", "FAILED", "CANCELLED")]
     assert ended == ["SUCCEEDED"]
