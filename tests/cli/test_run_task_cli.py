@@ -189,3 +189,21 @@ def test_a_local_input_is_read_from_the_file_s_directory_and_a_dry_run_uploads_n
     assert sent(exchange) == ["POST /api/v1/offers"]
     shown = json.loads(result.stdout)["spec"]["inputs"]["data"]
     assert shown == (project / "conf" / "digits").resolve().as_uri()
+
+
+def test_a_skypilot_file_s_local_mounts_are_its_local_inputs(
+        exchange: FakeExchange, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = project / "home"
+    (home / ".ssh").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    (project / "conf" / "configs").mkdir()
+    task = project / "conf" / "sky.yaml"
+    task.write_text("num_nodes: 1\nfile_mounts:\n  /configs: ./configs\n"
+                    "  ~/.ssh/id_rsa: ~/.ssh/key\nrun: ls /configs\n")
+    exchange.offers = {"offers": [OFFER], "explanation": ["1 matched"]}
+    result = run("--dry-run", "--json", str(task))
+    assert result.exit_code == 0, result.output
+    spec = json.loads(result.stdout)["spec"]
+    assert spec["inputs"] == {"configs": (project / "conf" / "configs").resolve().as_uri(),
+                              "id_rsa": (home / ".ssh" / "key").resolve().as_uri()}
+    assert "__bourse_mount file_mounts./configs" in spec["command"][2]

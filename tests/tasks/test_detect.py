@@ -45,10 +45,11 @@ def test_a_translated_file_comes_with_its_notes() -> None:
 
 def test_one_error_names_every_refused_field() -> None:
     with pytest.raises(InvalidInput) as caught:
-        translate(load(SKYPILOT / "echo_app.yaml"), "echo_app.yaml")
+        translate(load(SKYPILOT / "using_file_mounts.yaml"), "mounts.yaml")
     text = str(caught.value)
-    assert "echo_app.yaml: 3 field(s) of this skypilot file cannot run on bourse" in text
-    for field in ("file_mounts./inputs", "file_mounts./echo_app", "file_mounts./outputs"):
+    assert "mounts.yaml: 3 field(s) of this skypilot file cannot run on bourse" in text
+    for field in ("file_mounts./train-00001-of-01024", "file_mounts./data/train-00001-of-01024",
+                  "file_mounts.~/data/train-00001-of-01024"):
         assert f"  {field}: " in text
 
 

@@ -154,6 +154,42 @@ def test_env_as_a_mapping_and_ports_with_a_local_port() -> None:
     assert any("no local port" in n for n in t.notes)
 
 
+def test_the_documented_files_become_inputs_linked_at_their_paths() -> None:
+    t = translation(DSTACK / "docs-files.dstack.yml")
+    assert t.refusals == []
+    assert t.mapping["inputs"] == {"examples": ".", "id_rsa": "~/.ssh/id_rsa"}
+    lines = t.mapping["setup"].split("\n")
+    assert 'ln -sfn "$BOURSE_INPUT_EXAMPLES" examples' in lines
+    assert """__bourse_mount 'files[1]' "$BOURSE_INPUT_ID_RSA" /root/.ssh/id_rsa || exit""" \
+        in lines
+
+
+@pytest.mark.parametrize(("written", "inputs", "line"), [
+    ("[train.py]", {}, None),
+    ("[../shared/data.csv:data.csv]", {"data_csv": "../shared/data.csv"},
+     'ln -sfn "$BOURSE_INPUT_DATA_CSV" data.csv'),
+    ("[~/.netrc]", {"netrc": "~/.netrc"}, "'~/.netrc' || exit"),
+    ("[{local_path: /srv/w, path: /weights}]", {"weights": "/srv/w"}, "/weights || exit"),
+])
+def test_files(written: str, inputs: dict[str, str], line: str | None) -> None:
+    t = dst(f"commands: [x]\nfiles: {written}")
+    assert t.refusals == [] and t.mapping.get("inputs", {}) == inputs
+    if line is None:
+        assert "setup" not in t.mapping
+    else:
+        assert line in t.mapping["setup"]
+
+
+@pytest.mark.parametrize(("written", "says"), [
+    ("files: train.py", "must be a list"),
+    ("files: ['../x']", "climbs out"),
+    ("files: ['./a:/etc/a']", "under /etc"),
+])
+def test_files_refused(written: str, says: str) -> None:
+    t = dst(f"commands: [x]\n{written}")
+    assert refused(t)[0].startswith("files") and says in t.refusals[0].reason
+
+
 @pytest.mark.parametrize(("written", "field"), [
     ("privileged: true", "privileged"),
     ("user: ubuntu", "user"),

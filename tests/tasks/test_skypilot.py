@@ -208,9 +208,44 @@ def test_a_storage_mount_with_an_s3_source() -> None:
     assert t.mapping["setup"] == 'ln -sfn "$BOURSE_INPUT_CKPT" ckpt\n'
 
 
+def test_a_local_source_becomes_a_local_input_linked_where_the_job_reads_it() -> None:
+    t = sky("file_mounts:\n  data: ./local\n  /configs: ./configs\n  ~/.ssh/id_rsa: ~/.ssh/key\n"
+            "setup: pip install x\nrun: x")
+    assert t.refusals == []
+    assert t.mapping["inputs"] == {"data": "./local", "configs": "./configs",
+                                   "id_rsa": "~/.ssh/key"}
+    lines = t.mapping["setup"].split("\n")
+    assert lines[0].startswith("__bourse_mount() {")
+    assert lines[-3:] == [
+        """__bourse_mount 'file_mounts.~/.ssh/id_rsa' "$BOURSE_INPUT_ID_RSA" '~/.ssh/id_rsa' """
+        "|| exit", "unset -f __bourse_mount", "pip install x"]
+    assert 'ln -sfn "$BOURSE_INPUT_DATA" data' in lines
+    assert """__bourse_mount file_mounts./configs "$BOURSE_INPUT_CONFIGS" /configs || exit""" \
+        in lines
+    assert any("uploaded once by its content" in n for n in t.notes)
+
+
+def test_an_s3_mount_at_an_absolute_path() -> None:
+    t = sky("file_mounts:\n  /data/digits: s3://datasets/digits/\nrun: x")
+    assert t.refusals == [] and t.mapping["inputs"] == {"digits": "s3://datasets/digits/"}
+    assert """__bourse_mount file_mounts./data/digits "$BOURSE_INPUT_DIGITS" /data/digits """ \
+           "|| exit" in t.mapping["setup"]
+
+
+def test_the_lora_file_mounts_its_local_configs_and_refuses_the_bucket() -> None:
+    t = translation(SKYPILOT / "llama-3_1-lora.yaml")
+    assert t.mapping["inputs"] == {"configs": "./configs"}
+    assert "/configs || exit" in t.mapping["setup"]
+    assert "file_mounts./output" in str(t.refusals[0])
+
+
 @pytest.mark.parametrize(("mount", "says"), [
-    ("/data: s3://datasets/digits/", "cannot make /data"),
-    ("data: ./local", "local path"),
+    ("/etc/hosts: s3://datasets/hosts", "under /etc, the node's system"),
+    ("/usr/local/data: ./local", "under /usr"),
+    ("'/': ./local", "the whole filesystem"),
+    ("'~': ./local", "the whole home"),
+    ("~root/.ssh: ./local", "another user's home"),
+    ("../up: ./local", "climbs out"),
     ("data: gs://bucket/x", "gs:// store"),
     ("data: r2://bucket/x", "S3-compatible"),
     ("data: {name: my-bucket, mode: MOUNT}", "creates or mounts by name"),

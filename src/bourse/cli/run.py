@@ -231,7 +231,8 @@ def submit_job(command: list[str], fields: dict[str, Any], code: Path | None,
     if options.get("dry_run"):
         from bourse.cli.plan import show_plan
 
-        shown = {n: v if "://" in v else (base or Path.cwd()).joinpath(v).resolve().as_uri()
+        shown = {n: v if "://" in v else
+                 (base or Path.cwd()).joinpath(Path(v).expanduser()).resolve().as_uri()
                  for n, v in inputs.items()}
         show_plan(job_spec(command, **(fields | {"inputs": shown or None})), code, summary,
                   as_json=bool(options.get("as_json")))

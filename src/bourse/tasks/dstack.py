@@ -5,10 +5,11 @@ Every field of dstack's ``TaskConfiguration`` (``core/models/configurations.py``
 configuration's fields, the profile's in ``profiles.py``, ``commands``, ``ports``, ``nodes``,
 ``groups``) is read. ``commands`` become ``run``, joined with ``&&`` as dstack joins them;
 ``env``, ``image``, ``nodes``, ``ports``, ``max_price``, ``spot_policy``, ``backends`` and
-``regions`` translate directly; ``files`` that lie under the configuration's directory are
-already in the job's code (bourse packs that directory), and ``repos: [..]`` becomes the
-workdir. Services, dev environments, volumes, Docker-in-Docker, node groups and dstack's own
-machinery are refused by name.
+``regions`` translate directly; ``files`` that lie under the configuration's directory at the
+same path are already in the job's code (bourse packs that directory), the others become
+inputs shown at their paths (`mounts`), and ``repos: [..]`` becomes the workdir. Services,
+dev environments, volumes, Docker-in-Docker, node groups and dstack's own machinery are
+refused by name.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from bourse.tasks import dstack_resources, imported
+from bourse.tasks import dstack_resources, imported, mounts
 from bourse.tasks.imported import Translation
 
 KIND = "dstack"
@@ -253,17 +254,27 @@ def _stop(value: Any, where: str, t: Translation) -> None:
 
 
 def _files(value: Any, where: str, t: Translation) -> None:
-    entries = value if isinstance(value, list) else []
-    for n, entry in enumerate(entries):
-        local, target = _file_entry(entry)
-        inside = imported.relative_path(local) and ".." not in local.split("/")
-        if inside and target in (None, local, f"./{local}", "."):
-            t.note(where, f"{local} is in the job's code already (bourse packs the task file's "
-                          "directory)")
-        else:
-            t.refuse(f"{where}[{n}]", f"{entry}: bourse copies no files besides the job's code "
-                                      "(the task file's directory)",
-                     "put the file under that directory at the path the job reads")
+    if not isinstance(value, list):
+        t.refuse(where, "must be a list of paths", "write files: [local_path:path, ...]")
+        return
+    lines = [line for n, entry in enumerate(value)
+             if (line := _file(entry, f"{where}[{n}]", t)) is not None]
+    t.setup_first(mounts.script(lines))
+
+
+def _file(entry: Any, where: str, t: Translation) -> str | None:
+    """One of ``files``: nothing when the job's code has it there already, else an input
+    linked at its path (the local path's own where none is given)."""
+    local, target = _file_entry(entry)
+    if not local:
+        t.refuse(where, f"{entry!r} names no local path", "write local_path:path")
+        return None
+    inside = imported.relative_path(local) and ".." not in local.split("/")
+    if inside and target in (None, local, f"./{local}", "."):
+        t.note(where, f"{local} is in the job's code already (bourse packs the task file's "
+                      "directory)")
+        return None
+    return mounts.mount(t, where, str(target or local), local)
 
 
 def _file_entry(entry: Any) -> tuple[str, str | None]:

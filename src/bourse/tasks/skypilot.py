@@ -2,10 +2,10 @@
 
 Every field of SkyPilot's task schema (``sky/utils/schemas.py``, ``get_task_schema``) is read:
 ``name``, ``num_nodes``, ``setup``, ``run``, ``envs``, ``secrets`` and ``workdir`` translate
-directly; ``resources`` in `skypilot_resources`; ``file_mounts`` whose source is an ``s3://``
-URI become inputs, shown at the mount path when that path is relative to the workdir (where
-SkyPilot puts relative paths too). Local sources, other stores, absolute mount paths, buckets
-SkyPilot creates, services and SkyPilot's own machinery are refused by name.
+directly; ``resources`` in `skypilot_resources`; ``file_mounts`` whose source is an ``s3://`` URI or
+a local path become inputs, shown at the mount path (`mounts`: relative to the workdir, where
+SkyPilot puts relative paths too, absolute, or in ``~``). Other stores, buckets SkyPilot
+creates, system paths, services and SkyPilot's own machinery are refused by name.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bourse.tasks import imported, skypilot_resources
+from bourse.tasks import imported, mounts, skypilot_resources
 from bourse.tasks.imported import Translation
 
 KIND = "skypilot"
@@ -156,7 +156,7 @@ def _mounts(value: Any, data: dict[str, Any], t: Translation) -> None:
     env = {k: v for k, v in (t.mapping.get("env") or _plain_env(data)).items()}
     links = [line for path, source in value.items()
              if (line := _mount(str(path), source, env, t)) is not None]
-    t.setup_first(links)
+    t.setup_first(mounts.script(links))
 
 
 def _plain_env(data: dict[str, Any]) -> dict[str, str | None]:
@@ -176,21 +176,10 @@ def _mount(path: str, source: Any, env: dict[str, str | None], t: Translation) -
         t.refuse(where, "uses a variable with no value in envs",
                  "give it a value in envs (SkyPilot fills these in when it reads the file)")
         return None
-    if not resolved_uri.startswith("s3://"):
+    if "://" in resolved_uri and not resolved_uri.startswith("s3://"):
         _other_source(resolved_uri, where, t)
         return None
-    if not imported.relative_path(resolved_path):
-        t.refuse(where, f"a job cannot make {resolved_path} on a shared node (bourse gives it "
-                        "its own directory)",
-                 f"mount it at a path relative to the workdir (e.g. "
-                 f"{imported.data_name(resolved_path, ())}: {resolved_uri}) and read it there")
-        return None
-    inputs: dict[str, str] = t.mapping.setdefault("inputs", {})
-    name = imported.data_name(resolved_path, inputs)
-    inputs[name] = resolved_uri
-    t.note(where, f"input {name}, prefetched before the job starts and linked at "
-                  f"{resolved_path}; it is read-only: results go in outputs")
-    return imported.link_line(name, resolved_path)
+    return mounts.mount(t, where, resolved_path, resolved_uri)
 
 
 def _source_uri(source: Any, where: str, t: Translation) -> str | None:
@@ -216,11 +205,8 @@ def _source_uri(source: Any, where: str, t: Translation) -> str | None:
 
 
 def _other_source(uri: str, where: str, t: Translation) -> None:
-    scheme, sep, _ = uri.partition("://")
-    if not sep:
-        t.refuse(where, f"{uri} is a local path: bourse's task files do not copy local paths "
-                        "yet", "put the files in the workdir, which bourse packs and uploads")
-    elif scheme.lower() == "r2":
+    scheme = uri.partition("://")[0]
+    if scheme.lower() == "r2":
         t.refuse(where, "an R2 bucket: R2 is S3-compatible, and bourse reads it as s3:// on "
                         "an exchange whose store is R2", "write the URI as s3://")
     else:
