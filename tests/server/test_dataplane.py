@@ -96,6 +96,12 @@ def test_overlaps(a: str, b: str, expected: bool) -> None:
     ({"outputs": {"m": "s3://bourse/runs/"}}, "outputs.m", "app runs of every project"),
     ({"inputs": {"l": "s3://bourse/logs/j-1.jsonl.gz"}}, "inputs.l", "keeps for itself"),
     ({"inputs": {"b": "s3://bourse/bundles/"}}, "inputs.b", "keeps for itself"),
+    # every project's tracked runs' artifacts: the tracking API serves them, to their project
+    ({"inputs": {"t": "s3://bourse/tracking/"}}, "inputs.t", "keeps for itself"),
+    ({"inputs": {"t": "s3://bourse/tracking/p-other/r-1/model.pt"}}, "inputs.t",
+     "keeps for itself"),
+    ({"outputs": {"t": "s3://bourse/tracking/p-other/r-1/"}}, "outputs.t", "keeps for itself"),
+    ({"checkpoint": "s3://bourse/tracking/p-other/"}, "checkpoint", "keeps for itself"),
 ])
 def test_check_spec_refuses(spec: dict[str, Any], field: str, words: str) -> None:
     with pytest.raises(Exception, match=words) as caught:

@@ -30,7 +30,7 @@ from bourse.storage.credentials import Scope, ScopedCredentials
 from bourse.storage.jobenv import LIGHTNING_LOGS, default_checkpoint, default_lightning_logs
 from bourse.storage.settings import StoreSettings
 
-RESERVED = ("bundles/", "jobs/", "logs/")
+RESERVED = ("bundles/", "jobs/", "logs/", "tracking/")
 SHARED = "runs/"  # app runs write at runs/<run>/<stage>/ (bourse.app.exchange)
 JOBS = "jobs/"
 HOMES = "projects/"  # projects/<project>/: a project's own place in the store
@@ -66,7 +66,7 @@ def overlaps(a: StoreURI, b: StoreURI) -> bool:
 def check_spec(spec: JobSpec, root: StoreURI | None) -> None:
     """Refuse, at submit, data the exchange cannot grant: any data without a store, URIs
     other than ``s3://`` (job credentials are S3 keys), writes into the exchange's prefixes
-    or above ``runs/``, reads of ``logs/``, ``bundles/`` or all of ``jobs/``."""
+    or above ``runs/``, reads of ``logs/``, ``bundles/``, ``tracking/`` or all of ``jobs/``."""
     for field, text, written in _uris(spec):
         if root is None:
             raise InvalidInput(f"the job names data ({field}) but this exchange has no object "
@@ -103,8 +103,9 @@ def check_write(field: str, uri: StoreURI, root: StoreURI) -> None:
 
 
 def check_read(field: str, uri: StoreURI, root: StoreURI) -> None:
-    """Refuse reads of the exchange's own prefixes: ``logs/`` and ``bundles/`` (a job's own
-    bundle is granted apart), and ``jobs/`` except inside one job's prefix (whose project
+    """Refuse reads of the exchange's own prefixes: ``logs/``, ``bundles/`` (a job's own
+    bundle is granted apart) and ``tracking/`` (runs' artifacts: the tracking API serves
+    them to their own project), and ``jobs/`` except inside one job's prefix (whose project
     may read it: `job_of`)."""
     reserved = next((r for r in RESERVED if overlaps(uri, root.join(r))), None)
     if reserved is None or (reserved == JOBS and job_of(uri, root) is not None):
@@ -117,7 +118,9 @@ def check_read(field: str, uri: StoreURI, root: StoreURI) -> None:
     raise InvalidInput(
         f"{field}: {uri} reaches {root.join(reserved)}, which the exchange keeps for itself",
         field=field, hint="read a job's checkpoints at s3://<bucket>/jobs/<job id>/, its "
-                          "outputs at their URIs, its logs with `bourse logs JOB`")
+                          "outputs at their URIs, its logs with `bourse logs JOB`, a "
+                          "tracked run's artifacts with `mlflow artifacts download` or "
+                          "the run's page")
 
 
 def contains(outer: StoreURI, inner: StoreURI) -> bool:
