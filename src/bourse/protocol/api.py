@@ -133,6 +133,9 @@ class CostSummary(Wire):
 
 class JobList(Wire):
     jobs: list[JobView]
+    next: str | None = Field(default=None, description=(
+        "Pass as `before` for the next (older) page; null when this page is the last. "
+        "Absent from a batch submit's answer."))
 
 
 class RunView(Wire):
