@@ -5,15 +5,20 @@ or expired link, or for a path that leaves the run; names escaped; and the pure 
 
 from __future__ import annotations
 
+import asyncio
 import html
+import os
 import re
+import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pytest
+import uvicorn
 from tracking_data import mlflow
 from ui_site import Site, open_site
 
@@ -33,6 +38,18 @@ FILES = {  # relative path -> bytes, as a script's mlflow.log_artifact(s) leaves
     "model/weights.bin": bytes(range(256)) * 40,
     "eval/plots/loss.csv": b"step,loss\n0,1.0\n1,0.5\n",
 }
+SCRIPT = """
+import pathlib, sys, mlflow
+out = pathlib.Path("out")
+for path, data in FILES.items():
+    (out / path).parent.mkdir(parents=True, exist_ok=True)
+    (out / path).write_bytes(data)
+with mlflow.start_run(run_name="artifacts") as run:
+    mlflow.log_artifact(str(out / "notes.txt"))
+    mlflow.log_artifacts(str(out / "model"), artifact_path="model")
+    mlflow.log_artifacts(str(out / "eval"), artifact_path="eval")
+print(run.info.run_id)
+"""
 
 
 # -- the pure parts --------------------------------------------------------------------------
@@ -243,3 +260,44 @@ async def test_the_page_escapes_an_artifacts_name(stored: Site) -> None:
     assert got.content == b"payload"
     assert got.headers["content-disposition"] == 'attachment; filename="script_.txt"'
     assert got.headers["content-type"] == "text/plain; charset=utf-8"
+
+
+@asynccontextmanager
+async def _served(site: Site) -> AsyncIterator[str]:
+    """The site's app on a loopback port in the test's loop (its lifespan is the site's)."""
+    config = uvicorn.Config(site.app, host="127.0.0.1", port=0, lifespan="off",
+                            log_level="warning")
+    config.load()
+    server = uvicorn.Server(config)
+    server.lifespan = config.lifespan_class(config)
+    await server.startup()
+    try:
+        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    finally:
+        for listener in server.servers:
+            listener.close()
+        for connection in list(server.server_state.connections):
+            connection.shutdown()
+
+
+@pytest.mark.slow
+async def test_what_the_real_mlflow_client_logs_downloads_from_the_page(
+        stored: Site, tmp_path: Path) -> None:
+    pytest.importorskip("mlflow", reason="mlflow-skinny is in the dev extra")
+    alpha = await _member(stored, "alpha")
+    token = alpha["Authorization"].removeprefix("Bearer ")
+    (tmp_path / "script.py").write_text(f"FILES = {FILES!r}\n{SCRIPT}")
+    async with _served(stored) as url:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "script.py", cwd=tmp_path, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, env={
+                **os.environ, "MLFLOW_TRACKING_URI": url, "MLFLOW_TRACKING_TOKEN": token,
+                "GIT_PYTHON_REFRESH": "quiet"})
+        out, _ = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, out.decode()[-3000:]
+    run_id = out.decode().split()[-1]
+    await stored.login(token)
+    rows = await _rows(stored, run_id)
+    assert list(rows) == sorted(FILES)
+    for path, link in rows.items():
+        assert (await stored.client.get(link)).content == FILES[path], path
