@@ -27,6 +27,7 @@ from bourse.server.dataplane import DataPlane
 from bourse.server.ui import artifacts, links
 from bourse.server.ui.links import Kind
 from bourse.storage import MemoryIssuer, MemoryStore, StoreSettings
+from bourse.storage.errors import StoreUnavailable
 from bourse.storage.memory import MemoryStores
 
 pytestmark = pytest.mark.anyio
@@ -169,6 +170,18 @@ async def test_a_run_without_artifacts_and_an_exchange_without_a_store_say_so(
         Kind.ARTIFACT, links.artifact_target(bare, "a.txt"), "alpha", site.clock()))
     refused = await site.client.get(signed)
     assert refused.status_code == 503 and "no object store" in refused.text
+
+
+async def test_a_store_that_does_not_answer_leaves_the_rest_of_the_page(
+        stored: Site, store: MemoryStore) -> None:
+    alpha = await _member(stored, "alpha")
+    run_id = await _run(stored, alpha, {"a.txt": b"a"})
+    await stored.login()
+    store.fail("list", StoreUnavailable("the store at store.test:8333 timed out"))
+    page = await stored.client.get(f"/ui/tracking/runs/{run_id}")
+    assert page.status_code == 200 and "<h2>Params</h2>" in page.text
+    assert "the store did not list them: the store at store.test:8333 timed out" in page.text
+    assert list(await _rows(stored, run_id)) == ["a.txt"]  # the next render lists them
 
 
 async def test_a_run_with_many_artifacts_lists_the_first_and_counts_the_rest(
