@@ -8,14 +8,17 @@ asks): the first page as an admin (every project's jobs), the first page as a me
 project that holds a tenth of them, a state filter, and pages deep in the list by the cursor
 (``before``: the id of the last job of the page before). Printed: p50 / p99 per query and the
 ratio of the large database's p99 over the small one's. Target (issue 24): p99 < 100 ms with
-1,000,000 jobs.
+1,000,000 jobs. ``--database-url`` runs the coordinator on PostgreSQL instead (a throwaway
+database: its jobs table is written).
 
     python benchmarks/listing.py [--jobs 1000000] [--small 1000] [--requests 200]
+                                 [--database-url postgresql+asyncpg://...]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import signal
@@ -33,21 +36,45 @@ from bourse.sdk.client import Client
 PROJECT = "tenth"  # holds every tenth cloned job
 
 
-def grow(db: Path, template: str, total: int, start: int) -> None:
-    """Clone ``template`` as ended jobs ``start``..``total``-1: ids ``j-b<n>``, one ms apart,
-    every tenth in project ``tenth``."""
+def clone_sql(columns: list[str], start: int, total: int, postgres: bool) -> str:
+    """Clone the template (the query's one parameter) as ended jobs ``start``..``total``-1:
+    ids ``j-b<n>``, one ms apart, every tenth in project ``tenth``."""
+    ident = "'j-b' || lpad(n::text, 8, '0')" if postgres else "printf('j-b%08d', n)"
+    chosen = {"id": ident, "state": "'SUCCEEDED'",
+              "created_at": "1.0e9 + n * 0.001", "updated_at": "1.0e9 + n * 0.001",
+              "project_id": f"CASE WHEN n % 10 = 0 THEN '{PROJECT}' ELSE project_id END",
+              "node_id": "NULL"}
+    values = ", ".join(chosen.get(c, c) for c in columns)
+    series = (f"generate_series({start}, {total - 1}) AS s(n)" if postgres else "s")
+    head = "" if postgres else (f"WITH RECURSIVE s(n) AS (SELECT {start} UNION ALL "
+                                f"SELECT n + 1 FROM s WHERE n + 1 < {total}) ")
+    template = "(SELECT * FROM jobs WHERE id = $1) t" if postgres else \
+        "(SELECT * FROM jobs WHERE id = ?) t"
+    return (f"{head}INSERT INTO jobs ({', '.join(columns)}) SELECT {values} "
+            f"FROM {series}, {template}")
+
+
+def grow(db: Path | str, template: str, total: int, start: int) -> None:
+    if isinstance(db, str):
+        asyncio.run(_grow_postgres(db, template, total, start))
+        return
     with sqlite3.connect(db, timeout=60) as conn:
         columns = [r[1] for r in conn.execute("PRAGMA table_info(jobs)")]
-        chosen = {"id": "printf('j-b%08d', n)", "state": "'SUCCEEDED'",
-                  "created_at": "1.0e9 + n * 0.001", "updated_at": "1.0e9 + n * 0.001",
-                  "project_id": f"CASE WHEN n % 10 = 0 THEN '{PROJECT}' ELSE project_id END",
-                  "node_id": "NULL"}
-        values = ", ".join(chosen.get(c, c) for c in columns)
-        conn.execute(
-            f"WITH RECURSIVE s(n) AS (SELECT {start} UNION ALL SELECT n + 1 FROM s "
-            f"WHERE n + 1 < {total}) INSERT INTO jobs ({', '.join(columns)}) "
-            f"SELECT {values} FROM s, (SELECT * FROM jobs WHERE id = ?)", (template,))
+        conn.execute(clone_sql(columns, start, total, postgres=False), (template,))
         conn.execute("ANALYZE")
+
+
+async def _grow_postgres(url: str, template: str, total: int, start: int) -> None:
+    import asyncpg  # type: ignore[import-untyped]
+    conn = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        columns = [r["column_name"] for r in await conn.fetch(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'jobs' "
+            "ORDER BY ordinal_position")]
+        await conn.execute(clone_sql(columns, start, total, postgres=True), template)
+        await conn.execute("ANALYZE jobs")
+    finally:
+        await conn.close()
 
 
 def timed(ask: Callable[[], object], requests: int) -> tuple[float, float]:
@@ -86,10 +113,13 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--small", type=int, default=1_000)
     parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--database-url", help="a PostgreSQL database for the coordinator "
+                        "(postgresql+asyncpg://...; its jobs table is written): default SQLite")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the exchange is stopped
-    with local_exchange(agents=0) as (admin, _status, root):
-        db = next((root / "local").rglob("bourse.db"))
+    server_args = ["--database-url", args.database_url] if args.database_url else []
+    with local_exchange(agents=0, server_args=server_args) as (admin, _status, root):
+        db = args.database_url or next((root / "local").rglob("bourse.db"))
         template = admin.submit(JobSpec(command=["true"], name="template")).id
         admin.cancel(template)
         token = member_token(admin.url, dict(os.environ))
