@@ -195,6 +195,7 @@ def test_a_skypilot_file_s_local_mounts_are_its_local_inputs(
         exchange: FakeExchange, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = project / "home"
     (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "key").write_text("not a key\n")
     monkeypatch.setenv("HOME", str(home))
     (project / "conf" / "configs").mkdir()
     task = project / "conf" / "sky.yaml"
@@ -207,3 +208,26 @@ def test_a_skypilot_file_s_local_mounts_are_its_local_inputs(
     assert spec["inputs"] == {"configs": (project / "conf" / "configs").resolve().as_uri(),
                               "id_rsa": (home / ".ssh" / "key").resolve().as_uri()}
     assert "__bourse_mount file_mounts./configs" in spec["command"][2]
+
+
+@pytest.mark.parametrize("dry", [True, False], ids=["dry-run", "run"])
+def test_a_local_mount_that_is_not_there_is_refused_by_its_field_before_anything_is_sent(
+        exchange: FakeExchange, project: Path, monkeypatch: pytest.MonkeyPatch,
+        dry: bool) -> None:
+    monkeypatch.setenv("HOME", str(project / "home"))
+    task = project / "conf" / "sky.yaml"
+    task.write_text("num_nodes: 1\nfile_mounts:\n  ~/.ssh/id_rsa: ~/.ssh/key\nrun: ls\n")
+    result = run(*(["--dry-run"] if dry else []), str(task), "-d")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[-1].startswith(
+        "error: file_mounts.~/.ssh/id_rsa: ~/.ssh/key is neither a store URI nor a local path "
+        f"that exists (looked at {project / 'home' / '.ssh' / 'key'})")
+    assert exchange.requests == [] and exchange.bundles == {}
+
+
+def test_a_local_input_flag_that_is_not_there_is_named_as_its_input(
+        exchange: FakeExchange, project: Path) -> None:
+    result = run("--dry-run", "--no-code", "--input", "data=./nowhere", "--", "ls")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: inputs.data: ./nowhere is neither a store URI")
+    assert exchange.requests == []

@@ -31,12 +31,14 @@ SKYPILOT_RESOURCES = frozenset({"accelerators", "accelerator_args", "use_spot", 
 
 @dataclass(frozen=True, slots=True)
 class Imported:
-    """A task file in bourse's format: its mapping, the format it was written in, and what
-    was translated with a difference."""
+    """A task file in bourse's format: its mapping, the format it was written in, what
+    was translated with a difference, and the field of the source file each input came from
+    (``{"id_rsa": "file_mounts.~/.ssh/id_rsa"}``)."""
 
     mapping: dict[str, Any]
     kind: str
     notes: tuple[str, ...] = field(default=())
+    origins: dict[str, str] = field(default_factory=dict)
 
 
 def detect(data: dict[str, Any], filename: str = "") -> str:
@@ -68,7 +70,8 @@ def translate(data: Any, filename: str = "") -> Imported:
     translation = translate_as(kind, data)
     if translation.refusals:
         raise imported.refusal_error(translation, filename or f"this {kind} file")
-    return Imported(translation.mapping, kind, tuple(translation.notes))
+    return Imported(translation.mapping, kind, tuple(translation.notes),
+                    dict(translation.origins))
 
 
 def translate_as(kind: str, data: dict[str, Any]) -> Translation:
