@@ -18,15 +18,16 @@ from bourse.tasks.imported import Translation
 
 BOURSE, SKYPILOT, DSTACK = "bourse", "skypilot", "dstack"
 DSTACK_SUFFIXES = (".dstack.yml", ".dstack.yaml")
-# fields only SkyPilot's task schema has (bourse's format writes env, resources.gpu, nodes)
+# fields only SkyPilot's task schema has (bourse's format writes env, resources.gpu, nodes;
+# dstack's volumes are told apart by its file name or type first)
 SKYPILOT_FIELDS = frozenset({"envs", "num_nodes", "file_mounts", "event_callback", "config",
-                             "pool", "volume_mounts", "managed_secrets", "file_mounts_mapping",
-                             "api_server_access", "_metadata"})
+                             "pool", "volumes", "volume_mounts", "managed_secrets",
+                             "file_mounts_mapping", "api_server_access", "_metadata"})
 SKYPILOT_RESOURCES = frozenset({"accelerators", "accelerator_args", "use_spot", "disk_size",
                                 "disk_tier", "network_tier", "infra", "cloud", "instance_type",
                                 "image_id", "any_of", "ordered", "job_recovery", "labels",
                                 "autostop", "max_hourly_cost", "ports", "ephemeral_storage",
-                                "local_disk", "priority_class"})
+                                "local_disk", "priority_class", "volumes"})
 
 
 @dataclass(frozen=True, slots=True)
