@@ -231,3 +231,17 @@ def test_a_local_input_flag_that_is_not_there_is_named_as_its_input(
     assert result.exit_code == 2
     assert result.stderr.startswith("error: inputs.data: ./nowhere is neither a store URI")
     assert exchange.requests == []
+
+
+@pytest.mark.parametrize(("gpu", "noted"), [("cpu", True), ("t4:1", False)])
+def test_a_job_without_a_gpu_is_told_the_catalogues_price_gpu_machines(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpu: str, noted: bool) -> None:
+    monkeypatch.setenv("BOURSE_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("BOURSE_URL", raising=False)
+    monkeypatch.delenv("BOURSE_TOKEN", raising=False)
+    result = run("--dry-run", "--json", "--no-code", "--gpu", gpu, "--", "echo", "hi")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["would_take"]["gpu"]  # every catalogue offer has one
+    assert ("the job asks for no GPU, but the cloud catalogues list GPU machines only"
+            in plan["note"]) is noted

@@ -46,7 +46,7 @@ class Where:
 
 def show_plan(spec: JobSpec, code: Path | None, summary: str, *, as_json: bool) -> None:
     facts = code_facts(code)
-    where = where_it_runs(spec.compute)
+    where = with_gpu_note(spec.compute, where_it_runs(spec.compute))
     if as_json:
         echo_json({"submitted": False, "spec": spec, "summary": summary, "code": facts,
                    "source": where.source, "would_take": where.offers[0] if where.offers
@@ -128,6 +128,22 @@ def why(where: Where, count: int) -> str:
             "launch": "no live node fits; the cheapest launchable machine of the clouds the "
                       f"exchange launches on ({fits})",
             "catalogue": f"the cheapest in the shipped cloud catalogues ({fits})"}[where.source]
+
+
+GPU_ONLY = ("the job asks for no GPU, but the cloud catalogues list GPU machines only: this "
+            "is the cheapest of those; an exchange's own nodes, CPU-only ones included, can "
+            "take it instead")
+
+
+def with_gpu_note(compute: Compute, where: Where) -> Where:
+    """Where, saying so when a job without a GPU would get a catalogue's GPU machine (every
+    shipped catalogue offer has a GPU, so a CPU-only job is priced as one)."""
+    best = where.offers[0] if where.offers else None
+    if compute.gpu is not None or best is None or where.source == "exchange" or \
+            not best.get("gpu"):
+        return where
+    note = f"{where.note}; {GPU_ONLY}" if where.note else GPU_ONLY
+    return Where(where.source, where.offers, where.explanation, note)
 
 
 def where_it_runs(compute: Compute) -> Where:
