@@ -130,7 +130,7 @@ def test_a_dry_run_says_what_it_would_take_and_sends_nothing(
     assert "runs        setup: 1 line, then run: python train.py" in out
     assert "env         EPOCHS, FROM_HERE" in out and "copied" not in out
     assert "conf/task.yaml" not in out and "2 files" in out and "(not uploaded)" in out
-    assert ("would take: o1 - fleet node-1, 8 x a100-40gb, local, $12.5000/h" in out)
+    assert ("would take: o1 - fleet box (node-1), 8 x a100-40gb, local, $12.5000/h" in out)
     assert "the cheapest live node that fits (2 offers fit now" in out
     assert "then: o2" in out and "2 matched" in out
 

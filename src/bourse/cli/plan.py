@@ -116,7 +116,8 @@ def where_lines(spec: JobSpec, where: Where) -> list[str]:
 def offer_text(offer: dict[str, Any]) -> str:
     gpu = f"{offer['gpu_count']} x {offer['gpu']}" if offer.get("gpu") else "no GPU"
     spot = " (spot)" if offer.get("spot") else ""
-    where = offer.get("node") or offer["instance_type"]
+    node, name = offer.get("node"), offer["instance_type"]  # a node's offer: its name
+    where = f"{name} ({node})" if node and node != name else name
     return (f"{offer['id']} - {offer['provider']} {where}, {gpu}, {offer['region']}, "
             f"${offer['price_per_hour']:.4f}/h{spot}")
 
