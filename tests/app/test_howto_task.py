@@ -1,5 +1,7 @@
-"""docs/howto/skypilot-task.md runs as written, against the real local exchange (the app
-tests' session exchange).
+"""docs/howto/skypilot-task.md runs as written, against a real local exchange of its own,
+started with a HOME of its own: its jobs share their agent's user and so its home, where the
+page's example writes (``~/.bashrc``, SkyPilot's ``~/sky_workdir``, a ``~/configs`` mount),
+and that must not be the home of whoever runs the tests.
 
 A block whose first line is ``# file: NAME`` is written into a fresh project. Each ``sh``
 block followed by a ``text`` block is run there by bash, with ``bourse`` on the PATH and the
@@ -14,13 +16,15 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
 from app_harness import BOURSE
-from exchange_harness import ExchangeUnderTest
+from exchange_harness import ExchangeUnderTest, local_exchange
 
 pytestmark = pytest.mark.slow
 DOC = Path(__file__).resolve().parents[2] / "docs" / "howto" / "skypilot-task.md"
@@ -69,7 +73,21 @@ def test_every_command_block_is_run_or_named() -> None:
     assert {b.lang for b in found} <= {"sh", "text", "yaml", "python"}
 
 
+@pytest.fixture(scope="module")
+def exchange(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExchangeUnderTest]:
+    """A local exchange whose coordinator, agents and jobs have ``HOME`` in a temporary
+    folder (the commands run with it too: ``exchange.env``)."""
+    root = tmp_path_factory.mktemp("howto")
+    (root / "user-home").mkdir()
+    with ExitStack() as stack:
+        with pytest.MonkeyPatch.context() as patch:  # only while its processes start
+            patch.setenv("HOME", str(root / "user-home"))
+            running = stack.enter_context(local_exchange(root))
+        yield running
+
+
 def test_the_how_to_runs_as_written(exchange: ExchangeUnderTest, tmp_path: Path) -> None:
+    assert exchange.env["HOME"].endswith("user-home")
     found = blocks()
     for block in found:
         if (named := FILE.match(block.body)) is not None:

@@ -52,6 +52,7 @@ def sent(exchange: FakeExchange) -> list[str]:
 
 
 def test_a_task_file_is_submitted_as_its_job(exchange: FakeExchange, project: Path) -> None:
+    exchange.secrets = ["HF_TOKEN"]
     result = run("task.yaml", "-d")
     assert result.exit_code == 0, result.output
     [spec] = exchange.submitted()
@@ -70,6 +71,7 @@ def test_a_task_file_is_submitted_as_its_job(exchange: FakeExchange, project: Pa
 
 def test_flags_before_and_after_the_file_override_it(exchange: FakeExchange,
                                                      project: Path) -> None:
+    exchange.secrets = ["HF_TOKEN", "WANDB_KEY"]
     result = run("--name", "before", "--env", "EPOCHS=5", "task.yaml", "--gpu", "h100",
                  "--nodes", "2", "--name", "after", "--region", "eu-*", "--env", "NEW=1",
                  "--secret", "WANDB_KEY", "--port", "6006:keep", "--no-code", "-d",
@@ -122,9 +124,10 @@ def test_a_dry_run_says_what_it_would_take_and_sends_nothing(
         exchange: FakeExchange, project: Path) -> None:
     exchange.offers = {"offers": [OFFER, {**OFFER, "id": "o2", "price_per_hour": 20.0}],
                        "explanation": ["2 offers considered for a100:8", "2 matched"]}
+    exchange.secrets = ["HF_TOKEN"]
     result = run("--dry-run", "task.yaml")
     assert result.exit_code == 0, result.output
-    assert sent(exchange) == ["POST /api/v1/offers"]
+    assert sent(exchange) == ["GET /api/v1/secrets", "POST /api/v1/offers"]
     out = result.stdout
     assert "dry run: nothing submitted" in out
     assert "runs        setup: 1 line, then run: python train.py" in out
@@ -138,9 +141,10 @@ def test_a_dry_run_says_what_it_would_take_and_sends_nothing(
 def test_a_dry_run_that_fits_nowhere_exits_1_with_why_as_json(
         exchange: FakeExchange, project: Path) -> None:
     exchange.offers = {"offers": [], "explanation": ["0 offers considered", "0 matched"]}
+    exchange.secrets = ["HF_TOKEN"]
     result = run("task.yaml", "--dry-run", "--json")
     assert result.exit_code == 1, result.output
-    assert sent(exchange) == ["POST /api/v1/offers", "GET /api/v1/clouds"]
+    assert sent(exchange) == ["GET /api/v1/secrets", "POST /api/v1/offers", "GET /api/v1/clouds"]
     plan = json.loads(result.stdout)
     assert (plan["submitted"], plan["would_take"], plan["source"]) == (False, None, "exchange")
     assert plan["explanation"] == ["0 offers considered", "0 matched"]
@@ -245,3 +249,15 @@ def test_a_job_without_a_gpu_is_told_the_catalogues_price_gpu_machines(
     assert plan["would_take"]["gpu"]  # every catalogue offer has one
     assert ("the job asks for no GPU, but the cloud catalogues list GPU machines only"
             in plan["note"]) is noted
+
+
+@pytest.mark.parametrize("dry", [True, False], ids=["dry-run", "run"])
+def test_a_secret_the_project_lacks_is_refused_before_anything_is_uploaded(
+        exchange: FakeExchange, project: Path, dry: bool) -> None:
+    exchange.secrets = ["OTHER"]
+    result = run(*(["--dry-run"] if dry else []), "task.yaml", "-d")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[-1] == (
+        "error: project_secrets: no secret 'HF_TOKEN' in this project — set it first with "
+        "`bourse secrets set HF_TOKEN`")
+    assert sent(exchange) == ["GET /api/v1/secrets"] and exchange.bundles == {}

@@ -241,6 +241,9 @@ def submit_job(command: list[str], fields: dict[str, Any], code: Path | None,
                   as_json=bool(options.get("as_json")))
         return
     with seam.open_client() as client:
+        from bourse.cli.plan import check_secrets
+
+        check_secrets(client, fields.get("project_secrets") or ())  # before any upload
         bundle = None if code is None else upload_code(client, code)
         if any("://" not in v for v in inputs.values()):  # local paths: uploaded, then URIs
             from bourse.extras import needs
