@@ -49,6 +49,7 @@ class FakeExchange:
         self.events: dict[str, list[dict[str, Any]]] = {}
         self.chunks: dict[str, list[dict[str, Any]]] = {}
         self.follow: dict[str, list[str]] = {}  # SSE text parts per job
+        self.pruned: set[str] = set()  # jobs whose logs the exchange's retention deleted
         self.metrics: dict[str, dict[str, Any]] = {}  # MetricsView per job
         self.nodes: list[dict[str, Any]] = []
         self.offers: dict[str, Any] = {"offers": []}  # an OfferList
@@ -151,7 +152,8 @@ class FakeExchange:
                 and (rank is None or c["rank"] == int(rank))][:limit]
         cursor = page[-1]["cursor"] if page else after
         done = self.jobs[id]["state"] in ("SUCCEEDED", "FAILED", "CANCELLED") and not page
-        return httpx.Response(200, json={"chunks": page, "cursor": cursor, "done": done})
+        return httpx.Response(200, json={"chunks": page, "cursor": cursor, "done": done,
+                                         "pruned": id in self.pruned})
 
     def _follow(self, request: httpx.Request, id: str) -> httpx.Response:
         if self.on_follow is not None:

@@ -268,6 +268,9 @@ class LogPage(Wire):
     cursor: int = Field(description="Pass back as `after` for the next page.")
     done: bool = Field(description="The job has ended and every chunk up to it has been "
                                    "returned: there is no next page.")
+    pruned: bool = Field(default=False, description=(
+        "The exchange's log retention deleted this job's logs (`bourse server "
+        "--log-retention`): no chunk will come."))
 
 
 class NodeView(Wire):

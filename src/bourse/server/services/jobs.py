@@ -43,6 +43,7 @@ from bourse.server.db.schema import (
 )
 from bourse.server.ids import new_id
 from bourse.server.logs.archive import LogArchive, merge, view
+from bourse.server.logs.retention import is_pruned
 from bourse.server.services import claims, gangs, secrets
 from bourse.server.services.lifecycle import add_event, set_job_state
 from bourse.server.services.specs import remember, spec_of
@@ -279,6 +280,8 @@ async def read_logs(session: AsyncSession, job_id: str, scope: Scope, after: int
         select(func.max(LogChunk.id)).where(LogChunk.job_id == job_id))
     chunks = await _log_rows(session, job_id, after, limit, rank=rank, newest=newest)
     archived: Sequence[LogChunkView] = ()
+    if is_pruned(job.logs_archive):
+        return LogPage(chunks=[], cursor=after, done=ended, pruned=True)
     if job.logs_archive is not None:
         if archive is None:
             raise StoreUnavailable(f"the logs of {job_id} are archived in the store, and this "

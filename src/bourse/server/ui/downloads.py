@@ -23,6 +23,7 @@ from bourse.server.access import Scope
 from bourse.server.dataplane.summary import plane_of
 from bourse.server.db.schema import TrackingRun
 from bourse.server.logs.archive import as_text
+from bourse.server.logs.retention import is_pruned
 from bourse.server.services import claims, jobs
 from bourse.server.services import tracking_artifacts as ta
 from bourse.server.ui import links
@@ -129,7 +130,7 @@ async def _artifact(ctx: Ctx, grant: Grant) -> Response:
 async def _log(ctx: Ctx, grant: Grant) -> Response:
     async with ctx.state.db.read() as session:
         job = await jobs.get_job(session, grant.target, Scope(grant.project))
-        if job.logs_archive is None:
+        if job.logs_archive is None or is_pruned(job.logs_archive):
             raise NotFound(f"the logs of {job.id} are not archived",
                            hint="read them on the job page, or with `bourse logs`")
         found = await jobs.read_logs(session, job.id, Scope(grant.project), 0, LOG_CHUNKS,
