@@ -249,7 +249,8 @@ async def test_the_log_feed_is_the_api_log_page_with_a_more_flag(site: Site) -> 
     await _signed_in(site)
     job = await site.submit()
     live = await site.client.get(f"/ui/jobs/{job['id']}/logs", params={"after": 0})
-    assert live.json() == {"chunks": [], "cursor": 0, "done": False, "more": False}
+    assert live.json() == {"chunks": [], "cursor": 0, "done": False, "pruned": False,
+                           "more": False}
     await site.api("POST", f"/api/v1/jobs/{job['id']}/cancel")
     ended = await site.client.get(f"/ui/jobs/{job['id']}/logs", params={"wait": 1})
     assert ended.json()["done"] is True  # an ended job answers at once, even asked to wait

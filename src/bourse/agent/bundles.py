@@ -3,13 +3,19 @@
 With a data plan a bundle is read from the exchange's store with the attempt's scoped key
 (which may read it); otherwise — or when the store does not have it (a bundle uploaded
 before the exchange had a store) — from the coordinator's REST API with the node credential.
+
+Two starts of jobs with the same bundle arriving together (an app run's stages) share one
+download: the second waits for the first's, and each download writes a part file of its own,
+so neither can rename away the other's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import os
+import secrets
 from pathlib import Path
 
 import httpx
@@ -33,6 +39,7 @@ class BundleError(BourseError):
 class BundleCache:
     def __init__(self, root: Path, server: str, credential: str) -> None:
         self.root, self.server, self.credential = root, server, credential
+        self._fetching: dict[str, asyncio.Task[Path]] = {}  # sha256 -> its download
 
     def path(self, sha256: str) -> Path:
         return self.root / f"{sha256}.tar.gz"
@@ -44,8 +51,17 @@ class BundleCache:
         target = self.path(sha256)
         if target.exists():
             return target
+        running = self._fetching.get(sha256)
+        if running is None:
+            running = asyncio.ensure_future(self._fetch(sha256, target, store, key))
+            self._fetching[sha256] = running
+            running.add_done_callback(lambda _t: self._fetching.pop(sha256, None))
+        return await asyncio.shield(running)  # a cancelled start leaves the others' download
+
+    async def _fetch(self, sha256: str, target: Path, store: ObjectStore | None,
+                     key: str | None) -> Path:
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{sha256}.{os.getpid()}.part")
+        tmp = target.with_name(f".{sha256}.{os.getpid()}.{secrets.token_hex(4)}.part")
         try:
             digest = await self._download(sha256, tmp, store, key)
         except BaseException:

@@ -424,6 +424,10 @@ class Agent:
             except BundleError as exc:
                 self.runtime.reject(message, exc.message)
                 return
+            except OSError as exc:  # the node's disk: said at once, not left to the lease
+                self.runtime.reject(message, f"the bundle could not be stored on this node: "
+                                             f"{exc}")
+                return
         await self.runtime.start(message, bundle)
 
     def cancel(self, message: CancelJob) -> None:
