@@ -148,7 +148,7 @@ def user_data(*, server_url: str, enrol_token: str, node_name: str, version: str
     ``network``: a gang member's ``--network``; its ``--address`` is left to the agent's
     default, the address the machine reaches the coordinator from (on a cloud, its private
     address, which its gang peers in the same network reach)."""
-    _check(server_url, enrol_token, node_name, version, python)
+    check_values(server_url, enrol_token, node_name, version, python)
     if network is not None and not NETWORK.match(network):
         raise InvalidInput(f"network {network!r}: use 1-128 letters, digits, '.', '_', ':', "
                            "'/' and '-', starting with a letter or digit", field="network")
@@ -199,7 +199,7 @@ def agent_args(*, server_url: str, node_name: str, provider: str, region: str, s
     return args
 
 
-def _check(server_url: str, token: str, name: str, version: str, python: str) -> None:
+def check_values(server_url: str, token: str, name: str, version: str, python: str) -> None:
     parts = urlsplit(server_url)
     if parts.scheme not in ("http", "https") or not parts.hostname or any(
             c.isspace() for c in server_url):
