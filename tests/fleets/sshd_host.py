@@ -42,7 +42,7 @@ KbdInteractiveAuthentication no
 PermitRootLogin prohibit-password
 UsePAM no
 StrictModes no
-SetEnv HOME={home} BOURSE_AGENT_WORK_DIR={work} PYTHONPATH={pythonpath}
+SetEnv HOME={home} BOURSE_AGENT_WORK_DIR={work} PYTHONPATH={pythonpath}{extra}
 """
 
 
@@ -99,9 +99,10 @@ class Host:
             run(argv)
         return self
 
-    def sshd(self, port: int, authorized: list[Path], pythonpath: str) -> None:
+    def sshd(self, port: int, authorized: list[Path], pythonpath: str,
+             env: dict[str, str] | None = None) -> None:
         """An sshd on ``ns_ip:port`` that lets in the holders of ``authorized`` (public keys);
-        returns once it listens."""
+        returns once it listens. ``env``: more of its sessions' environment."""
         tag = f"sshd-{port}"
         host_key = self.dir / f"{tag}-host-key"
         if not host_key.exists():
@@ -111,7 +112,8 @@ class Host:
         config = self.dir / f"{tag}.conf"
         config.write_text(CONFIG.format(
             port=port, address=self.ns_ip, host_key=host_key, pid_file=self.dir / f"{tag}.pid",
-            authorized=keys, home=self.home, work=self.work, pythonpath=pythonpath))
+            authorized=keys, home=self.home, work=self.work, pythonpath=pythonpath,
+            extra="".join(f" {k}={v}" for k, v in (env or {}).items())))
         log = self.dir / f"{tag}.log"
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # its privilege separation dir,
         # which Debian's service makes at boot (empty, owned by root)

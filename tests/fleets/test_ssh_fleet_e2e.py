@@ -215,3 +215,35 @@ def test_bad_input_gets_a_clear_error(tmp_path: Path, args: list[str], says: str
                           env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2, done.stderr
     assert says in done.stderr
+
+
+def test_the_default_install_copies_the_wheel_and_says_why_pip_failed(
+        fleet: Fleet, tmp_path: Path) -> None:
+    """Without --agent-python the wheel of this checkout is built, copied with scp, and
+    installed with its agent extra in ~/.bourse/agent-venv. The hosts here reach no package
+    index (PIP_NO_INDEX in the host's environment), so pip fails: the report says so and
+    where its log is, and nothing joins."""
+    host = Host(tmp_path, 2)
+    fleet.exchange.cluster.closers += [host.delete, host.stop]
+    host.create()
+    port = free_port("127.0.0.1")
+    host.sshd(port, [Path(fleet.args[1] + ".pub")], os.environ.get("PYTHONPATH", ""),
+              env={"PIP_NO_INDEX": "1"})
+    known = tmp_path / "known_hosts"
+    known.write_text(host.host_key_line(port))
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host *\n  UserKnownHostsFile {known}\n  LogLevel ERROR\n")
+    target = f"root@{host.ns_ip}:{port}"
+    done = fleet.bourse("fleets", "add", "lab", "--ssh", target, "--identity", fleet.args[1],
+                        "--ssh-config", str(config), "--price-per-hour", "2", "--json")
+    assert done.returncode == 1, done.stderr
+    [report] = json.loads(done.stdout)
+    assert (report["ok"], report["step"]) == (False, "install"), report
+    assert "pip install of bourse[agent] failed" in report["detail"]
+    assert "install.log" in report["hint"]
+    base = host.home / ".bourse"
+    assert (base / "wheels" / "bourse-0.1.0-py3-none-any.whl").is_file()
+    assert (base / "agent-venv" / "bin" / "python").exists()
+    assert "bourse" in (base / "install.log").read_text()
+    assert not (base / "enrol-token").exists()  # the script stopped before the token
+    assert [f["name"] for f in fleet.listing()] == ["rack"]

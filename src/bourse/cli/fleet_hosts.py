@@ -87,14 +87,11 @@ def join(client: Client, join: Join, host: SshHost, token: str,
 
 
 def _copy_wheel(host: SshHost, ssh: SshOptions, wheel: Path) -> tuple[str, str] | None:
-    made = fleet_ssh.run(host, ssh, 'umask 077 && mkdir -p "$HOME/.bourse/wheels"')
-    if made.returncode != 0:
-        return made.why() if made.unreachable else (
-            f"cannot create ~/.bourse/wheels: {made.stderr.strip()}", "check the user's home")
-    copied = fleet_ssh.copy(host, ssh, wheel, f".bourse/wheels/{wheel.name}")
+    copied = fleet_ssh.copy(host, ssh, wheel, ".bourse/wheels")
     if copied.returncode != 0:
         return copied.why() if copied.unreachable else (
-            f"scp failed: {copied.stderr.strip()}", "check the disk space in the user's home")
+            f"copying {wheel.name} to ~/.bourse/wheels failed: {copied.stderr.strip()[-300:]}",
+            "check the user's home and its free space on the host")
     return None
 
 

@@ -1,15 +1,17 @@
-"""The I/O of ``bourse fleets``: the system's ``ssh`` and ``scp`` run against one host, with a
-time limit; their output comes back, never to the terminal (a script's standard input carries
-the enrolment token, and nothing echoes it)."""
+"""The I/O of ``bourse fleets``: the system's ``ssh`` run against one host, with a time limit;
+its output comes back, never to the terminal (a script's standard input carries the enrolment
+token, and nothing echoes it). A file is copied through ssh's standard input too (``cat`` on
+the host), so a host needs no SFTP subsystem (which OpenSSH 9's ``scp`` uses) and no ``scp``."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from bourse.clouds.ssh_hosts import SshHost, SshOptions, explain, scp_argv, ssh_argv
+from bourse.clouds.ssh_hosts import SshHost, SshOptions, explain, ssh_argv
 from bourse.core.errors import InvalidInput
 
 SCRIPT_TIMEOUT_S = 900.0  # a pip install of bourse[agent] from a slow index
@@ -32,10 +34,9 @@ class Ran:
 
 
 def require_client() -> None:
-    missing = [tool for tool in ("ssh", "scp") if shutil.which(tool) is None]
-    if missing:
-        raise InvalidInput(f"{' and '.join(missing)} not found on this machine's PATH",
-                           field="--ssh", hint="install OpenSSH's client (openssh-client)")
+    if shutil.which("ssh") is None:
+        raise InvalidInput("ssh not found on this machine's PATH", field="--ssh",
+                           hint="install OpenSSH's client (openssh-client)")
 
 
 def run(host: SshHost, options: SshOptions, command: str, *, stdin: str = "",
@@ -49,17 +50,28 @@ def run_script(host: SshHost, options: SshOptions, script: str,
     return run(host, options, "sh -s", stdin=script, timeout=timeout)
 
 
-def copy(host: SshHost, options: SshOptions, source: Path, target: str,
+def copy(host: SshHost, options: SshOptions, source: Path, directory: str,
          timeout: float = 300.0) -> Ran:
-    return _run(scp_argv(host, options, source, target), "", timeout)
+    """Copy ``source`` into ``directory`` on the host (relative to its ``$HOME``; made 0700
+    if missing), whole or not at all (written aside, then renamed)."""
+    name = shlex.quote(source.name)
+    where = '"$HOME"/' + shlex.quote(directory)
+    command = (f"umask 077 && mkdir -p {where} && cat > {where}/.{name}.part && "
+               f"mv {where}/.{name}.part {where}/{name}")
+    return _run(ssh_argv(host, options, command), source.read_bytes(), timeout)
 
 
-def _run(argv: list[str], stdin: str, timeout: float) -> Ran:
+def _run(argv: list[str], stdin: str | bytes, timeout: float) -> Ran:
+    data = stdin.encode() if isinstance(stdin, str) else stdin
     try:
-        done = subprocess.run(argv, input=stdin, capture_output=True, text=True,
-                              timeout=timeout, check=False)
+        done = subprocess.run(argv, input=data, capture_output=True, timeout=timeout,
+                              check=False)
     except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (
-            exc.stdout or "")
-        return Ran(124, out, f"timed out after {timeout:g} s")
-    return Ran(done.returncode, done.stdout, done.stderr)
+        return Ran(124, _text(exc.stdout), f"timed out after {timeout:g} s")
+    return Ran(done.returncode, _text(done.stdout), _text(done.stderr))
+
+
+def _text(data: bytes | str | None) -> str:
+    if isinstance(data, bytes):
+        return data.decode(errors="replace")
+    return data or ""

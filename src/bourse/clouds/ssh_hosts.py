@@ -1,5 +1,5 @@
-"""The hosts of an SSH fleet: ``user@host[:port]`` parsed and checked, the ``ssh`` and ``scp``
-command lines that reach them, and what a failed ``ssh`` said, as a reason and a hint.
+"""The hosts of an SSH fleet: ``user@host[:port]`` parsed and checked, the ``ssh`` command
+line that reaches them, and what a failed ``ssh`` said, as a reason and a hint.
 
 Pure: nothing here runs a command. The system's OpenSSH client does the work
 (``bourse.cli.fleet_ssh`` runs it); key authentication only — ``BatchMode`` (never a prompt),
@@ -130,13 +130,6 @@ def ssh_argv(host: SshHost, options: SshOptions, command: str) -> list[str]:
     """``ssh`` running ``command`` (one shell line) on ``host``."""
     return ["ssh", *_common(options), "-p", str(host.port), "-l", host.user, "--", host.host,
             command]
-
-
-def scp_argv(host: SshHost, options: SshOptions, source: Path, target: str) -> list[str]:
-    """``scp`` copying the local ``source`` to ``target`` (a path on the host)."""
-    where = f"[{host.host}]" if ":" in host.host else host.host
-    return ["scp", "-q", *_common(options), "-P", str(host.port), "--", str(source),
-            f"{host.user}@{where}:{target}"]
 
 
 def _common(options: SshOptions) -> list[str]:
