@@ -1,10 +1,10 @@
 """``bourse fleets``: machines reached over SSH that join the exchange as nodes.
 
 ``bourse fleets add NAME --ssh user@host[:port] ...`` installs, enrols and starts the agent on
-each host (``cli.fleet_hosts``), in parallel; a host that fails is reported with the step and
+each host (``fleets.join``), in parallel; a host that fails is reported with the step and
 why, and does not stop the others. ``bourse fleets`` lists the fleets with their hosts' nodes;
 ``bourse fleets remove NAME [--host H]`` drains the hosts and stops their agents. The fleets
-are kept on this machine (``cli.fleet_store``; docs/clouds.md says why).
+are kept on this machine (``fleets.store``; docs/clouds.md says why).
 """
 
 from __future__ import annotations
@@ -20,18 +20,20 @@ from typing import TypeVar
 import click
 
 from bourse.cli import client as seam
-from bourse.cli import fleet_hosts, fleet_ssh, fleet_store
 from bourse.cli.errors import EXIT_NO_RESULT, handles_errors
-from bourse.cli.fleet_hosts import Join, Leave, Report
-from bourse.cli.fleet_store import Fleet, FleetHost
-from bourse.cli.fleet_wheel import find_wheel
 from bourse.cli.nodes import last_seen
 from bourse.cli.render import echo_json, money, table
 from bourse.cli.suggest import SuggestingGroup
-from bourse.clouds.ssh_hosts import SshHost, SshOptions, parse_host
-from bourse.clouds.userdata import LABEL, PYTHON
+from bourse.core.agent_values import LABEL, PYTHON
 from bourse.core.errors import BourseError, InvalidInput
 from bourse.core.units import parse_duration
+from bourse.fleets import join as joins
+from bourse.fleets import ssh as fleet_ssh
+from bourse.fleets import store as fleet_store
+from bourse.fleets.hosts import SshHost, SshOptions, parse_host
+from bourse.fleets.join import Join, Leave, Report
+from bourse.fleets.store import Fleet, FleetHost
+from bourse.fleets.wheel import find_wheel
 from bourse.protocol.api import NodeView
 
 HEADERS = ("FLEET", "HOST", "NODE", "STATE", "VERIFIED", "$/H", "NETWORK", "LAST SEEN")
@@ -139,8 +141,8 @@ def add(name: str, targets: tuple[str, ...], identity: Path | None, ssh_config: 
     fleet_ssh.require_client()
     with seam.open_client() as client:
         fleet = _fleet(client.url, name, price_per_hour, region, hosts_reach_each_other, hosts)
-        tokens = [client.create_enrollment(name=fleet_hosts.node_name(name, h),
-                                           expires_in_s=fleet_hosts.TOKEN_LIFE_S,
+        tokens = [client.create_enrollment(name=joins.node_name(name, h),
+                                           expires_in_s=joins.TOKEN_LIFE_S,
                                            price_per_hour=fleet.price_per_hour)
                   for h in hosts]  # one per host; the answer names the coordinator's version
     version = tokens[0].agent_version or ""
@@ -208,7 +210,7 @@ def _fleet(url: str, name: str, price: float | None, region: str, reach: bool,
 def _join_one(join: Join, host: SshHost, token: str) -> Report:
     try:
         with seam.open_client() as client:
-            return fleet_hosts.join(client, join, host, token)
+            return joins.join(client, join, host, token)
     except BourseError as exc:  # the exchange refused: this host's report says so
         return Report(host=host.label, ok=False, step="enrol", detail=str(exc))
 
@@ -223,7 +225,7 @@ def _show(reports: list[Report], as_json: bool) -> None:
     if as_json:
         echo_json([asdict(r) for r in reports])
     else:
-        rows = [[r.host, "ok" if r.ok else "FAILED", r.step, r.node_id or "-",
+        rows = [[r.host, "ok" if r.ok else "failed", r.step, r.node_id or "-",
                  r.detail + (f" (hint: {r.hint})" if r.hint and not r.ok else "")]
                 for r in reports]
         click.echo(table(REPORT_HEADERS, rows))
@@ -280,6 +282,6 @@ def _chosen(fleet: Fleet, only: tuple[str, ...]) -> list[FleetHost]:
 def _leave_one(leave: Leave, host: SshHost, known: FleetHost | None) -> Report:
     try:
         with seam.open_client() as client:
-            return fleet_hosts.leave(client, leave, host, known.node_id if known else None)
+            return joins.leave(client, leave, host, known.node_id if known else None)
     except BourseError as exc:
         return Report(host=host.label, ok=False, step="drain", detail=str(exc))

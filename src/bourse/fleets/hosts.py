@@ -2,7 +2,7 @@
 line that reaches them, and what a failed ``ssh`` said, as a reason and a hint.
 
 Pure: nothing here runs a command. The system's OpenSSH client does the work
-(``bourse.cli.fleet_ssh`` runs it); key authentication only — ``BatchMode`` (never a prompt),
+(``bourse.fleets.ssh`` runs it); key authentication only — ``BatchMode`` (never a prompt),
 password and keyboard-interactive authentication off, and the host key checked as the
 user's ``known_hosts`` (or ``--ssh-config``) says; ``accept_new`` trusts a host seen for the
 first time (OpenSSH's ``StrictHostKeyChecking=accept-new``), never a changed key.

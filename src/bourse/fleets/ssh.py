@@ -11,8 +11,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from bourse.clouds.ssh_hosts import SshHost, SshOptions, explain, ssh_argv
 from bourse.core.errors import InvalidInput
+from bourse.fleets.hosts import SshHost, SshOptions, explain, ssh_argv
 
 SCRIPT_TIMEOUT_S = 900.0  # a pip install of bourse[agent] from a slow index
 SSH_FAILED = 255  # OpenSSH's own exit status: it could not connect or authenticate

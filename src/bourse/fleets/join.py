@@ -3,7 +3,7 @@ fleets remove`` take for it, each reported (ok, or the step that failed, why, an
 
 Joining: with an enrolment token priced at the fleet's price, ``copy`` the wheel (unless
 ``--agent-python``), run the install script over ssh (``prepare``, ``install``, ``token``,
-``start``: ``bourse.clouds.ssh_script``), then the exchange is watched until the host's node has
+``start``: ``bourse.fleets.script``), then the exchange is watched until the host's node has
 enrolled (``enrol``) and passed verification (``verify``), and the spent token's file is
 removed from the host. Leaving: the node is drained (``drain``: no new work; what runs there
 finishes, or with ``force`` is stopped and retried elsewhere), then the agent is stopped
@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bourse.cli import fleet_ssh
-from bourse.clouds.ssh_hosts import SshHost, SshOptions
-from bourse.clouds.ssh_script import AGENT_LOG, FORGET_TOKEN, HostAgent, install_script, outcome
-from bourse.clouds.ssh_script import stop_script as stop_agent_script
+from bourse.fleets import ssh as fleet_ssh
+from bourse.fleets.hosts import SshHost, SshOptions
+from bourse.fleets.script import AGENT_LOG, FORGET_TOKEN, HostAgent, install_script, outcome
+from bourse.fleets.script import stop_script as stop_agent_script
 from bourse.protocol.api import NodeView
 from bourse.sdk.client import Client
 from bourse.sdk.errors import ApiNotFound
@@ -83,7 +83,7 @@ def join(client: Client, join: Join, host: SshHost, token: str,
     result = outcome(ran.returncode, ran.stdout)
     if not result.ok:
         return _failed(report, result.step, result.detail, _hint(result.step))
-    return _watch(client, join, host, report, started - 5.0, clock)
+    return _watch(client, join, host, report, since=started - 5.0, clock=clock)
 
 
 def _copy_wheel(host: SshHost, ssh: SshOptions, wheel: Path) -> tuple[str, str] | None:
@@ -95,7 +95,7 @@ def _copy_wheel(host: SshHost, ssh: SshOptions, wheel: Path) -> tuple[str, str] 
     return None
 
 
-def _watch(client: Client, join: Join, host: SshHost, report: Report, since: float,
+def _watch(client: Client, join: Join, host: SshHost, report: Report, *, since: float,
            clock: Callable[[], float]) -> Report:
     """The host's node, from its enrolment to its verification (or the time limit)."""
     deadline = clock() + join.timeout_s

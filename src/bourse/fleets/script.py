@@ -17,7 +17,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from bourse.clouds.userdata import LABEL, NETWORK, PYTHON, TOKEN, check_values
+from bourse.core.agent_values import LABEL, NETWORK, PYTHON, TOKEN, check_values
 
 WHEEL = re.compile(r"^bourse-[A-Za-z0-9_.+!-]+-py3-none-any\.whl$")
 STEPS = ("prepare", "install", "token", "start")
