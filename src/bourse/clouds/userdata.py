@@ -67,9 +67,9 @@ installed() {
 if installed; then
   say "bourse $VERSION is installed in $VENV"
 else
-  say "installing bourse==$VERSION in $VENV"
+  say "installing bourse[agent]==$VERSION in $VENV"
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "bourse==$VERSION"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "bourse[agent]==$VERSION"
 fi
 """
 
