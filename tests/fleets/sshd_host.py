@@ -6,10 +6,11 @@ Each :class:`Host` is a namespace joined to this one by a veth pair (a /30 of 10
 derived from the test's pid and the host's index), with a default route back, so its agent
 reaches the coordinator listening on the first host's peer address. The sshd's ``SetEnv``
 gives each session the host's HOME (so two hosts on one machine keep apart what the install
-script writes in ``~/.bourse``), the agent's work dir, and the PYTHONPATH of the code under
-test. Root logs in (the tests run as root); systemd does not run here, so the agent starts
-detached. :meth:`Host.stop` kills the sshd by its pid, the agent by the pid file the script
-wrote, and the agent's jobs.
+script writes in ``~/.bourse``), the agent's work dir and virtualenv (root's would be in
+/var/lib/bourse and /opt/bourse), and the PYTHONPATH of the code under test. Root logs in
+(the tests run as root); systemd does not run here, so the agent starts detached.
+:meth:`Host.stop` kills the sshd by its pid, the agent by the pid file the script wrote, and
+the agent's jobs.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ KbdInteractiveAuthentication no
 PermitRootLogin prohibit-password
 UsePAM no
 StrictModes no
-SetEnv HOME={home} BOURSE_AGENT_WORK_DIR={work} PYTHONPATH={pythonpath}{extra}
+SetEnv {env}
 """
 
 
@@ -112,8 +113,10 @@ class Host:
         config = self.dir / f"{tag}.conf"
         config.write_text(CONFIG.format(
             port=port, address=self.ns_ip, host_key=host_key, pid_file=self.dir / f"{tag}.pid",
-            authorized=keys, home=self.home, work=self.work, pythonpath=pythonpath,
-            extra="".join(f" {k}={v}" for k, v in (env or {}).items())))
+            authorized=keys, env=" ".join(f"{k}={v}" for k, v in {
+                "HOME": self.home, "BOURSE_AGENT_WORK_DIR": self.work,
+                "BOURSE_AGENT_VENV": self.dir / "agent-venv", "PYTHONPATH": pythonpath,
+                **(env or {})}.items())))
         log = self.dir / f"{tag}.log"
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # its privilege separation dir,
         # which Debian's service makes at boot (empty, owned by root)

@@ -219,10 +219,10 @@ def test_bad_input_gets_a_clear_error(tmp_path: Path, args: list[str], says: str
 
 def test_the_default_install_copies_the_wheel_and_says_why_pip_failed(
         fleet: Fleet, tmp_path: Path) -> None:
-    """Without --agent-python the wheel of this checkout is built, copied with scp, and
-    installed with its agent extra in ~/.bourse/agent-venv. The hosts here reach no package
-    index (PIP_NO_INDEX in the host's environment), so pip fails: the report says so and
-    where its log is, and nothing joins."""
+    """Without --agent-python the wheel of this checkout is built, copied through ssh, and
+    installed with its agent extra in a virtualenv (the host's BOURSE_AGENT_VENV). The hosts
+    here reach no package index (PIP_NO_INDEX in the host's environment), so pip fails: the
+    report says so and where its log is, and nothing joins."""
     host = Host(tmp_path, 2)
     fleet.exchange.cluster.closers += [host.delete, host.stop]
     host.create()
@@ -243,7 +243,7 @@ def test_the_default_install_copies_the_wheel_and_says_why_pip_failed(
     assert "install.log" in report["hint"]
     base = host.home / ".bourse"
     assert (base / "wheels" / "bourse-0.1.0-py3-none-any.whl").is_file()
-    assert (base / "agent-venv" / "bin" / "python").exists()
+    assert (host.dir / "agent-venv" / "bin" / "python").exists()  # BOURSE_AGENT_VENV
     assert "bourse" in (base / "install.log").read_text()
     assert not (base / "enrol-token").exists()  # the script stopped before the token
     assert [f["name"] for f in fleet.listing()] == ["rack"]

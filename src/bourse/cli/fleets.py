@@ -213,6 +213,9 @@ def _join_one(join: Join, host: SshHost, token: str) -> Report:
             return joins.join(client, join, host, token)
     except BourseError as exc:  # the exchange refused: this host's report says so
         return Report(host=host.label, ok=False, step="enrol", detail=str(exc))
+    except Exception as exc:  # a host's failure never stops the others
+        return Report(host=host.label, ok=False, step="enrol",
+                      detail=f"{type(exc).__name__}: {exc}", hint="a bug of bourse: report it")
 
 
 def _each(items: Sequence[T], work: Callable[[T], Report]) -> list[Report]:
@@ -285,3 +288,6 @@ def _leave_one(leave: Leave, host: SshHost, known: FleetHost | None) -> Report:
             return joins.leave(client, leave, host, known.node_id if known else None)
     except BourseError as exc:
         return Report(host=host.label, ok=False, step="drain", detail=str(exc))
+    except Exception as exc:  # a host's failure never stops the others
+        return Report(host=host.label, ok=False, step="drain",
+                      detail=f"{type(exc).__name__}: {exc}", hint="a bug of bourse: report it")

@@ -2,7 +2,8 @@
 standard input (``sh -s``), so the enrolment token is in no command line on either side.
 
 :func:`install_script` installs the agent at the coordinator's version (from a wheel copied
-beside it, into ``~/.bourse/agent-venv``; or checks the interpreter ``--agent-python`` names),
+beside it, into ``~/.bourse/agent-venv``, or ``/opt/bourse/agent-venv`` for root, whose jobs
+run as users of their own who must reach it; or checks the interpreter ``--agent-python`` names),
 writes the one-time token to ``~/.bourse/enrol-token`` (0600, through a quoted heredoc), and
 starts ``bourse agent --token-file ...``: as the systemd unit ``bourse-agent.service`` where
 systemd runs and the SSH user is root, else detached (``setsid nohup``, its pid in
@@ -65,13 +66,15 @@ VERSION={version}
 PY={python}
 if [ -z "$PY" ]; then
   command -v python3 >/dev/null 2>&1 || fail install "no python3 on the host's PATH"
-  VENV="$BASE/agent-venv"
+  # root's jobs run as users of their own: their python must be where every user reaches it
+  if is_root; then VENV=/opt/bourse/agent-venv; else VENV="$BASE/agent-venv"; fi
+  VENV="${{BOURSE_AGENT_VENV:-$VENV}}"  # the host's own choice, from its environment
   if [ ! -x "$VENV/bin/python" ]; then
-    python3 -m venv "$VENV" >>"$BASE/install.log" 2>&1 || fail install \\
+    (umask 022 && python3 -m venv "$VENV") >>"$BASE/install.log" 2>&1 || fail install \\
       "python3 -m venv failed (see ~/.bourse/install.log; Debian, Ubuntu: apt install python3-venv)"
   fi
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \\
-    "$BASE/wheels/"{wheel}"[agent]" >>"$BASE/install.log" 2>&1 || fail install \\
+  (umask 022 && "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \\
+    "$BASE/wheels/"{wheel}"[agent]") >>"$BASE/install.log" 2>&1 || fail install \\
     "pip install of bourse[agent] failed (see ~/.bourse/install.log on the host)"
   PY="$VENV/bin/python"
 fi
