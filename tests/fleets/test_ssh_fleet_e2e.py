@@ -23,7 +23,7 @@ from bourse.protocol.common import JobSpec
 
 TESTS = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TESTS / "e2e"))
-from harness import Cluster, Exchange, free_port, wait_for  # noqa: E402
+from harness import Cluster, Exchange, free_port, job_pid, wait_for  # noqa: E402
 from netns import require_tools  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -199,6 +199,38 @@ def test_remove_drains_the_host_and_stops_its_agent(fleet: Fleet) -> None:
     assert fleet.exchange.wait_ended(again.id, timeout=60).node_id != node.id
 
 
+def test_remove_waits_for_running_work_and_force_stops_it(fleet: Fleet) -> None:
+    """The host left: a job that outlives --wait keeps it (drained, reported); --force stops
+    the agent and kills the job's processes."""
+    client = fleet.exchange.client
+    [left] = fleet.listing()[0]["hosts"]
+    index = next(i for i in (0, 1) if fleet.ssh(i) == left["ssh"])
+    job = client.submit(JobSpec(command=["sleep", "300"], compute={"cpus": 1},
+                                max_retries=0))
+    running = fleet.exchange.wait_running(job.id, timeout=120)
+    assert running.node_id == left["node_id"]
+    kept = fleet.bourse("fleets", "remove", "rack", *fleet.args, "--wait", "2s", "--json")
+    assert kept.returncode == 1, kept.stdout + kept.stderr
+    [report] = json.loads(kept.stdout)
+    assert (report["ok"], report["step"]) == (False, "drain")
+    assert "1 attempt(s) still run" in report["detail"] and "--force" in report["hint"]
+    assert [h["ssh"] for h in fleet.listing()[0]["hosts"]] == [left["ssh"]]
+    assert client.node(left["node_id"]).drained_at is not None
+    host = fleet.hosts[index]
+    pid = host.agent_pid
+    assert pid is not None and alive(pid)
+    attempt = host.work / "jobs" / job.id / "1"
+    shim = wait_for(lambda: job_pid(attempt), 15, "the job's shim")
+    forced = fleet.bourse("fleets", "remove", "rack", *fleet.args, "--wait", "1s", "--force",
+                          "--json")
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    wait_for(lambda: not alive(pid) and not alive(shim) and job_pid(attempt) is None, 15,
+             "the agent and the job to be stopped",
+             lambda: f"agent {alive(pid)} shim {alive(shim)} {forced.stdout}")
+    assert fleet.listing() == []  # no host left: the fleet is gone
+    client.cancel(job.id)
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (["--ssh", "10.0.0.5"], "has no user"),
     (["--ssh", "root@10.0.0.5:0"], "is not a port"),
@@ -246,4 +278,4 @@ def test_the_default_install_copies_the_wheel_and_says_why_pip_failed(
     assert (host.dir / "agent-venv" / "bin" / "python").exists()  # BOURSE_AGENT_VENV
     assert "bourse" in (base / "install.log").read_text()
     assert not (base / "enrol-token").exists()  # the script stopped before the token
-    assert [f["name"] for f in fleet.listing()] == ["rack"]
+    assert "lab" not in [f["name"] for f in fleet.listing()]  # no host joined it

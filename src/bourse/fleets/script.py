@@ -144,7 +144,7 @@ stop_agent
 for f in "$WORK"/jobs/*/*/pid; do
   [ -f "$f" ] || continue
   pid=$(cat "$f"); dir=${f%/pid}
-  tr '\\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF "$dir" && kill -KILL -- "-$pid"
+  tr '\\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF "$dir" && kill -KILL "-$pid"
 done
 rm -f "$BASE/enrol-token"
 echo bourse-stopped
