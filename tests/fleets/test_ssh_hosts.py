@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bourse.cli.fleets import joining_fleet as existing_or_new
 from bourse.core.errors import InvalidInput
 from bourse.fleets.hosts import SshHost, SshOptions, explain, parse_host, ssh_argv
 from bourse.fleets.join import node_name
@@ -171,3 +172,22 @@ def test_a_given_wheel_must_be_bournes_at_the_coordinators_version(tmp_path: Pat
     (tmp_path / "junk.whl").write_text("not a zip")
     with pytest.raises(InvalidInput, match="not a wheel"):
         find_wheel("0.1.0", tmp_path / "junk.whl")
+
+
+def test_hosts_join_an_existing_fleet_at_its_price_and_only_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOURSE_HOME", str(tmp_path))
+    url, host = "http://a", SshHost("u", "h1")
+    with pytest.raises(InvalidInput, match="needs --price-per-hour"):
+        existing_or_new(url, "rack", None, "on-prem", False, [host])
+    fleet = existing_or_new(url, "rack", 1.5, "on-prem", True, [host])
+    fleet.hosts.append(FleetHost(host.label, "rack-h1", "n-1"))
+    save(fleet)
+    again = existing_or_new(url, "rack", None, "elsewhere", False, [SshHost("u", "h2")])
+    assert (again.price_per_hour, again.region, again.reach_each_other) == (
+        1.5, "on-prem", True)  # the fleet's, whatever this command said
+    with pytest.raises(InvalidInput, match=r"priced at \$1\.50/h"):
+        existing_or_new(url, "rack", 2.0, "on-prem", False, [SshHost("u", "h2")])
+    with pytest.raises(InvalidInput, match="is in fleet rack already"):
+        existing_or_new(url, "other", 1.0, "on-prem", False, [host])
+    assert existing_or_new("http://b", "other", 1.0, "on-prem", False, [host]).hosts == []

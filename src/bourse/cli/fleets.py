@@ -140,7 +140,8 @@ def add(name: str, targets: tuple[str, ...], identity: Path | None, ssh_config: 
     timeout_s = parse_duration(timeout, field="--timeout")
     fleet_ssh.require_client()
     with seam.open_client() as client:
-        fleet = _fleet(client.url, name, price_per_hour, region, hosts_reach_each_other, hosts)
+        fleet = joining_fleet(client.url, name, price_per_hour, region, hosts_reach_each_other,
+                              hosts)
         tokens = [client.create_enrollment(name=joins.node_name(name, h),
                                            expires_in_s=joins.TOKEN_LIFE_S,
                                            price_per_hour=fleet.price_per_hour)
@@ -182,7 +183,7 @@ def _check_add(region: str, agent_python: str | None, price: float | None) -> No
                            "10000", field="--price-per-hour")
 
 
-def _fleet(url: str, name: str, price: float | None, region: str, reach: bool,
+def joining_fleet(url: str, name: str, price: float | None, region: str, reach: bool,
            hosts: list[SshHost]) -> Fleet:
     """The fleet the hosts join: the one of that name, or a new one."""
     fleets = fleet_store.load(url)
@@ -201,7 +202,7 @@ def _fleet(url: str, name: str, price: float | None, region: str, reach: bool,
         return Fleet(name=name, exchange=url, price_per_hour=price, region=region,
                      reach_each_other=reach, created_at=time.time())
     if price is not None and price != fleet.price_per_hour:
-        raise InvalidInput(f"fleet {name} is priced at {money(fleet.price_per_hour)}/h",
+        raise InvalidInput(f"fleet {name} is priced at ${money(fleet.price_per_hour)}/h",
                            field="--price-per-hour", hint="leave it out to add hosts at that "
                                                          "price")
     return fleet
