@@ -1,12 +1,12 @@
 """A host of an SSH fleet on this machine: a real OpenSSH server (``sshd -D``, Debian's
-openssh-server) in a network namespace of its own, key authentication only, with its own
-host key, ``authorized_keys`` and HOME in a temporary directory.
+openssh-server) in a network namespace, key authentication only, with its own host key,
+``authorized_keys`` and HOME in a temporary directory.
 
-Each :class:`Host` is a namespace joined to this one by a veth pair (a /30 of 10.204.0.0/16
-derived from the test's pid and the host's index), with a default route back, so its agent
-reaches the coordinator listening on the first host's peer address. The sshd's ``SetEnv``
-gives each session the host's HOME (so two hosts on one machine keep apart what the install
-script writes in ``~/.bourse``), the agent's work dir and virtualenv (root's would be in
+The namespaces are the gang tests' LAN (tests/gang/bridge.py): one bridge joins the hosts to
+each other and to this machine, where the coordinator listens on the bridge's host address,
+so a fleet that says its hosts reach each other really does. The sshd's ``SetEnv`` gives each
+session the host's HOME (so two hosts on one machine keep apart what the install script
+writes in ``~/.bourse``), the agent's work dir and virtualenv (root's would be in
 /var/lib/bourse and /opt/bourse), and the PYTHONPATH of the code under test. Root logs in
 (the tests run as root); systemd does not run here, so the agent starts detached.
 :meth:`Host.stop` kills the sshd by its pid, the agent by the pid file the script wrote, and
@@ -27,7 +27,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "gang"))
 
+from bridge import Bridge
 from harness import kill_jobs
 from netns import run, unavailable
 
@@ -63,42 +65,15 @@ def require_sshd() -> str:
 
 
 class Host:
-    def __init__(self, root: Path, index: int) -> None:
-        pid = os.getpid()
-        self.name = f"bsf-{pid}-{index}"
-        self.host_if, self.ns_if = f"bsf{pid}{index}h", f"bsf{pid}{index}n"
-        base = ((pid * 4 + index) % 16384) * 4
-        prefix = f"10.204.{base // 256}."
-        self.host_ip, self.ns_ip = f"{prefix}{base % 256 + 1}", f"{prefix}{base % 256 + 2}"
+    def __init__(self, root: Path, bridge: Bridge, index: int) -> None:
+        self.prefix, self.ns_ip = bridge.prefix(index), bridge.address(index)
+        self.name = bridge.name(index)
         self.dir = root / f"host{index}"
         self.home = self.dir / "home"
         self.work = self.dir / "work"
-        self.sshds: list[subprocess.Popen[bytes]] = []
-
-    @property
-    def prefix(self) -> list[str]:
-        return ["ip", "netns", "exec", self.name]
-
-    def create(self) -> Host:
-        self.delete()
         for d in (self.home, self.work):
             d.mkdir(parents=True, exist_ok=True)
-        try:
-            run(["ip", "netns", "add", self.name])
-        except AssertionError as exc:
-            unavailable(f"cannot create a network namespace here: {exc}")
-        for argv in (
-            ["ip", "link", "add", self.host_if, "type", "veth", "peer", "name", self.ns_if],
-            ["ip", "link", "set", self.ns_if, "netns", self.name],
-            ["ip", "addr", "add", f"{self.host_ip}/30", "dev", self.host_if],
-            ["ip", "link", "set", self.host_if, "up"],
-            [*self.prefix, "ip", "addr", "add", f"{self.ns_ip}/30", "dev", self.ns_if],
-            [*self.prefix, "ip", "link", "set", self.ns_if, "up"],
-            [*self.prefix, "ip", "link", "set", "lo", "up"],
-            [*self.prefix, "ip", "route", "add", "default", "via", self.host_ip],
-        ):
-            run(argv)
-        return self
+        self.sshds: list[subprocess.Popen[bytes]] = []
 
     def sshd(self, port: int, authorized: list[Path], pythonpath: str,
              env: dict[str, str] | None = None) -> None:
@@ -157,10 +132,6 @@ class Host:
             proc.kill()
             proc.wait()
         self.sshds.clear()
-
-    def delete(self) -> None:
-        run(["ip", "link", "del", self.host_if], check=False)
-        run(["ip", "netns", "del", self.name], check=False)
 
 
 def alive(pid: int) -> bool:

@@ -7,6 +7,7 @@ fleets remove` drains a host (its running job finishes) and stops its agent."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sshd_host import Host, alive, keygen, require_sshd
+from sshd_host import Bridge, Host, alive, keygen, require_sshd
 
 from bourse.protocol.common import JobSpec
 
@@ -42,6 +43,7 @@ class Fleet:
     args: list[str]  # the ssh options every command takes
     added: subprocess.CompletedProcess[str]
     home: Path
+    spare: Host | None = None  # a third host, on the same LAN
 
     def ssh(self, index: int, port: int | None = None) -> str:
         return f"root@{self.hosts[index].ns_ip}:{port or self.ports[index]}"
@@ -68,12 +70,12 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     require_sshd()
     root = tmp_path_factory.mktemp("fleet")
     cluster = Cluster(root)
-    hosts = [Host(root, 0), Host(root, 1)]
-    for host in hosts:
-        cluster.closers += [host.delete, host.stop]  # closers run last first
+    lan = Bridge(3)  # the third host is the default install's (a test of its own)
+    cluster.closers.append(lan.delete)
     try:
-        for host in hosts:
-            host.create()
+        lan.create()
+        hosts = [Host(root, lan, i) for i in range(3)]
+        cluster.closers += [h.stop for h in hosts]  # closers run last first
         key, other = keygen(root / "id_fleet"), keygen(root / "id_other")
         pythonpath = os.environ.get("PYTHONPATH", "")
         ports = [free_port("127.0.0.1"), free_port("127.0.0.1")]
@@ -87,13 +89,13 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         config = root / "ssh_config"
         config.write_text(f"Host *\n  UserKnownHostsFile {known}\n  StrictHostKeyChecking yes\n"
                           "  LogLevel ERROR\n")
-        exchange = Exchange(cluster, 1.0, host=hosts[0].host_ip).start()
+        exchange = Exchange(cluster, 1.0, host=lan.host_address).start()
         home = root / "operator"
         env = {**os.environ, "BOURSE_URL": exchange.coordinator.url,
                "BOURSE_TOKEN": exchange.coordinator.token, "BOURSE_HOME": str(home)}
         args = ["--identity", str(key), "--ssh-config", str(config)]
-        made = Fleet(exchange, hosts, ports, wrong, closed, env, args,
-                     subprocess.CompletedProcess([], 0), home)
+        made = Fleet(exchange, hosts[:2], ports, wrong, closed, env, args,
+                     subprocess.CompletedProcess([], 0), home, hosts[2])
         made.added = made.bourse(
             "fleets", "add", "rack", "--ssh", made.ssh(0), "--ssh", made.ssh(1),
             "--ssh", made.ssh(1, wrong), "--ssh", made.ssh(0, closed), *args,
@@ -172,6 +174,23 @@ def test_a_job_runs_on_the_fleet_at_its_price(fleet: Fleet) -> None:
     node = client.node(attempt.node_id or "")
     assert node.capabilities is not None
     assert attempt.price_per_hour == pytest.approx(PRICE / node.capabilities.cpus)
+
+
+def test_a_two_node_job_spans_the_hosts_that_reach_each_other(fleet: Fleet) -> None:
+    """--hosts-reach-each-other: the agents share the network fleet:rack (one LAN here), so a
+    gang of two is placed on the two hosts and runs with rank 0's address as its master."""
+    client = fleet.exchange.client
+    job = client.submit(JobSpec.model_validate({
+        "command": ["sh", "-c", "echo rank=$NODE_RANK master=$MASTER_ADDR"],
+        "compute": {"num_nodes": 2, "cpus": 1}, "max_retries": 0}))
+    done = fleet.exchange.wait_ended(job.id, timeout=120)
+    assert done.state == "SUCCEEDED", f"{done.reason}\n{fleet.diagnose()}"
+    ids = {h["node_id"] for h in fleet.listing()[0]["hosts"]}
+    assert {a.node_id for a in done.attempts} == ids
+    stored = b"".join(base64.b64decode(c.data) for c in client.iter_logs(job.id)).decode()
+    masters = {line.split("master=")[1] for line in stored.splitlines() if "master=" in line}
+    assert sorted(line.split()[0] for line in stored.splitlines()) == ["rank=0", "rank=1"]
+    assert len(masters) == 1 and masters <= {h.ns_ip for h in fleet.hosts}
 
 
 def test_remove_drains_the_host_and_stops_its_agent(fleet: Fleet) -> None:
@@ -255,9 +274,8 @@ def test_the_default_install_copies_the_wheel_and_says_why_pip_failed(
     installed with its agent extra in a virtualenv (the host's BOURSE_AGENT_VENV). The hosts
     here reach no package index (PIP_NO_INDEX in the host's environment), so pip fails: the
     report says so and where its log is, and nothing joins."""
-    host = Host(tmp_path, 2)
-    fleet.exchange.cluster.closers += [host.delete, host.stop]
-    host.create()
+    host = fleet.spare
+    assert host is not None
     port = free_port("127.0.0.1")
     host.sshd(port, [Path(fleet.args[1] + ".pub")], os.environ.get("PYTHONPATH", ""),
               env={"PIP_NO_INDEX": "1"})
