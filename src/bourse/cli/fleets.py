@@ -34,7 +34,7 @@ from bourse.fleets.hosts import SshHost, SshOptions, parse_host
 from bourse.fleets.join import Join, Leave, Report
 from bourse.fleets.store import Fleet, FleetHost
 from bourse.fleets.wheel import find_wheel
-from bourse.protocol.api import NodeView
+from bourse.protocol.api import EnrollmentToken, NodeView
 
 HEADERS = ("FLEET", "HOST", "NODE", "STATE", "VERIFIED", "$/H", "NETWORK", "LAST SEEN")
 REPORT_HEADERS = ("HOST", "RESULT", "STEP", "NODE", "DETAIL")
@@ -151,7 +151,7 @@ def add(name: str, targets: tuple[str, ...], identity: Path | None, ssh_config: 
                 timeout_s=timeout_s, version=version, agent_python=agent_python,
                 wheel=None if agent_python else find_wheel(version, wheel))
     reports = _each(list(zip(hosts, tokens, strict=True)),
-                    lambda pair: _join_one(join, pair[0], pair[1].token))
+                    lambda pair: _join_one(join, pair[0], pair[1]))
     now = time.time()
     for host, report in zip(hosts, reports, strict=True):
         if report.ok:
@@ -208,7 +208,7 @@ def joining_fleet(url: str, name: str, price: float | None, region: str, reach: 
     return fleet
 
 
-def _join_one(join: Join, host: SshHost, token: str) -> Report:
+def _join_one(join: Join, host: SshHost, token: EnrollmentToken) -> Report:
     try:
         with seam.open_client() as client:
             return joins.join(client, join, host, token)

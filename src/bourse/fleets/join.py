@@ -21,7 +21,7 @@ from bourse.fleets import ssh as fleet_ssh
 from bourse.fleets.hosts import SshHost, SshOptions
 from bourse.fleets.script import AGENT_LOG, FORGET_TOKEN, HostAgent, install_script, outcome
 from bourse.fleets.script import stop_script as stop_agent_script
-from bourse.protocol.api import NodeView
+from bourse.protocol.api import EnrollmentToken, NodeView
 from bourse.sdk.client import Client
 from bourse.sdk.errors import ApiNotFound
 
@@ -62,18 +62,21 @@ def node_name(fleet: str, host: SshHost) -> str:
     return f"{fleet}-{host.node_name}"[:64 - len(suffix)] + suffix
 
 
-def join(client: Client, join: Join, host: SshHost, token: str,
+def join(client: Client, join: Join, host: SshHost, token: EnrollmentToken,
          clock: Callable[[], float] = time.time) -> Report:
-    """``token``: the host's one-time enrolment token (priced at the fleet's price)."""
+    """``token``: the host's one-time enrolment token (priced at the fleet's price), made
+    with a life of ``TOKEN_LIFE_S``."""
     name = node_name(join.fleet, host)
     report = Report(host=host.label, ok=False, step="enrol", node_name=name)
     if join.agent_python is None and join.wheel is not None:
         copied = _copy_wheel(host, join.ssh, join.wheel)
         if copied is not None:
             return _failed(report, "copy", *copied)
-    started = clock()
+    # the coordinator's clock when it made the token: the host's node is made after it (the
+    # node's created_at is the coordinator's time, and this machine's clock may be off)
+    made_at = token.expires_at - TOKEN_LIFE_S - 1.0
     script = install_script(HostAgent(
-        server_url=client.url, token=token, node_name=name,
+        server_url=client.url, token=token.token, node_name=name,
         version=join.version, fleet=join.fleet, region=join.region,
         network=join.network, agent_python=join.agent_python,
         wheel=None if join.wheel is None else join.wheel.name))
@@ -83,7 +86,7 @@ def join(client: Client, join: Join, host: SshHost, token: str,
     result = outcome(ran.returncode, ran.stdout)
     if not result.ok:
         return _failed(report, result.step, result.detail, _hint(result.step))
-    return _watch(client, join, host, report, since=started - 5.0, clock=clock)
+    return _watch(client, join, host, report, since=made_at, clock=clock)
 
 
 def _copy_wheel(host: SshHost, ssh: SshOptions, wheel: Path) -> tuple[str, str] | None:
