@@ -146,7 +146,11 @@ def add(name: str, targets: tuple[str, ...], identity: Path | None, ssh_config: 
                                            expires_in_s=joins.TOKEN_LIFE_S,
                                            price_per_hour=fleet.price_per_hour)
                   for h in hosts]  # one per host; the answer names the coordinator's version
-    version = tokens[0].agent_version or ""
+    version = tokens[0].agent_version
+    if not version:
+        raise InvalidInput("the exchange did not say which version its agents run (a "
+                           "coordinator older than `bourse fleets`)", field="--ssh",
+                           hint="upgrade the coordinator first")
     join = Join(fleet=name, region=fleet.region, network=fleet.network, ssh=options,
                 timeout_s=timeout_s, version=version, agent_python=agent_python,
                 wheel=None if agent_python else find_wheel(version, wheel))
