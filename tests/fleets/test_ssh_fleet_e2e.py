@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,6 +21,8 @@ from typing import Any
 import pytest
 from sshd_host import Bridge, Host, alive, keygen, require_sshd
 
+from bourse.fleets import ssh
+from bourse.fleets.hosts import SshOptions, parse_host
 from bourse.protocol.common import JobSpec
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -160,6 +163,27 @@ def test_the_token_is_in_no_process_list_no_log_and_not_left_on_the_host(
     stored = (fleet.home / "fleets.json").read_text()
     assert "bse_" not in stored and oct((fleet.home / "fleets.json").stat().st_mode)[-3:] == \
         "600"
+
+
+def test_an_agent_started_again_without_its_token_is_the_same_node(fleet: Fleet) -> None:
+    """The token is gone from the host once spent; the launcher a reboot (or systemd's
+    restart) runs starts the agent without it, and it comes back as its node."""
+    client = fleet.exchange.client
+    host, listed = fleet.hosts[0], fleet.listing()[0]["hosts"][0]
+    before = len(client.nodes())
+    pid = host.agent_pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not client.node(listed["node_id"]).connected, 30, "the node to go")
+    options = SshOptions(identity=Path(fleet.args[1]), config=Path(fleet.args[3]))
+    again = ssh.run(parse_host(fleet.ssh(0)), options,
+                    'setsid nohup sh "$HOME/.bourse/agent.sh" >>"$HOME/.bourse/agent.log" '
+                    '2>&1 </dev/null & echo $! > "$HOME/.bourse/agent.pid"')
+    assert again.returncode == 0, again.stderr
+    wait_for(lambda: client.node(listed["node_id"]).connected, 60, "the node to be back",
+             fleet.diagnose)
+    assert len(client.nodes()) == before  # the same node, not a new one
+    assert "--token-file" not in Path(f"/proc/{host.agent_pid}/cmdline").read_text()
 
 
 def test_a_job_runs_on_the_fleet_at_its_price(fleet: Fleet) -> None:

@@ -97,7 +97,9 @@ START = """\
 step start
 cat > "$BASE/agent.sh" <<BOURSE_PATHS || fail start "cannot write $BASE/agent.sh"
 #!/bin/sh
-exec '$PY' -m bourse agent --token-file '$BASE/enrol-token' --work-dir '$WORK' \\\\
+# the token until it is spent (then removed): a restart, or a reboot, needs none
+if [ -f '$BASE/enrol-token' ]; then set -- --token-file '$BASE/enrol-token'; fi
+exec '$PY' -m bourse agent "\\$@" --work-dir '$WORK' \\\\
 BOURSE_PATHS
 cat >> "$BASE/agent.sh" <<'BOURSE_AGENT_ARGS'
   {args}
