@@ -7,15 +7,15 @@ the token is spent. Without one a node is priced from its hardware, as before.
 ``nodes.drained_at``: when the node was drained (``POST /nodes/{id}/drain``): it takes no new
 work from then on, whatever its state says; what runs there finishes. A hello does not clear it.
 
-Revision ID: 0022
-Revises: 0021
+Revision ID: 0023
+Revises: 0022
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0022"
-down_revision = "0021"
+revision = "0023"
+down_revision = "0022"
 branch_labels = None
 depends_on = None
 
