@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,23 @@ def _project(tmp_path: Path) -> Path:
     return root
 
 
-def test_a_task_file_runs_as_its_job(exchange: ExchangeUnderTest, tmp_path: Path) -> None:
+@pytest.fixture
+def bashrc() -> Iterator[Path]:
+    """The ~/.bashrc the local agents' jobs see (they run as this user, with its home), put
+    back as it was after the test: the task's setup appends to it."""
+    path = Path.home() / ".bashrc"
+    before = path.read_bytes() if path.exists() else None
+    try:
+        yield path
+    finally:
+        if before is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_bytes(before)
+
+
+def test_a_task_file_runs_as_its_job(exchange: ExchangeUnderTest, tmp_path: Path,
+                                     bashrc: Path) -> None:
     root = _project(tmp_path)
     done = exchange.cli("run", "task.yaml", "--env", "EPOCHS=7", cwd=root)
     assert done.returncode == 0, done.stderr

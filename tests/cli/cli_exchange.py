@@ -49,11 +49,13 @@ class FakeExchange:
         self.events: dict[str, list[dict[str, Any]]] = {}
         self.chunks: dict[str, list[dict[str, Any]]] = {}
         self.follow: dict[str, list[str]] = {}  # SSE text parts per job
+        self.pruned: set[str] = set()  # jobs whose logs the exchange's retention deleted
         self.metrics: dict[str, dict[str, Any]] = {}  # MetricsView per job
         self.nodes: list[dict[str, Any]] = []
         self.offers: dict[str, Any] = {"offers": []}  # an OfferList
         self.clouds: dict[str, Any] = {"clouds": []}  # a CloudList
         self.bundles: dict[str, bytes] = {}
+        self.secrets: list[str] = []  # the project's secrets' names
         self.requests: list[httpx.Request] = []
         self.on_follow: Callable[[], None] | None = None
         self._routes: list[tuple[str, re.Pattern[str], Route]] = [
@@ -72,6 +74,7 @@ class FakeExchange:
             ("HEAD", re.compile(r"/bundles/(?P<sha>[0-9a-f]+)"), self._has_bundle),
             ("PUT", re.compile(r"/bundles/(?P<sha>[0-9a-f]+)"), self._put_bundle),
             ("DELETE", re.compile(r"/tokens/(?P<id>[^/]+)"), self._revoke_token),
+            ("GET", re.compile(r"/secrets"), self._secrets),
             ("DELETE", re.compile(r"/secrets/(?P<name>[^/]+)"), self._delete_secret),
         ]
 
@@ -92,6 +95,10 @@ class FakeExchange:
             if method == request.method and found:
                 return route(request, **found.groupdict())
         return error(404, f"no route {request.method} {path}")
+
+    def _secrets(self, request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"secrets": [
+            {"name": n, "created_at": 1.0, "updated_at": 1.0} for n in self.secrets]})
 
     def _submit(self, request: httpx.Request) -> httpx.Response:
         spec = json.loads(request.content)
@@ -145,7 +152,8 @@ class FakeExchange:
                 and (rank is None or c["rank"] == int(rank))][:limit]
         cursor = page[-1]["cursor"] if page else after
         done = self.jobs[id]["state"] in ("SUCCEEDED", "FAILED", "CANCELLED") and not page
-        return httpx.Response(200, json={"chunks": page, "cursor": cursor, "done": done})
+        return httpx.Response(200, json={"chunks": page, "cursor": cursor, "done": done,
+                                         "pruned": id in self.pruned})
 
     def _follow(self, request: httpx.Request, id: str) -> httpx.Response:
         if self.on_follow is not None:

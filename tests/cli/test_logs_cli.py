@@ -167,3 +167,25 @@ def test_a_rank_the_job_lacks_is_an_error_naming_it(exchange: FakeExchange) -> N
     negative = run("logs", "g1", "--rank", "-1")
     assert negative.exit_code == 2
     assert "--rank" in negative.stderr
+
+
+def test_a_log_the_exchange_pruned_says_so_and_an_empty_one_does_not(
+        exchange: FakeExchange) -> None:
+    exchange.add_job(job_view("j1", "SUCCEEDED"))
+    exchange.add_job(job_view("j2", "SUCCEEDED"))
+    exchange.pruned.add("j1")
+    pruned = run("logs", "j1")
+    assert (pruned.exit_code, pruned.stdout) == (0, "")
+    assert "the logs of j1 were deleted by the exchange's log retention" in pruned.stderr
+    empty = run("logs", "j2")
+    assert (empty.exit_code, empty.stdout, empty.stderr) == (0, "", "")
+
+
+def test_following_a_pruned_log_says_so_and_exits_with_the_jobs_code(
+        exchange: FakeExchange) -> None:
+    exchange.add_job(job_view("j1", "FAILED", exit_code=3))
+    exchange.pruned.add("j1")
+    exchange.follow["j1"] = [sse("end", job_view("j1", "FAILED", exit_code=3))]
+    result = run("logs", "-f", "j1")
+    assert result.exit_code == 3
+    assert "deleted by the exchange's log retention" in result.stderr

@@ -52,6 +52,7 @@ def sent(exchange: FakeExchange) -> list[str]:
 
 
 def test_a_task_file_is_submitted_as_its_job(exchange: FakeExchange, project: Path) -> None:
+    exchange.secrets = ["HF_TOKEN"]
     result = run("task.yaml", "-d")
     assert result.exit_code == 0, result.output
     [spec] = exchange.submitted()
@@ -70,6 +71,7 @@ def test_a_task_file_is_submitted_as_its_job(exchange: FakeExchange, project: Pa
 
 def test_flags_before_and_after_the_file_override_it(exchange: FakeExchange,
                                                      project: Path) -> None:
+    exchange.secrets = ["HF_TOKEN", "WANDB_KEY"]
     result = run("--name", "before", "--env", "EPOCHS=5", "task.yaml", "--gpu", "h100",
                  "--nodes", "2", "--name", "after", "--region", "eu-*", "--env", "NEW=1",
                  "--secret", "WANDB_KEY", "--port", "6006:keep", "--no-code", "-d",
@@ -122,15 +124,16 @@ def test_a_dry_run_says_what_it_would_take_and_sends_nothing(
         exchange: FakeExchange, project: Path) -> None:
     exchange.offers = {"offers": [OFFER, {**OFFER, "id": "o2", "price_per_hour": 20.0}],
                        "explanation": ["2 offers considered for a100:8", "2 matched"]}
+    exchange.secrets = ["HF_TOKEN"]
     result = run("--dry-run", "task.yaml")
     assert result.exit_code == 0, result.output
-    assert sent(exchange) == ["POST /api/v1/offers"]
+    assert sent(exchange) == ["GET /api/v1/secrets", "POST /api/v1/offers"]
     out = result.stdout
     assert "dry run: nothing submitted" in out
     assert "runs        setup: 1 line, then run: python train.py" in out
     assert "env         EPOCHS, FROM_HERE" in out and "copied" not in out
     assert "conf/task.yaml" not in out and "2 files" in out and "(not uploaded)" in out
-    assert ("would take: o1 - fleet node-1, 8 x a100-40gb, local, $12.5000/h" in out)
+    assert ("would take: o1 - fleet box (node-1), 8 x a100-40gb, local, $12.5000/h" in out)
     assert "the cheapest live node that fits (2 offers fit now" in out
     assert "then: o2" in out and "2 matched" in out
 
@@ -138,9 +141,10 @@ def test_a_dry_run_says_what_it_would_take_and_sends_nothing(
 def test_a_dry_run_that_fits_nowhere_exits_1_with_why_as_json(
         exchange: FakeExchange, project: Path) -> None:
     exchange.offers = {"offers": [], "explanation": ["0 offers considered", "0 matched"]}
+    exchange.secrets = ["HF_TOKEN"]
     result = run("task.yaml", "--dry-run", "--json")
     assert result.exit_code == 1, result.output
-    assert sent(exchange) == ["POST /api/v1/offers", "GET /api/v1/clouds"]
+    assert sent(exchange) == ["GET /api/v1/secrets", "POST /api/v1/offers", "GET /api/v1/clouds"]
     plan = json.loads(result.stdout)
     assert (plan["submitted"], plan["would_take"], plan["source"]) == (False, None, "exchange")
     assert plan["explanation"] == ["0 offers considered", "0 matched"]
@@ -195,6 +199,7 @@ def test_a_skypilot_file_s_local_mounts_are_its_local_inputs(
         exchange: FakeExchange, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = project / "home"
     (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "key").write_text("not a key\n")
     monkeypatch.setenv("HOME", str(home))
     (project / "conf" / "configs").mkdir()
     task = project / "conf" / "sky.yaml"
@@ -207,3 +212,52 @@ def test_a_skypilot_file_s_local_mounts_are_its_local_inputs(
     assert spec["inputs"] == {"configs": (project / "conf" / "configs").resolve().as_uri(),
                               "id_rsa": (home / ".ssh" / "key").resolve().as_uri()}
     assert "__bourse_mount file_mounts./configs" in spec["command"][2]
+
+
+@pytest.mark.parametrize("dry", [True, False], ids=["dry-run", "run"])
+def test_a_local_mount_that_is_not_there_is_refused_by_its_field_before_anything_is_sent(
+        exchange: FakeExchange, project: Path, monkeypatch: pytest.MonkeyPatch,
+        dry: bool) -> None:
+    monkeypatch.setenv("HOME", str(project / "home"))
+    task = project / "conf" / "sky.yaml"
+    task.write_text("num_nodes: 1\nfile_mounts:\n  ~/.ssh/id_rsa: ~/.ssh/key\nrun: ls\n")
+    result = run(*(["--dry-run"] if dry else []), str(task), "-d")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[-1].startswith(
+        "error: file_mounts.~/.ssh/id_rsa: ~/.ssh/key is neither a store URI nor a local path "
+        f"that exists (looked at {project / 'home' / '.ssh' / 'key'})")
+    assert exchange.requests == [] and exchange.bundles == {}
+
+
+def test_a_local_input_flag_that_is_not_there_is_named_as_its_input(
+        exchange: FakeExchange, project: Path) -> None:
+    result = run("--dry-run", "--no-code", "--input", "data=./nowhere", "--", "ls")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: inputs.data: ./nowhere is neither a store URI")
+    assert exchange.requests == []
+
+
+@pytest.mark.parametrize(("gpu", "noted"), [("cpu", True), ("t4:1", False)])
+def test_a_job_without_a_gpu_is_told_the_catalogues_price_gpu_machines(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpu: str, noted: bool) -> None:
+    monkeypatch.setenv("BOURSE_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("BOURSE_URL", raising=False)
+    monkeypatch.delenv("BOURSE_TOKEN", raising=False)
+    result = run("--dry-run", "--json", "--no-code", "--gpu", gpu, "--", "echo", "hi")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["would_take"]["gpu"]  # every catalogue offer has one
+    assert ("the job asks for no GPU, but the cloud catalogues list GPU machines only"
+            in plan["note"]) is noted
+
+
+@pytest.mark.parametrize("dry", [True, False], ids=["dry-run", "run"])
+def test_a_secret_the_project_lacks_is_refused_before_anything_is_uploaded(
+        exchange: FakeExchange, project: Path, dry: bool) -> None:
+    exchange.secrets = ["OTHER"]
+    result = run(*(["--dry-run"] if dry else []), "task.yaml", "-d")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[-1] == (
+        "error: project_secrets: no secret 'HF_TOKEN' in this project — set it first with "
+        "`bourse secrets set HF_TOKEN`")
+    assert sent(exchange) == ["GET /api/v1/secrets"] and exchange.bundles == {}

@@ -106,3 +106,56 @@ async def test_the_nodes_list_is_empty_before_any_enrolment(exchange: Exchange) 
     assert (response.status_code, response.json()) == (200, {"nodes": []})
     unknown = await exchange.client.get("/api/v1/nodes/n-000000000000")
     assert unknown.status_code == 404
+
+
+async def _page(exchange: Exchange, **params: object) -> tuple[list[str], str | None]:
+    response = await exchange.client.get("/api/v1/jobs", params=params)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    return [j["id"] for j in body["jobs"]], body["next"]
+
+
+async def test_pages_follow_each_other_by_cursor_with_none_missed_or_repeated(
+        exchange: Exchange) -> None:
+    ids = []
+    for n in range(7):
+        ids.append((await exchange.submit())["id"])
+        if n % 3 == 2:  # some jobs share a creation time: the id orders them
+            exchange.clock.advance(1)
+    newest_first = [j["id"] for j in (await exchange.client.get("/api/v1/jobs")).json()["jobs"]]
+    assert sorted(newest_first) == sorted(ids)
+    seen, cursor, pages = [], None, 0
+    while True:
+        page, cursor = await _page(exchange, limit=3, **({"before": cursor} if cursor else {}))
+        seen += page
+        pages += 1
+        if cursor is None:
+            break
+        assert cursor == page[-1]
+    assert (seen, pages) == (newest_first, 3)
+    assert await _page(exchange, limit=7) == (newest_first, None)
+    assert await _page(exchange, limit=1, before=newest_first[-1]) == ([], None)
+
+
+async def test_a_cursor_pages_within_the_state_asked(exchange: Exchange) -> None:
+    ids = []
+    for _ in range(4):
+        ids.append((await exchange.submit())["id"])
+        exchange.clock.advance(1)
+    await exchange.client.post(f"/api/v1/jobs/{ids[2]}/cancel")
+    first, cursor = await _page(exchange, state="PENDING", limit=2)
+    assert (first, cursor) == ([ids[3], ids[1]], ids[1])
+    assert await _page(exchange, state="PENDING", limit=2, before=cursor) == ([ids[0]], None)
+
+
+@pytest.mark.parametrize(("before", "status", "says"), [
+    ("j-nosuchjob", 404, "no such job to page from"),
+    ("not a job/id", 422, "before"),
+    ("x" * 65, 422, "before"),
+])
+async def test_a_bad_cursor_is_refused_saying_why(exchange: Exchange, before: str, status: int,
+                                                  says: str) -> None:
+    await exchange.submit()
+    response = await exchange.client.get("/api/v1/jobs", params={"before": before})
+    assert response.status_code == status
+    assert says in response.text

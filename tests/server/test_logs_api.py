@@ -39,7 +39,8 @@ async def test_logs_page_with_cursors_and_say_when_they_are_done(
     exchange = live.exchange
     agent: FakeAgent = await agent_factory()
     job_id, attempt = await _running(exchange, agent)
-    assert await _page(exchange, job_id) == {"chunks": [], "cursor": 0, "done": False}
+    assert await _page(exchange, job_id) == {"chunks": [], "cursor": 0, "done": False,
+                                             "pruned": False}
     lines = [b"epoch 1\n", b"warning\n", b"epoch 2\n", b"\xff\x00binary\n", b"epoch 3\n"]
     offsets = {"stdout": 0, "stderr": 0}
     for seq, line in enumerate(lines):
@@ -60,7 +61,7 @@ async def test_logs_page_with_cursors_and_say_when_they_are_done(
     exact = await _page(exchange, job_id, limit=5)
     assert (len(exact["chunks"]), exact["done"]) == (5, False)  # a full page: maybe more
     end = await _page(exchange, job_id, after=exact["cursor"], limit=5)
-    assert end == {"chunks": [], "cursor": exact["cursor"], "done": True}
+    assert end == {"chunks": [], "cursor": exact["cursor"], "done": True, "pruned": False}
     assert (await _page(exchange, job_id, limit=6))["done"] is True
 
 

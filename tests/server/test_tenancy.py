@@ -322,3 +322,15 @@ async def test_costs_are_summed_per_project(live: Live,
     assert rows == {"alpha-corp": 1}
     own = await exchange.client.get("/api/v1/cost", params={"by": "project"}, headers=beta)
     assert own.json()["rows"] == []
+
+
+async def test_another_projects_job_is_no_cursor(exchange: Exchange) -> None:
+    alpha = await _alpha(exchange)
+    beta = _auth(await exchange.project_token("beta-labs"))
+    paged = await exchange.client.get("/api/v1/jobs", headers=beta,
+                                      params={"before": alpha.ids["job_id"]})
+    missing = await exchange.client.get("/api/v1/jobs", headers=beta,
+                                        params={"before": "j-nosuchjob"})
+    assert (paged.status_code, missing.status_code) == (404, 404)
+    assert not _leaks(paged, {"before": alpha.ids["job_id"]}, alpha)
+    assert "alpha" not in paged.text

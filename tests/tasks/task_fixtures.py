@@ -36,6 +36,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "skypilot/llama-3_1-lora.yaml": ("file_mounts./output",),
     "skypilot/llama3-serve.yaml": ("service", "resources.accelerators"),
     "skypilot/tpuvm_mnist.yaml": ("resources.accelerators",),
+    "skypilot/docs-volumes.yaml": ("volumes",),
     "skypilot/using_file_mounts.yaml": (  # gs:// sources; its local and s3:// ones translate
         "file_mounts./train-00001-of-01024", "file_mounts./data/train-00001-of-01024",
         "file_mounts.~/data/train-00001-of-01024"),

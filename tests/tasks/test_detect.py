@@ -17,6 +17,9 @@ from bourse.tasks.detect import detect, translate
     ({"run": "x", "envs": {"A": "1"}}, "task.yaml", "skypilot"),
     ({"run": "x", "resources": {"accelerators": "A100:8"}}, "sky.yaml", "skypilot"),
     ({"run": "x", "num_nodes": 2}, "sky.yaml", "skypilot"),
+    ({"run": "x", "volumes": {"/mnt/data": "pvc"}}, "task.yaml", "skypilot"),  # its docs'
+    ({"run": "x", "resources": {"volumes": [{"path": "/d"}]}}, "task.yaml", "skypilot"),
+    ({"commands": ["x"], "volumes": ["vol:/data"]}, "t.dstack.yml", "dstack"),
     ({"run": "x", "envs": {"A": "1"}, "compat": "skypilot"}, "t.yaml", "bourse"),
     ({"type": "task", "commands": ["x"]}, "train.yaml", "dstack"),
     ({"commands": ["x"]}, ".dstack.yml", "dstack"),

@@ -189,3 +189,20 @@ def test_a_started_stream_takes_data_before_the_node_confirms_it() -> None:
 
 def _refused(answer: asyncio.Future[Wire]) -> bool:
     return not _reached(answer)
+
+
+@pytest.mark.parametrize("data", ["abc", "a=b=", "YWJj\n", "é", "YW Jj", "YQ==YQ=="])
+def test_stream_data_that_is_not_strict_base64_resets_the_stream(data: str) -> None:
+    async def scenario() -> list[object]:
+        sent: list[object] = []
+        stream = Stream(1, sent.append)
+        stream.receive(StreamData(stream=1, data=base64.b64encode(b"kept").decode()))
+        stream.receive(StreamData(stream=1, data=data))
+        assert await stream.read() == (1, b"kept")  # what came before is still read
+        with pytest.raises(StreamClosed):
+            await stream.write(b"z")
+        return sent
+
+    sent = asyncio.run(scenario())
+    closes = [m for m in sent if isinstance(m, StreamClose)]
+    assert len(closes) == 1 and "not base64" in (closes[0].error or "")

@@ -36,22 +36,31 @@ def job_row(job: JobView, now: float) -> list[str]:
 @click.option("--state", type=click.Choice(STATES, case_sensitive=False),
               help="Only jobs in this state.")
 @click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
+@click.option("--before", metavar="JOB_ID",
+              help="Only jobs older than this one: the next page after a listing ended "
+                   "there.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 @handles_errors
-def jobs(ctx: click.Context, state: str | None, limit: int, as_json: bool) -> None:
-    """List jobs, newest first; `bourse jobs show ID` for one."""
+def jobs(ctx: click.Context, state: str | None, limit: int, before: str | None,
+         as_json: bool) -> None:
+    """List jobs, newest first (a page of --limit; --before pages on); `bourse jobs show ID`
+    for one."""
     if ctx.invoked_subcommand is not None:
         return
     with seam.open_client() as client:
-        listing = client.jobs(state, limit)
+        page = client.jobs_page(state, limit, before=before)
     if as_json:
-        echo_json(listing)
-    elif listing:
+        echo_json(page.jobs)
+    elif page.jobs:
         now = time.time()
-        click.echo(table(HEADERS, [job_row(j, now) for j in listing]))
+        click.echo(table(HEADERS, [job_row(j, now) for j in page.jobs]))
     else:
-        click.echo("no jobs" + (f" in state {state.upper()}" if state else ""), err=True)
+        click.echo("no jobs" + (f" in state {state.upper()}" if state else "")
+                   + (f" older than {before}" if before else ""), err=True)
+    if page.next and not as_json:
+        click.echo(f"older jobs: bourse jobs --before {page.next}"
+                   + (f" --state {state.upper()}" if state else ""), err=True)
 
 
 def node_of(job: JobView) -> str:

@@ -179,12 +179,35 @@ def logs(job_id: str, follow: bool, attempt: int | None, rank: int | None,
     with seam.open_client() as client:
         one = rank is not None or as_json  # no prefixes to add: no need to know the members
         members = 1 if one else client.job(job_id).spec.compute.num_nodes
-        printer = printer_for(members, attempt, as_json)
+        printer = Counting(printer_for(members, attempt, as_json))
         if not follow:
             print_all(client.iter_logs(job_id, rank=rank), printer)
+            say_if_pruned(client, job_id, printer.count)
             return
         try:
             final = follow_job(client, job_id, printer, rank=rank)
         except KeyboardInterrupt:
             sys.exit(EXIT_CANCELLED)
+        say_if_pruned(client, job_id, printer.count)
     finish(final)
+
+
+class Counting:
+    """A printer that counts the chunks it was given."""
+
+    def __init__(self, inner: Printer) -> None:
+        self.inner, self.count = inner, 0
+
+    def chunk(self, chunk: LogChunkView) -> None:
+        self.count += 1
+        self.inner.chunk(chunk)
+
+    def finish(self) -> None:
+        self.inner.finish()
+
+
+def say_if_pruned(client: Client, job_id: str, printed: int) -> None:
+    """An empty log of a job whose logs the exchange deleted says so, on stderr."""
+    if printed == 0 and client.logs(job_id, 0, limit=1).pruned:
+        click.echo(f"the logs of {job_id} were deleted by the exchange's log retention "
+                   "(`bourse server --log-retention`)", err=True)

@@ -7,13 +7,15 @@ offer it would take now: the exchange's matcher over its live nodes (``POST /off
 other offer was left out. When no node fits, the clouds the exchange launches on are asked
 for the cheapest launchable fit of their catalogue. Without an exchange (none configured, or
 unreachable), the shipped catalogues say what the market sells for it. Exit 1 when nothing
-fits anywhere, as ``bourse offers``.
+fits anywhere, as ``bourse offers``. The secrets the job names are checked against the
+project's first, as the exchange checks them at submit (exit 2).
 """
 
 from __future__ import annotations
 
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,12 +26,14 @@ from bourse.cli import client as seam
 from bourse.cli.errors import EXIT_NO_RESULT
 from bourse.cli.render import echo_json
 from bourse.core.compute import Compute
+from bourse.core.errors import InvalidInput
 from bourse.core.match import Match
 from bourse.protocol.api import OfferView
 from bourse.protocol.clouds import CloudList
 from bourse.protocol.common import JobSpec
 from bourse.sdk.bundle import human_size, pack
-from bourse.sdk.errors import NotConfigured, Unreachable
+from bourse.sdk.client import Client
+from bourse.sdk.errors import Forbidden, NotConfigured, Unreachable
 
 SHOWN = 3  # offers listed beside the one it would take
 
@@ -46,7 +50,7 @@ class Where:
 
 def show_plan(spec: JobSpec, code: Path | None, summary: str, *, as_json: bool) -> None:
     facts = code_facts(code)
-    where = where_it_runs(spec.compute)
+    where = with_gpu_note(spec.compute, where_it_runs(spec.compute, spec.project_secrets))
     if as_json:
         echo_json({"submitted": False, "spec": spec, "summary": summary, "code": facts,
                    "source": where.source, "would_take": where.offers[0] if where.offers
@@ -116,7 +120,8 @@ def where_lines(spec: JobSpec, where: Where) -> list[str]:
 def offer_text(offer: dict[str, Any]) -> str:
     gpu = f"{offer['gpu_count']} x {offer['gpu']}" if offer.get("gpu") else "no GPU"
     spot = " (spot)" if offer.get("spot") else ""
-    where = offer.get("node") or offer["instance_type"]
+    node, name = offer.get("node"), offer["instance_type"]  # a node's offer: its name
+    where = f"{name} ({node})" if node and node != name else name
     return (f"{offer['id']} - {offer['provider']} {where}, {gpu}, {offer['region']}, "
             f"${offer['price_per_hour']:.4f}/h{spot}")
 
@@ -130,10 +135,44 @@ def why(where: Where, count: int) -> str:
             "catalogue": f"the cheapest in the shipped cloud catalogues ({fits})"}[where.source]
 
 
-def where_it_runs(compute: Compute) -> Where:
-    """The exchange's answer, else a launch it could make, else the catalogues'."""
+GPU_ONLY = ("the job asks for no GPU, but the cloud catalogues list GPU machines only: this "
+            "is the cheapest of those; an exchange's own nodes, CPU-only ones included, can "
+            "take it instead")
+
+
+def with_gpu_note(compute: Compute, where: Where) -> Where:
+    """Where, saying so when a job without a GPU would get a catalogue's GPU machine (every
+    shipped catalogue offer has a GPU, so a CPU-only job is priced as one)."""
+    best = where.offers[0] if where.offers else None
+    if compute.gpu is not None or best is None or where.source == "exchange" or \
+            not best.get("gpu"):
+        return where
+    note = f"{where.note}; {GPU_ONLY}" if where.note else GPU_ONLY
+    return Where(where.source, where.offers, where.explanation, note)
+
+
+def check_secrets(client: Client, names: Sequence[str]) -> None:
+    """Refuse, as the exchange refuses at submit, a job naming a secret its project lacks;
+    nothing is said when the token may not list them (the exchange says it then)."""
+    if not names:
+        return
+    try:
+        have = {s.name for s in client.secrets()}
+    except Forbidden:
+        return
+    missing = [n for n in names if n not in have]
+    if missing:
+        raise InvalidInput(f"no secret {missing[0]!r} in this project",
+                           field="project_secrets",
+                           hint=f"set it first with `bourse secrets set {missing[0]}`")
+
+
+def where_it_runs(compute: Compute, secrets: Sequence[str] = ()) -> Where:
+    """The exchange's answer, else a launch it could make, else the catalogues' (the job's
+    secrets checked first, where there is an exchange to ask)."""
     try:
         with seam.open_client() as client:
+            check_secrets(client, secrets)
             found = client.offers(compute, limit=SHOWN, explain=True)
             if found.offers:
                 return Where("exchange", [exchange_offer(o) for o in found.offers],

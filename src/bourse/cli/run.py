@@ -9,6 +9,7 @@ import os
 import shlex
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -221,23 +222,28 @@ def run(command: tuple[str, ...], *, local: bool, run_id: str | None, **options:
 
 
 def submit_job(command: list[str], fields: dict[str, Any], code: Path | None,
-               options: dict[str, Any], summary: str, base: Path | None = None) -> None:
+               options: dict[str, Any], summary: str, base: Path | None = None,
+               origins: Mapping[str, str] | None = None) -> None:
     """Submit the job (its code packed from ``code``, local inputs read from ``base``, the
     working directory by default) and follow it, print its id (``--detach``), or print what
-    it would be (``--dry-run``: local inputs shown as ``file://`` URIs, not uploaded)."""
+    it would be (``--dry-run``: local inputs shown as ``file://`` URIs, not uploaded). A
+    local input that is not there is refused first, either way, naming the field of the
+    task file it came from (``origins``: an imported file's mount) or ``inputs.NAME``."""
     if options.get("as_json") and not options.get("dry_run"):
         raise click.UsageError("--json goes with --dry-run (the plan as JSON)")
     inputs = fields.get("inputs") or {}
+    local = local_paths(inputs, base or Path.cwd(), origins or {})
     if options.get("dry_run"):
         from bourse.cli.plan import show_plan
 
-        shown = {n: v if "://" in v else
-                 (base or Path.cwd()).joinpath(Path(v).expanduser()).resolve().as_uri()
-                 for n, v in inputs.items()}
+        shown = {n: local[n].as_uri() if n in local else v for n, v in inputs.items()}
         show_plan(job_spec(command, **(fields | {"inputs": shown or None})), code, summary,
                   as_json=bool(options.get("as_json")))
         return
     with seam.open_client() as client:
+        from bourse.cli.plan import check_secrets
+
+        check_secrets(client, fields.get("project_secrets") or ())  # before any upload
         bundle = None if code is None else upload_code(client, code)
         if any("://" not in v for v in inputs.values()):  # local paths: uploaded, then URIs
             from bourse.extras import needs
@@ -254,6 +260,24 @@ def submit_job(command: list[str], fields: dict[str, Any], code: Path | None,
         click.echo(f"bourse: submitted {job.id}", err=True)
         final = _attach(client, job)
     finish(final)
+
+
+def local_paths(inputs: Mapping[str, str], base: Path,
+                origins: Mapping[str, str]) -> dict[str, Path]:
+    """The local paths among ``inputs`` (those that are no store URI), each resolved from
+    ``base``; an `InvalidInput` naming the first that does not exist."""
+    found: dict[str, Path] = {}
+    for name, value in inputs.items():
+        if "://" in value:
+            continue
+        path = base.joinpath(Path(value).expanduser()).resolve()
+        if not path.exists():
+            field = origins.get(name, f"inputs.{name}")
+            raise InvalidInput(f"{value} is neither a store URI nor a local path that exists "
+                               f"(looked at {path})", field=field,
+                               hint="create it, correct the path, or write an s3:// URI")
+        found[name] = path
+    return found
 
 
 def _run_app(command: tuple[str, ...], *, local: bool, detach: bool,

@@ -41,7 +41,8 @@ def run_task(path: Path, rest: tuple[str, ...], before: dict[str, Any]) -> None:
     fields = merge(task, job_fields(task, os.environ, args), options)
     command = fields.pop("command")
     code = None if options.get("no_code") else code_root(task, path)
-    submit_job(command, fields, code, options, summary(task, args), base=path.parent)
+    submit_job(command, fields, code, options, summary(task, args), base=path.parent,
+               origins=loaded.origins)
 
 
 def split_args(rest: tuple[str, ...]) -> tuple[list[str], list[str]]:

@@ -17,9 +17,11 @@ from bourse.cli import loop
 from bourse.cli.cloud_options import cloud_options, clouds_config, pop_cloud_options
 from bourse.cli.errors import handles_errors
 from bourse.cli.settings import Settings, configurable
+from bourse.core.errors import InvalidInput
 from bourse.core.health import StallRules
 from bourse.core.liveness import DEFAULT_LOSS_WINDOW_S
 from bourse.core.ratelimit import LogLimit
+from bourse.core.units import parse_duration
 from bourse.server.app import create_app
 from bourse.server.config import MetricsConfig, ServerConfig, StoreConfig
 from bourse.server.db.database import sqlite_url
@@ -29,6 +31,7 @@ from bourse.server.http.limits import MAX_FRAME_BYTES
 # follows end at once (`Notifier.close`); what is left is a request or two, and the UI's long
 # polls, which answer as soon as the notifier closes.
 GRACEFUL_SHUTDOWN_S = 5
+MIN_RETENTION_S, MAX_RETENTION_S = 3600.0, 3650 * 86400.0  # --log-retention
 
 # every flag also comes from BOURSE_<FLAG> and from server.toml (cli.settings)
 SETTINGS = Settings(command="server", prefix="BOURSE_", file_name="server.toml",
@@ -138,6 +141,9 @@ def metrics_config(stall_after: float, disk_warn_percent: float, raw_hours: floa
               show_default=True, metavar="SECONDS",
               help="Move an ended job's logs from the database into the store this long after "
               "it ended.")
+@click.option("--log-retention", metavar="DURATION",
+              help="Delete an ended job's logs this long after it ended (e.g. 30d, 12w; from "
+              "its archive in the store and from the database); default: kept for ever.")
 @click.option("--stall-after", type=click.FloatRange(min=1, max=7 * 86400), default=300.0,
               show_default=True, metavar="SECONDS", help="Flag a running job as stalled when "
               "its GPUs sat idle, or it printed nothing and used no CPU, this long.")
@@ -161,12 +167,14 @@ def metrics_config(stall_after: float, disk_warn_percent: float, raw_hours: floa
 @handles_errors
 def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_alive: float,
            loss_window: float, driver_lease: float | None, credentials: Path | None,
-           allow_unverified: bool, archive_logs_after: float, stall_after: float,
+           allow_unverified: bool, archive_logs_after: float, log_retention: str | None,
+           stall_after: float,
            disk_warn_percent: float, metrics_raw_hours: float, metrics_keep_days: float,
            log_rate: str, log_burst: str, log_level: str,
            **store: Any) -> None:
     """Run a coordinator (the exchange's API, agent hub and scheduler)."""
     log_limit = LogLimit.parse(log_rate, log_burst)  # refused before anything starts
+    keep_logs_s = retention_s(log_retention)
     clouds = clouds_config(**pop_cloud_options(store))
     data_dir = data_dir.expanduser()
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -182,7 +190,7 @@ def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_
         loss_window_s=loss_window,
         credentials_path=credentials.expanduser() if credentials else None, public_url=url,
         allow_unverified=allow_unverified, store=store_config(**store),
-        archive_logs_after_s=archive_logs_after,
+        archive_logs_after_s=archive_logs_after, log_retention_s=keep_logs_s,
         metrics=metrics_config(stall_after, disk_warn_percent, metrics_raw_hours,
                                metrics_keep_days),
         log_limit=log_limit, driver_lease_s=driver_lease, clouds=clouds)
@@ -194,3 +202,16 @@ def server(data_dir: Path, host: str, port: int, database_url: str | None, keep_
     write_state(data_dir, url)
     click.echo(f"bourse coordinator listening on {url}", err=True)
     loop.run(uv.serve(sockets=[sock]))
+
+
+def retention_s(text: str | None) -> float | None:
+    """``--log-retention`` in seconds: at least an hour (a shorter one would delete the logs
+    of a job its owner has not had time to read), at most ten years."""
+    if text is None:
+        return None
+    seconds = parse_duration(text, field="--log-retention", at_most=MAX_RETENTION_S)
+    if not MIN_RETENTION_S <= seconds <= MAX_RETENTION_S:
+        raise InvalidInput(f"--log-retention {text}: keep logs between 1h and 3650d",
+                           field="--log-retention", hint="e.g. --log-retention 30d")
+    return seconds
+

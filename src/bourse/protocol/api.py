@@ -139,6 +139,9 @@ class CostSummary(Wire):
 
 class JobList(Wire):
     jobs: list[JobView]
+    next: str | None = Field(default=None, description=(
+        "Pass as `before` for the next (older) page; null when this page is the last. "
+        "Absent from a batch submit's answer."))
 
 
 class RunView(Wire):
@@ -271,6 +274,9 @@ class LogPage(Wire):
     cursor: int = Field(description="Pass back as `after` for the next page.")
     done: bool = Field(description="The job has ended and every chunk up to it has been "
                                    "returned: there is no next page.")
+    pruned: bool = Field(default=False, description=(
+        "The exchange's log retention deleted this job's logs (`bourse server "
+        "--log-retention`): no chunk will come."))
 
 
 class NodeView(Wire):

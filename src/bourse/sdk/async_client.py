@@ -33,6 +33,7 @@ from bourse.protocol.api import (
     EnrollmentToken,
     EventView,
     JobDetail,
+    JobList,
     JobView,
     LogChunkView,
     LogPage,
@@ -95,8 +96,14 @@ class AsyncClient(Base):
         return await self._send(core.submit_many(specs))
 
     async def jobs(self, state: str | None = None, limit: int = 100,
-                   run: str | None = None) -> list[JobView]:
-        return await self._send(core.jobs(state, limit, run))
+                   run: str | None = None, before: str | None = None) -> list[JobView]:
+        """Jobs newest first; ``before``: only those older than that job."""
+        return await self._send(core.jobs(state, limit, run, before))
+
+    async def jobs_page(self, state: str | None = None, limit: int = 100,
+                        run: str | None = None, before: str | None = None) -> JobList:
+        """A page of jobs and the cursor of the next one (``next``: pass it as ``before``)."""
+        return await self._send(core.jobs_page(state, limit, run, before))
 
     async def runs(self, limit: int = 50, app: str | None = None) -> list[RunView]:
         return await self._send(core.runs(limit, app))

@@ -36,6 +36,7 @@ from bourse.protocol.api import (
     EnrollmentToken,
     EventView,
     JobDetail,
+    JobList,
     JobView,
     LogChunkView,
     LogPage,
@@ -147,8 +148,14 @@ class Client(Base):
         return self._send(core.submit_many(specs))
 
     def jobs(self, state: str | None = None, limit: int = 100,
-             run: str | None = None) -> list[JobView]:
-        return self._send(core.jobs(state, limit, run))
+             run: str | None = None, before: str | None = None) -> list[JobView]:
+        """Jobs newest first; ``before``: only those older than that job."""
+        return self._send(core.jobs(state, limit, run, before))
+
+    def jobs_page(self, state: str | None = None, limit: int = 100,
+                  run: str | None = None, before: str | None = None) -> JobList:
+        """A page of jobs and the cursor of the next one (``next``: pass it as ``before``)."""
+        return self._send(core.jobs_page(state, limit, run, before))
 
     def runs(self, limit: int = 50, app: str | None = None) -> list[RunView]:
         """App runs, newest first; with ``app``, those of apps whose name contains it."""

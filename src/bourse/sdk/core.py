@@ -137,14 +137,23 @@ def submit_many(specs: Sequence[JobSpec]) -> Call[list[JobView]]:
     return Call("POST", "/jobs/batch", lambda r: model(JobList)(r).jobs, json=body)
 
 
-def jobs(state: str | None = None, limit: int = 100,
-         run: str | None = None) -> Call[list[JobView]]:
+def jobs(state: str | None = None, limit: int = 100, run: str | None = None,
+         before: str | None = None) -> Call[list[JobView]]:
+    page = jobs_page(state, limit, run, before)
+    return Call(page.method, page.path, lambda r: model(JobList)(r).jobs, params=page.params)
+
+
+def jobs_page(state: str | None = None, limit: int = 100, run: str | None = None,
+              before: str | None = None) -> Call[JobList]:
+    """A page of jobs, newest first; its ``next`` is the ``before`` of the page after."""
     params: dict[str, str | int] = {"limit": limit}
     if state:
         params["state"] = state.upper()
     if run:
         params["run"] = run
-    return Call("GET", "/jobs", lambda r: model(JobList)(r).jobs, params=params)
+    if before:
+        params["before"] = before
+    return Call("GET", "/jobs", model(JobList), params=params)
 
 
 def runs(limit: int = 50, app: str | None = None) -> Call[list[RunView]]:

@@ -9,7 +9,6 @@ comes out once, whole, and members' lines never mix.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import codecs
 from dataclasses import dataclass
@@ -96,6 +95,6 @@ def _line(key: Key, text: str, ended: bool, time: float | None) -> LogLine:
 
 def raw_bytes(chunk: LogChunkView) -> bytes:
     try:
-        return base64.b64decode(chunk.data, validate=True)
+        return binascii.a2b_base64(chunk.data, strict_mode=True)
     except (binascii.Error, ValueError) as exc:
         raise ProtocolError(f"log chunk {chunk.cursor} is not valid base64") from exc

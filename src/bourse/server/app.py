@@ -134,6 +134,8 @@ async def _running(state: ServerState, run_scheduler: bool) -> AsyncIterator[Non
     renewer = asyncio.create_task(plane.run()) if plane is not None and run_scheduler else None
     archiver = (asyncio.create_task(state.logs.run())
                 if state.logs is not None and run_scheduler else None)
+    pruner = (asyncio.create_task(state.retention.run())
+              if state.retention is not None and run_scheduler else None)
     keeper = asyncio.create_task(MetricsKeeper(state.db, state.config.metrics,
                                                state.clock).run()) if run_scheduler else None
     drivers = asyncio.create_task(DriverWatch(state).run()) if run_scheduler else None
@@ -147,6 +149,7 @@ async def _running(state: ServerState, run_scheduler: bool) -> AsyncIterator[Non
         await _stop(scheduler)
         await _stop(renewer)
         await _stop(archiver)
+        await _stop(pruner)
         await _stop(keeper)
         await _stop(drivers)
         await _stop(launcher)

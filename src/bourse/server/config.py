@@ -122,6 +122,8 @@ class ServerConfig:
     allow_unverified: bool = False  # development only: place work on nodes not yet verified
     store: StoreConfig = field(default_factory=StoreConfig)
     archive_logs_after_s: float = 3600.0  # an ended job's logs move to the store after this
+    # an ended job's logs are deleted this long after it ended (None: kept for ever)
+    log_retention_s: float | None = None
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     log_limit: LogLimit = field(default_factory=LogLimit)  # per job (docs/security.md)
     # an app run whose driver is silent this long is cancelled (None: the loss window, as

@@ -24,6 +24,7 @@ from bourse.server.launcher.clouds import Clouds
 from bourse.server.launcher.launcher import Launcher
 from bourse.server.logs.archive import LogArchive
 from bourse.server.logs.meter import LogMeter
+from bourse.server.logs.retention import LogRetention
 from bourse.server.notifier import Notifier
 from bourse.server.scheduler import Scheduler
 from bourse.server.services import audit
@@ -47,6 +48,7 @@ class ServerState:
     principals: PrincipalCache = field(default_factory=PrincipalCache)
     dataplane: DataPlane | None = None
     logs: LogArchive | None = None  # ended jobs' logs in the store (with a data plane)
+    retention: LogRetention | None = None  # deletes old jobs' logs (--log-retention)
     launcher: Launcher | None = None  # with clouds enabled (docs/clouds.md)
     key: bytes = b""  # the server key (``keys``), loaded at start
     gateway: Gateway = field(default_factory=Gateway)  # services' replicas (``serving``)
@@ -125,5 +127,8 @@ class ServerState:
         self.logs = (LogArchive(self.db, dataplane.store, self.clock,
                                 self.config.archive_logs_after_s)
                      if dataplane is not None else None)
+        keep = self.config.log_retention_s
+        self.retention = (LogRetention(self.db, dataplane.store if dataplane else None,
+                                       self.clock, keep) if keep is not None else None)
         if dataplane is not None:
             self.db.after_commit.append(dataplane.on_commit)

@@ -18,25 +18,28 @@ from bourse.tasks.imported import Translation
 
 BOURSE, SKYPILOT, DSTACK = "bourse", "skypilot", "dstack"
 DSTACK_SUFFIXES = (".dstack.yml", ".dstack.yaml")
-# fields only SkyPilot's task schema has (bourse's format writes env, resources.gpu, nodes)
+# fields only SkyPilot's task schema has (bourse's format writes env, resources.gpu, nodes;
+# dstack's volumes are told apart by its file name or type first)
 SKYPILOT_FIELDS = frozenset({"envs", "num_nodes", "file_mounts", "event_callback", "config",
-                             "pool", "volume_mounts", "managed_secrets", "file_mounts_mapping",
-                             "api_server_access", "_metadata"})
+                             "pool", "volumes", "volume_mounts", "managed_secrets",
+                             "file_mounts_mapping", "api_server_access", "_metadata"})
 SKYPILOT_RESOURCES = frozenset({"accelerators", "accelerator_args", "use_spot", "disk_size",
                                 "disk_tier", "network_tier", "infra", "cloud", "instance_type",
                                 "image_id", "any_of", "ordered", "job_recovery", "labels",
                                 "autostop", "max_hourly_cost", "ports", "ephemeral_storage",
-                                "local_disk", "priority_class"})
+                                "local_disk", "priority_class", "volumes"})
 
 
 @dataclass(frozen=True, slots=True)
 class Imported:
-    """A task file in bourse's format: its mapping, the format it was written in, and what
-    was translated with a difference."""
+    """A task file in bourse's format: its mapping, the format it was written in, what
+    was translated with a difference, and the field of the source file each input came from
+    (``{"id_rsa": "file_mounts.~/.ssh/id_rsa"}``)."""
 
     mapping: dict[str, Any]
     kind: str
     notes: tuple[str, ...] = field(default=())
+    origins: dict[str, str] = field(default_factory=dict)
 
 
 def detect(data: dict[str, Any], filename: str = "") -> str:
@@ -68,7 +71,8 @@ def translate(data: Any, filename: str = "") -> Imported:
     translation = translate_as(kind, data)
     if translation.refusals:
         raise imported.refusal_error(translation, filename or f"this {kind} file")
-    return Imported(translation.mapping, kind, tuple(translation.notes))
+    return Imported(translation.mapping, kind, tuple(translation.notes),
+                    dict(translation.origins))
 
 
 def translate_as(kind: str, data: dict[str, Any]) -> Translation:

@@ -50,6 +50,7 @@ class Translation:
     mapping: dict[str, Any] = field(default_factory=dict)
     refusals: list[Refusal] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    origins: dict[str, str] = field(default_factory=dict)  # input name -> the field it is
 
     def refuse(self, where: str, reason: str, instead: str) -> None:
         self.refusals.append(Refusal(where, reason, instead))

@@ -13,7 +13,7 @@ import difflib
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,11 +62,13 @@ def load_task(path: str | Path) -> Task:
 @dataclass(frozen=True, slots=True)
 class Loaded:
     """A task file of any format read into a task: the format it was written in (bourse,
-    skypilot, dstack) and what its translation changed, for the user to see."""
+    skypilot, dstack), what its translation changed, for the user to see, and the field of
+    the file each of an imported task's inputs came from (its errors name that field)."""
 
     task: Task
     kind: str
     notes: tuple[str, ...] = ()
+    origins: Mapping[str, str] = field(default_factory=dict)
 
 
 def load_any(path: str | Path) -> Loaded:
@@ -77,7 +79,7 @@ def load_any(path: str | Path) -> Loaded:
     if imported.kind == BOURSE:
         return Loaded(validate(source), BOURSE)
     task = validate(Source(f"{source.name} (as {imported.kind})", imported.mapping))
-    return Loaded(task, imported.kind, imported.notes)
+    return Loaded(task, imported.kind, imported.notes, imported.origins)
 
 
 def task_from_mapping(data: Mapping[str, Any], source: str = "<task>") -> Task:

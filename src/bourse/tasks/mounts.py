@@ -83,6 +83,7 @@ def mount(t: Translation, where: str, path: str, source: str) -> str | None:
     inputs: dict[str, str] = t.mapping.setdefault("inputs", {})
     name = data_name(path, inputs)
     inputs[name] = source
+    t.origins[name] = where
     t.note(where, _said(name, path, source))
     return link_line(name, path) if relative_path(path) else call_line(where, name, path)
 

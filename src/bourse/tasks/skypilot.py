@@ -29,9 +29,11 @@ REFUSED = {  # field -> (reason, what to do instead)
     "outputs": ("SkyPilot's output-size hint for its optimizer",
                 "remove it; results go in a bourse task's outputs"),
     "volumes": ("SkyPilot volumes: bourse mounts no volumes",
-                "put the data in the exchange's store and name it in inputs"),
+                "copy the data into the exchange's store (bourse cp) and mount its "
+                "s3:// URI in file_mounts; write results to a bourse task's outputs"),
     "volume_mounts": ("SkyPilot volumes: bourse mounts no volumes",
-                      "put the data in the exchange's store and name it in inputs"),
+                      "copy the data into the exchange's store (bourse cp) and mount its "
+                      "s3:// URI in file_mounts; write results to a bourse task's outputs"),
     "managed_secrets": ("SkyPilot's managed secrets",
                         "store them as project secrets (bourse secrets set NAME) and list "
                         "them under secrets"),

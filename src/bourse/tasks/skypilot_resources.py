@@ -36,7 +36,8 @@ REFUSED = {  # field -> (reason, what to do instead)
                       "write accelerators, cpus and memory instead"),
     "accelerator_args": ("TPU arguments: bourse has no TPUs", "use a GPU"),
     "volumes": ("instance volumes are SkyPilot's; bourse mounts no volumes",
-                "put the data in the exchange's store and name it in inputs"),
+                "copy the data into the exchange's store (bourse cp) and mount its s3:// "
+                "URI in file_mounts"),
 }
 
 

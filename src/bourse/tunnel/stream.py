@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 from collections import deque
 from collections.abc import Callable
 
@@ -63,7 +64,11 @@ class Stream:
             self._ended(message)
 
     def _receive_data(self, message: StreamData) -> None:
-        data = base64.b64decode(message.data)
+        try:
+            data = binascii.a2b_base64(message.data, strict_mode=True)
+        except ValueError:  # binascii.Error, or a str that is not ASCII
+            self.reset("the peer sent stream data that is not base64")
+            return
         if self._buffered + len(data) > WINDOW:
             self.reset("the peer sent more than its flow-control window")
             return

@@ -135,9 +135,10 @@ class Job(Base):
     members: Mapped[list[str] | None] = mapped_column(JSON)
     # a move to another Compute under way (``services.burst``): attempt, from, to, why
     burst: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    __table_args__ = (Index("ix_jobs_state_created", "state", "created_at"),
+    __table_args__ = (Index("ix_jobs_state_created", "state", "created_at", "id"),
                       Index("ix_jobs_run", "run"),
-                      Index("ix_jobs_project_created", "project_id", "created_at"),
+                      Index("ix_jobs_created", "created_at", "id"),  # listing (`GET /jobs`)
+                      Index("ix_jobs_project_created", "project_id", "created_at", "id"),
                       Index("ix_jobs_pending", "state", "project_id", "shape", "created_at"),
                       Index("ix_jobs_state_pending_until", "state", "pending_until"))
 

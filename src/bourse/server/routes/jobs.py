@@ -76,16 +76,22 @@ async def _check_buckets(state: ServerState, specs: Sequence[JobSpec], project_i
             (pair for spec in specs for pair in written(spec)), project_id)
 
 
-@router.get("", responses=responses(401, 422))
-async def list_jobs(state: State, user: User, job_state: Annotated[
+@router.get("", responses=responses(401, 404, 422))
+async def list_jobs(state: State, user: User, *, job_state: Annotated[
         JobState | None, Query(alias="state")] = None,
         limit: Annotated[int, Query(ge=1, le=10000)] = 100,
-        run: Annotated[str | None, Query(pattern=ID_PATTERN, max_length=64)] = None) -> JobList:
+        run: Annotated[str | None, Query(pattern=ID_PATTERN, max_length=64)] = None,
+        before: Annotated[str | None, Query(
+            pattern=ID_PATTERN, max_length=64,
+            description="A job's id: only jobs older than it (the `next` of the page "
+                        "before).")] = None) -> JobList:
+    """Jobs newest first, a page of ``limit``; ``next`` pages on."""
     async with state.db.read() as session:
         found = await jobs.list_jobs(session, user.scope, job_state.value if job_state else None,
-                                     limit, run)
-        views = [jobs.job_view(j) for j in found]
-        return JobList(jobs=await nodes.named(session, user.scope, views))
+                                     limit + 1, run, before=before)
+        views = [jobs.job_view(j) for j in found[:limit]]
+        more = views[-1].id if len(found) > limit else None
+        return JobList(jobs=await nodes.named(session, user.scope, views), next=more)
 
 
 @router.get("/{job_id}", responses=responses(401, 404, 422))

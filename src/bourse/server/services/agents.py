@@ -7,7 +7,6 @@ attempt number is the fencing token) never changes the job, and the agent is tol
 
 from __future__ import annotations
 
-import base64
 import binascii
 import logging
 import math
@@ -410,8 +409,8 @@ def checkpoint_time(value: Any) -> float | None:
 
 def _decode(chunk: LogChunk) -> bytes | None:
     try:
-        return base64.b64decode(chunk.data, validate=True)
-    except binascii.Error:
+        return binascii.a2b_base64(chunk.data, strict_mode=True)
+    except ValueError:  # binascii.Error, or a str that is not ASCII
         log.warning("log chunk %s/%s/%s is not valid base64; dropped", chunk.job_id,
                     chunk.attempt, chunk.seq)
         return None

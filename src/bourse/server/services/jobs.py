@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.cost import (
@@ -43,6 +43,7 @@ from bourse.server.db.schema import (
 )
 from bourse.server.ids import new_id
 from bourse.server.logs.archive import LogArchive, merge, view
+from bourse.server.logs.retention import is_pruned
 from bourse.server.services import claims, gangs, secrets
 from bourse.server.services.lifecycle import add_event, set_job_state
 from bourse.server.services.specs import remember, spec_of
@@ -130,14 +131,29 @@ async def get_job(session: AsyncSession, job_id: str, scope: Scope) -> Job:
 
 
 async def list_jobs(session: AsyncSession, scope: Scope, state: str | None, limit: int,
-                    run: str | None = None) -> Sequence[Job]:
+                    run: str | None = None, *, before: str | None = None) -> Sequence[Job]:
+    """Jobs newest first (by creation, then id), ``limit`` of them; with ``before`` (a job
+    the scope sees: the last of the page before), only those older than it. Every page is
+    one index range, however deep (``ix_jobs_created``, ``ix_jobs_project_created``)."""
     query = scope.filter(select(Job), Job.project_id).order_by(
         Job.created_at.desc(), Job.id.desc()).limit(limit)
     if state is not None:
         query = query.where(Job.state == state)
     if run is not None:
         query = query.where(Job.run == run)
+    if before is not None:
+        mark = await _cursor(session, scope, before)
+        query = query.where(tuple_(Job.created_at, Job.id) < tuple_(*mark))
     return (await session.scalars(query)).all()
+
+
+async def _cursor(session: AsyncSession, scope: Scope, job_id: str) -> tuple[float, str]:
+    found = (await session.execute(select(Job.created_at, Job.project_id).where(
+        Job.id == job_id))).first()
+    if found is None or not scope.sees(found.project_id):
+        raise NotFound(f"before={job_id}: no such job to page from",
+                       hint="pass the id of the last job of the page before (its `next`)")
+    return found.created_at, job_id
 
 
 async def cancel_job(session: AsyncSession, job_id: str, scope: Scope,
@@ -264,6 +280,8 @@ async def read_logs(session: AsyncSession, job_id: str, scope: Scope, after: int
         select(func.max(LogChunk.id)).where(LogChunk.job_id == job_id))
     chunks = await _log_rows(session, job_id, after, limit, rank=rank, newest=newest)
     archived: Sequence[LogChunkView] = ()
+    if is_pruned(job.logs_archive):
+        return LogPage(chunks=[], cursor=after, done=ended, pruned=True)
     if job.logs_archive is not None:
         if archive is None:
             raise StoreUnavailable(f"the logs of {job_id} are archived in the store, and this "

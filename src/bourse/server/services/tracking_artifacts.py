@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bourse.core.errors import BourseError, InvalidInput
+from bourse.core.errors import BourseError, InvalidInput, NotFound
 from bourse.server.dataplane import DataPlane
 from bourse.storage import ObjectNotFound
+from bourse.storage.store import ObjectInfo, ObjectStore
 
 ROOT = "tracking"
 
@@ -43,7 +44,7 @@ def key_of(project_id: str, place: Place) -> str:
     return f"{ROOT}/{project_id}/{place.run_id}/{place.relative}"
 
 
-def _store(plane: DataPlane | None) -> Any:
+def _store(plane: DataPlane | None) -> ObjectStore:
     if plane is None:
         raise NoStore("this exchange has no object store, so runs cannot keep artifacts",
                       hint="start the coordinator with its embedded store or --store-endpoint")
@@ -60,7 +61,6 @@ async def get(plane: DataPlane | None, project_id: str, place: Place) -> bytes:
     try:
         return bytes(await _store(plane).get(key_of(project_id, place)))
     except ObjectNotFound:
-        from bourse.core.errors import NotFound
         raise NotFound(f"run {place.run_id} has no artifact {place.relative!r}") from None
 
 
@@ -76,3 +76,21 @@ async def listing(plane: DataPlane | None, project_id: str,
         found[head] = ({"path": path, "is_dir": True} if tail else
                        {"path": path, "is_dir": False, "file_size": info.size})
     return [found[k] for k in sorted(found)]
+
+
+async def objects(plane: DataPlane | None, project_id: str, run_id: str) -> list[ObjectInfo]:
+    """Every artifact of the run, nested ones too, in key order (keys relative to the run's
+    place: ``key_of(project, Place(run, ""))``)."""
+    base = key_of(project_id, Place(run_id, ""))
+    return [ObjectInfo(i.key[len(base):], i.size, i.etag, i.last_modified)
+            for i in await _store(plane).list(base) if i.key.startswith(base)]
+
+
+async def head(plane: DataPlane | None, project_id: str,
+               place: Place) -> tuple[ObjectStore, ObjectInfo]:
+    """The store holding the run's artifact and the artifact (its full key), to stream it."""
+    store = _store(plane)
+    try:
+        return store, await store.head(key_of(project_id, place))
+    except ObjectNotFound:
+        raise NotFound(f"run {place.run_id} has no artifact {place.relative!r}") from None

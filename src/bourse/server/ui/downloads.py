@@ -1,10 +1,12 @@
-"""Downloads from the job page: the links it shows (`job_links`, made at render time) and the
-route that serves them (`download`), streaming from the exchange's store (``ui.links`` says
-what a link is and why it is safe).
+"""Downloads from the job page and a tracked run's page: the job page's links (`job_links`,
+made at render time; a run's are ``ui.artifacts``') and the route that serves them all
+(`download`), streaming from the exchange's store (``ui.links`` says what a link is and why it
+is safe).
 
 A link to one object downloads it as an attachment; a link to a prefix (an output directory,
 the checkpoints, the kept ``lightning_logs/``) answers a page listing the objects below it,
-each with a link of its own; the archived log downloads as plain text.
+each with a link of its own; the archived log downloads as plain text; a run's artifact
+downloads from ``tracking/<project>/<run>/`` once the run is found in the link's project.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from bourse.core.uri import StoreURI, parse_uri
 from bourse.protocol.api import JobView
 from bourse.server.access import Scope
 from bourse.server.dataplane.summary import plane_of
-from bourse.server.files import keys
+from bourse.server.db.schema import TrackingRun
 from bourse.server.logs.archive import as_text
+from bourse.server.logs.retention import is_pruned
 from bourse.server.services import claims, jobs
+from bourse.server.services import tracking_artifacts as ta
 from bourse.server.ui import links
 from bourse.server.ui.guard import Ctx
 from bourse.server.ui.links import Grant, Kind
@@ -45,7 +49,7 @@ class JobLinks:
 
 
 def signing_key(ctx: Ctx) -> bytes:
-    return keys.subkey(ctx.state.key, "ui-download")
+    return links.signing_key(ctx.state.key)
 
 
 def job_links(ctx: Ctx, items: list[DataItem], project: str, job: JobView,
@@ -70,6 +74,8 @@ async def download(ctx: Ctx) -> Response:
         raise NotFound("no such download", hint="sign in as a member of the job's project")
     if grant.kind is Kind.LOG:
         return await _log(ctx, grant)
+    if grant.kind is Kind.ARTIFACT:
+        return await _artifact(ctx, grant)
     return await _data(ctx, grant)
 
 
@@ -85,9 +91,10 @@ async def _data(ctx: Ctx, grant: Grant) -> Response:
     return _listing(ctx, grant, uri, found.objects)
 
 
-def _attachment(store: ObjectStore, info: ObjectInfo) -> Response:
+def _attachment(store: ObjectStore, info: ObjectInfo,
+                media_type: str = "application/octet-stream") -> Response:
     return StreamingResponse(
-        _pieces(store, info), media_type="application/octet-stream",
+        _pieces(store, info), media_type=media_type,
         headers={"Content-Disposition": links.attachment(links.safe_filename(info.key)),
                  "Content-Length": str(info.size)})
 
@@ -108,10 +115,22 @@ def _listing(ctx: Ctx, grant: Grant, uri: StoreURI,
                                                size=sum(i.size for i in objects)))
 
 
+async def _artifact(ctx: Ctx, grant: Grant) -> Response:
+    """A run's artifact: the run must still be the link's project's (a run id of another
+    project answers as a missing one does)."""
+    run_id, relative = links.artifact_of(grant.target)
+    async with ctx.state.db.read() as session:
+        run = await session.get(TrackingRun, run_id)
+        if run is None or run.project_id != grant.project:
+            raise NotFound("no such download", hint="sign in as a member of the run's project")
+    store, info = await ta.head(ctx.state.dataplane, grant.project, ta.Place(run_id, relative))
+    return _attachment(store, info, links.media_type(links.safe_filename(info.key)))
+
+
 async def _log(ctx: Ctx, grant: Grant) -> Response:
     async with ctx.state.db.read() as session:
         job = await jobs.get_job(session, grant.target, Scope(grant.project))
-        if job.logs_archive is None:
+        if job.logs_archive is None or is_pruned(job.logs_archive):
             raise NotFound(f"the logs of {job.id} are not archived",
                            hint="read them on the job page, or with `bourse logs`")
         found = await jobs.read_logs(session, job.id, Scope(grant.project), 0, LOG_CHUNKS,

@@ -15,7 +15,7 @@ from bourse.server.services import tracking as t
 from bourse.server.services import tracking_charts as tc
 from bourse.server.services import tracking_search as ts
 from bourse.server.services import tracking_views as tv
-from bourse.server.ui import comparison, queries
+from bourse.server.ui import artifacts, comparison, queries
 from bourse.server.ui.guard import Ctx, int_param, path_id
 from bourse.server.ui.render import json_response, page
 
@@ -71,19 +71,21 @@ async def runs_page(ctx: Ctx) -> Response:
         table=comparison.table(runs), limit=LIST_LIMIT))
 
 
-async def _detail(ctx: Ctx, run_id: str) -> TrackedRunDetail:
+async def _detail(ctx: Ctx, run_id: str) -> tuple[TrackedRunDetail, str]:
+    """The run as its page shows it, and its project."""
     async with ctx.state.db.write() as session:  # a job's run is made when first asked for
         run = await t.job_run(session, _writer(ctx), run_id, ctx.state.clock())
         data = (await t.run_data(session, [run]))[0]
-        return await tv.run_detail(session, data, ctx.scope, ctx.state.clock())
+        return await tv.run_detail(session, data, ctx.scope, ctx.state.clock()), run.project_id
 
 
 async def run_page(ctx: Ctx) -> Response:
-    run = await _detail(ctx, path_id(ctx, "run_id"))
+    run, project = await _detail(ctx, path_id(ctx, "run_id"))
+    stored = await artifacts.run_artifacts(ctx, project, run.run_id)
     return page("tracked_run.html", **ctx.context(
         run=run, params=sorted(run.params.items()), tags=comparison.visible_tags(run.tags),
         keys=sorted(run.metrics)[:CHART_KEYS], more_keys=max(0, len(run.metrics) - CHART_KEYS),
-        metric_text=comparison.metric_text))
+        metric_text=comparison.metric_text, artifacts=stored, size_text=artifacts.size_text))
 
 
 def _points(ctx: Ctx, default: int) -> int:

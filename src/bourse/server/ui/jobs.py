@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from starlette.responses import RedirectResponse, Response
 
 from bourse.protocol.api import JobDetail, LogPage
+from bourse.server.logs.retention import is_pruned
 from bourse.server.routes import jobs as api_jobs
 from bourse.server.services import jobs, nodes
 from bourse.server.ui import downloads, queries, reasons, views
@@ -103,7 +104,8 @@ class Owner:
 async def _with_timeline(ctx: Ctx) -> tuple[JobDetail, list[views.Phase], Owner]:
     async with ctx.state.db.read() as session:
         row = await jobs.get_job(session, path_id(ctx, "job_id"), ctx.scope)
-        owner = Owner(row.project_id, row.logs_archive is not None)
+        owner = Owner(row.project_id, row.logs_archive is not None
+                      and not is_pruned(row.logs_archive))
         job = await jobs.job_detail(session, row, ctx.scope, ctx.state.clock())
         events = await jobs.list_events(session, job.id, ctx.scope, 0)
     return job, views.timeline(events, job.attempts), owner

@@ -21,7 +21,8 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from bourse.core.errors import Forbidden
+from bourse.core.errors import Forbidden, InvalidInput
+from bourse.server.files import keys
 
 TTL_S = 600  # a link lasts ten minutes: long enough to click, too short to be worth leaking
 PATH = "/ui/download/"
@@ -32,6 +33,7 @@ RENEW_HINT = "reload the job page for a fresh link"
 class Kind(Enum):
     OBJECT = "object"  # a store URI: one object, or a prefix whose objects are listed
     LOG = "log"  # a job's archived log (target: the job's id)
+    ARTIFACT = "artifact"  # a tracked run's artifact (target: ``<run>/<relative path>``)
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,11 @@ class Grant:
     def payload(self) -> bytes:
         return json.dumps({"k": self.kind.value, "t": self.target, "p": self.project,
                            "e": self.expires}, separators=(",", ":")).encode()
+
+
+def signing_key(server_key: bytes) -> bytes:
+    """The links' key: the server key's ``ui-download`` subkey."""
+    return keys.subkey(server_key, "ui-download")
 
 
 def grant(kind: Kind, target: str, project: str, now: float, ttl_s: int = TTL_S) -> Grant:
@@ -92,6 +99,39 @@ def _parse(body: str) -> Grant:
                      int(fields["e"]))
     except (binascii.Error, ValueError, KeyError, TypeError) as exc:
         raise Forbidden("this download link is not valid", hint=RENEW_HINT) from exc
+
+
+def artifact_target(run_id: str, relative: str) -> str:
+    """An ARTIFACT grant's target: the run and the path under its artifacts. A path that would
+    leave the run's place (empty, ``.`` or ``..`` parts) or a run id holding ``/`` cannot be
+    made into one."""
+    if run_id in ("", ".", "..") or "/" in run_id:
+        raise InvalidInput(f"not a run id: {run_id[:64]!r}")
+    parts = relative.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise InvalidInput(f"an artifact path may not be empty or hold empty, '.' or '..' "
+                           f"parts: {relative[:80]!r}")
+    return f"{run_id}/{relative}"
+
+
+def artifact_of(target: str) -> tuple[str, str]:
+    """The run and the relative path an ARTIFACT grant names, checked as `artifact_target`
+    checks them (a signed target is ours, but the check costs nothing)."""
+    run_id, _, relative = target.partition("/")
+    artifact_target(run_id, relative)
+    return run_id, relative
+
+
+TEXT_SUFFIXES = frozenset({"txt", "log", "csv", "tsv", "json", "jsonl", "yaml", "yml", "md",
+                           "toml", "ini", "cfg"})
+
+
+def media_type(filename: str) -> str:
+    """``text/plain`` for a file obviously text by its suffix (never HTML or SVG: a page of the
+    exchange's origin would run what it holds), else ``application/octet-stream``."""
+    suffix = filename.rpartition(".")[2].lower() if "." in filename else ""
+    return "text/plain; charset=utf-8" if suffix in TEXT_SUFFIXES else \
+        "application/octet-stream"
 
 
 def safe_filename(key: str, fallback: str = "download") -> str:
