@@ -112,7 +112,7 @@ def test_it_installs_the_coordinators_version_and_starts_the_agent(tmp_path: Pat
     make_venv, install, started = calls_of(calls)  # no venv at all: nothing to ask
     assert make_venv == ["-m", "venv", str(venv)]
     assert install == ["-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                       "bourse==0.1.0"]
+                       "bourse[agent]==0.1.0"]
     assert started == argv
     token_file = tmp_path / "etc" / "bourse" / "enrol-token"
     assert argv == [

@@ -48,6 +48,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "offers": ("bourse.cli.offers", "offers", "What the market sells for a requirement."),
     "clouds": ("bourse.cli.clouds", "clouds", "Clouds the exchange launches on, or why not."),
     "launches": ("bourse.cli.clouds", "launches", "The machines the exchange launched."),
+    "fleets": ("bourse.cli.fleets", "fleets", "SSH fleets: add hosts over SSH, list, remove."),
     "gpus": ("bourse.cli.gpus", "gpus", "The GPU models and labels bourse knows."),
     "ui": ("bourse.cli.ui", "ui", "A link that opens the exchange's web UI signed in."),
     "login": ("bourse.cli.access", "login", "Store an exchange's URL and token for the CLI."),

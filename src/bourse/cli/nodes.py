@@ -41,7 +41,8 @@ def last_seen(node: NodeView, now: float) -> str:
 
 def node_row(node: NodeView, now: float) -> list[str]:
     caps = node.capabilities
-    return [node.id, node.name, node.state, node.verification_status,
+    state = f"{node.state} (drained)" if node.drained_at is not None else node.state
+    return [node.id, node.name, state, node.verification_status,
             str(caps.cpus) if caps else "-",
             f"{caps.memory_gib:.0f}GiB" if caps else "-", gpu_summary(caps),
             last_seen(node, now), str(len(node.running))]
@@ -99,7 +100,8 @@ def find_node(client: Client, ref: str) -> NodeView:
 def describe_node(node: NodeView, now: float) -> list[str]:
     caps = node.capabilities
     facts: dict[str, str | None] = {
-        "id": node.id, "name": node.name, "state": node.state,
+        "id": node.id, "name": node.name, "state": node.state + (
+            f" (drained {clock(node.drained_at)}: no new work)" if node.drained_at else ""),
         "connected": "yes" if node.connected else "no", "last seen": last_seen(node, now),
         "keep-alive": f"{node.keep_alive_s:g}s", "price": money(node.price) + "/h"
         if node.price is not None else None,

@@ -19,19 +19,13 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from urllib.parse import urlsplit
 
-from packaging.version import InvalidVersion, Version
-
+from bourse.core.agent_values import NETWORK, check_label, check_values
 from bourse.core.errors import InvalidInput
 from bourse.core.interruption import base_url
 
 MAX_BYTES = 16 * 1024  # EC2's limit on user data, before base64
-LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # as the agent's --region, --name
-NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")  # as the agent's --network
-TOKEN = re.compile(r"^[!-~]{8,512}$")  # printable ASCII, no space: one line, never a heredoc end
 GPUS = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}(:[1-9][0-9]{0,2})?$")  # the agent checks it
-PYTHON = re.compile(r"^[A-Za-z0-9_./+-]{1,200}$")
 ARGS_END = "BOURSE_AGENT_ARGS"
 
 HEAD = """\
@@ -73,9 +67,9 @@ installed() {
 if installed; then
   say "bourse $VERSION is installed in $VENV"
 else
-  say "installing bourse==$VERSION in $VENV"
+  say "installing bourse[agent]==$VERSION in $VENV"
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "bourse==$VERSION"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "bourse[agent]==$VERSION"
 fi
 """
 
@@ -148,14 +142,14 @@ def user_data(*, server_url: str, enrol_token: str, node_name: str, version: str
     ``network``: a gang member's ``--network``; its ``--address`` is left to the agent's
     default, the address the machine reaches the coordinator from (on a cloud, its private
     address, which its gang peers in the same network reach)."""
-    _check(server_url, enrol_token, node_name, version, python)
+    check_values(server_url, enrol_token, node_name, version, python)
     if network is not None and not NETWORK.match(network):
         raise InvalidInput(f"network {network!r}: use 1-128 letters, digits, '.', '_', ':', "
                            "'/' and '-', starting with a letter or digit", field="network")
     for field, value in (("provider", provider), ("region", region), ("zone", zone),
                          ("instance_type", instance_type)):
         if value is not None:
-            _label(field, value)
+            check_label(field, value)
     if gpus is not None and not GPUS.match(gpus):
         raise InvalidInput(f"gpus {gpus!r} is not a GPU label such as h100-80gb:8",
                            field="gpus")
@@ -197,34 +191,6 @@ def agent_args(*, server_url: str, node_name: str, provider: str, region: str, s
         if metadata_url is not None:
             args += ["--metadata-url", metadata_url]
     return args
-
-
-def _check(server_url: str, token: str, name: str, version: str, python: str) -> None:
-    parts = urlsplit(server_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or any(
-            c.isspace() for c in server_url):
-        raise InvalidInput(f"{server_url!r} is not the coordinator's http(s) URL",
-                           field="server_url", hint="e.g. https://bourse.example.com")
-    if not TOKEN.match(token):
-        raise InvalidInput("the enrolment token is not one line of printable ASCII",
-                           field="enrol_token", hint="pass the token `create_token` made")
-    _label("node_name", name)
-    try:
-        Version(version)
-        if version != version.strip():
-            raise InvalidVersion(version)
-    except InvalidVersion:
-        raise InvalidInput(f"{version!r} is not a version bourse is published under",
-                           field="version", hint="e.g. 0.1.0") from None
-    if not PYTHON.match(python):
-        raise InvalidInput(f"{python!r} is not an interpreter's name or path",
-                           field="python", hint="e.g. python3 or /usr/bin/python3.12")
-
-
-def _label(field: str, value: str) -> None:
-    if not LABEL.match(value):
-        raise InvalidInput(f"{field} {value!r}: use 1-64 letters, digits, '.', '_' and '-', "
-                           "starting with a letter or digit", field=field)
 
 
 def _metadata(url: str) -> str:

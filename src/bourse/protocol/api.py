@@ -90,6 +90,12 @@ class ReclaimResult(Wire):
     attempts: list[str]  # "job/attempt" given notice
 
 
+class DrainResult(Wire):
+    node_id: str
+    drained_at: float  # when it was first drained: no new work from then on
+    running: int  # attempts still active there, whatever their project (finishing)
+
+
 class BurstRequest(Wire):
     """Move a running job to another Compute (``services.burst``): its attempt gets
     SIGTERM and ``notice_s`` seconds to checkpoint and exit, then the job continues as a new
@@ -290,6 +296,7 @@ class NodeView(Wire):
     report: ProbeReport | None = None
     declared: Declared | None = None
     tags: list[str] = Field(default_factory=list)  # compliance tags an admin gave it
+    drained_at: float | None = None  # drained then: it takes no new work (`bourse fleets`)
 
 
 class NodeTags(Wire):
@@ -307,11 +314,15 @@ class EnrollmentCreate(Wire):
                                 strict=True)  # `true` is not one second
     # the project the node will belong to (admins only; a provider enrols into its own)
     project: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
+    # the whole node's $/h, set by its owner (an SSH fleet's); none: priced by its hardware
+    price_per_hour: float | None = Field(default=None, gt=0, le=10_000, allow_inf_nan=False,
+                                          strict=True)
 
 
 class EnrollmentToken(Wire):
     token: str
     expires_at: float
+    agent_version: str | None = None  # the coordinator's: what the node's agent should run
 
 
 class EnrollRequest(Wire):

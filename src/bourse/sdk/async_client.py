@@ -29,6 +29,7 @@ from bourse.protocol.api import (
     DataGrant,
     DataHome,
     DataSummary,
+    DrainResult,
     EnrollmentToken,
     EventView,
     JobDetail,
@@ -200,6 +201,11 @@ class AsyncClient(Base):
     async def node(self, node_id: str) -> NodeView:
         return await self._send(core.node(node_id))
 
+    async def drain(self, node_id: str) -> DrainResult:
+        """Give a node no new work (its provider or an admin); what runs there finishes.
+        Said again, it counts what still runs (``running``)."""
+        return await self._send(core.drain(node_id))
+
     async def reclaim(self, node_id: str, notice_s: float = 30.0,
                       reason: str | None = None) -> ReclaimResult:
         return await self._send(core.reclaim(node_id, notice_s, reason))
@@ -250,11 +256,12 @@ class AsyncClient(Base):
         return await self._send(tracking.chart(run_ids, keys, points))
 
     async def create_enrollment(self, name: str | None = None,
-                                expires_in_s: float = DAY,
-                                project: str | None = None) -> EnrollmentToken:
+                                expires_in_s: float = DAY, project: str | None = None,
+                                price_per_hour: float | None = None) -> EnrollmentToken:
         """A one-time token enrolling a node into ``project`` (admins; a provider's own by
         default)."""
-        return await self._send(core.create_enrollment(name, expires_in_s, project))
+        return await self._send(core.create_enrollment(name, expires_in_s, project,
+                                                        price_per_hour))
 
     async def bundle_exists(self, sha256: str) -> bool:
         return await self._send(core.bundle_exists(sha256))

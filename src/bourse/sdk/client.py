@@ -32,6 +32,7 @@ from bourse.protocol.api import (
     DataGrant,
     DataHome,
     DataSummary,
+    DrainResult,
     EnrollmentToken,
     EventView,
     JobDetail,
@@ -261,6 +262,11 @@ class Client(Base):
     def node(self, node_id: str) -> NodeView:
         return self._send(core.node(node_id))
 
+    def drain(self, node_id: str) -> DrainResult:
+        """Give a node no new work (its provider or an admin); what runs there finishes.
+        Said again, it counts what still runs (``running``)."""
+        return self._send(core.drain(node_id))
+
     def reclaim(self, node_id: str, notice_s: float = 30.0,
                 reason: str | None = None) -> ReclaimResult:
         """Give a node's jobs a preemption notice (admin): they are retried elsewhere."""
@@ -317,11 +323,12 @@ class Client(Base):
         return self._send(tracking.chart(run_ids, keys, points))
 
     def create_enrollment(self, name: str | None = None,
-                          expires_in_s: float = DAY,
-                          project: str | None = None) -> EnrollmentToken:
+                          expires_in_s: float = DAY, project: str | None = None,
+                          price_per_hour: float | None = None) -> EnrollmentToken:
         """A one-time token enrolling a node into ``project`` (admins; a provider's own by
         default)."""
-        return self._send(core.create_enrollment(name, expires_in_s, project))
+        return self._send(core.create_enrollment(name, expires_in_s, project,
+                                                 price_per_hour))
 
     def bundle_exists(self, sha256: str) -> bool:
         return self._send(core.bundle_exists(sha256))

@@ -26,6 +26,7 @@ from bourse.protocol.api import (
     DataGrantRequest,
     DataHome,
     DataSummary,
+    DrainResult,
     EnrollmentCreate,
     EnrollmentToken,
     EventList,
@@ -253,9 +254,14 @@ def cost(by: str = "day", since: float | None = None) -> Call[CostSummary]:
     return Call("GET", "/cost", model(CostSummary), params=params)
 
 
-def create_enrollment(name: str | None, expires_in_s: float,
-                      project: str | None = None) -> Call[EnrollmentToken]:
-    body = EnrollmentCreate(name=name, expires_in_s=expires_in_s, project=project)
+def drain(node_id: str) -> Call[DrainResult]:
+    return Call("POST", f"/nodes/{_path_id(node_id)}/drain", model(DrainResult))
+
+
+def create_enrollment(name: str | None, expires_in_s: float, project: str | None = None,
+                      price_per_hour: float | None = None) -> Call[EnrollmentToken]:
+    body = EnrollmentCreate(name=name, expires_in_s=expires_in_s, project=project,
+                            price_per_hour=price_per_hour)
     return Call("POST", "/enrollments", model(EnrollmentToken),
                 json=body.model_dump(mode="json", exclude_none=True))
 

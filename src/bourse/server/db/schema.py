@@ -68,6 +68,7 @@ class Token(Base):
     used_at: Mapped[float | None] = mapped_column(Float)
     revoked_at: Mapped[float | None] = mapped_column(Float)
     project_id: Mapped[str | None] = mapped_column(String(64))
+    price: Mapped[float | None] = mapped_column(Float)  # enrol: the node's $/h, its owner's
 
 
 class Node(Base):
@@ -92,6 +93,7 @@ class Node(Base):
     project_id: Mapped[str] = mapped_column(String(64), default=DEFAULT_PROJECT)  # its provider
     tags: Mapped[list[str] | None] = mapped_column(JSON, default=list)  # compliance tags
     launch_id: Mapped[str | None] = mapped_column(String(40))  # the exchange launched it
+    drained_at: Mapped[float | None] = mapped_column(Float)  # takes no new work since then
 
 
 class Job(Base):

@@ -6,8 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
+from bourse import __version__
 from bourse.core.errors import Forbidden
 from bourse.protocol.api import (
+    DrainResult,
     EnrollmentCreate,
     EnrollmentToken,
     NodeList,
@@ -61,6 +63,17 @@ async def reclaim_node(node_id: Annotated[str, Path(pattern=ID_PATTERN, max_leng
     return result
 
 
+@router.post("/nodes/{node_id}/drain", responses=responses(401, 403, 404, 422))
+async def drain_node(node_id: Annotated[str, Path(pattern=ID_PATTERN, max_length=64)],
+                     state: State, owner: Provider) -> DrainResult:
+    """Give a node no new work (its provider, or an admin); what runs there finishes.
+    Idempotent: said again, it counts what still runs."""
+    async with state.db.write() as session:
+        result = await nodes.drain_node(session, node_id, owner.scope, state.clock())
+    state.scheduler.kick()
+    return result
+
+
 @router.post("/enrollments", status_code=201, responses=responses(400, 401, 403, 404, 413, 422))
 async def create_enrollment(body: EnrollmentCreate, state: State,
                             owner: Provider) -> EnrollmentToken:
@@ -75,5 +88,6 @@ async def create_enrollment(body: EnrollmentCreate, state: State,
         project = await projects.get_project(session, body.project or owner.project_id,
                                              owner.scope)
         secret = await tokens.create_token(session, "enroll", now, name=body.name,
-                                           expires_at=expires_at, project_id=project.id)
-    return EnrollmentToken(token=secret, expires_at=expires_at)
+                                           expires_at=expires_at, project_id=project.id,
+                                           price=body.price_per_hour)
+    return EnrollmentToken(token=secret, expires_at=expires_at, agent_version=__version__)

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 
 def _node_filter(allow_unverified: bool, live: bool) -> list[Any]:
-    where: list[Any] = [Node.capabilities.is_not(None)]
+    where: list[Any] = [Node.capabilities.is_not(None), Node.drained_at.is_(None)]
     if live:
         where += [Node.state == NodeState.ONLINE, Node.session.is_not(None)]
         if not allow_unverified:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.errors import NotFound
-from bourse.protocol.api import JobView, NodeView
+from bourse.protocol.api import DrainResult, JobView, NodeView
 from bourse.protocol.common import Capabilities, Declared, ProbeReport, VerificationReport
 from bourse.server.access import Scope
 from bourse.server.db.schema import Attempt, Job, Node
@@ -69,7 +69,7 @@ async def _views(session: AsyncSession, nodes: Sequence[Node], scope: Scope,
         else None,
         report=ProbeReport.model_validate(n.report) if n.report else None,
         declared=Declared.model_validate(n.declared) if n.declared else None,
-        tags=list(n.tags or []),
+        tags=list(n.tags or []), drained_at=n.drained_at,
     ) for n in nodes]
 
 
@@ -80,3 +80,18 @@ async def set_tags(session: AsyncSession, node_id: str, tags: list[str], now: fl
         raise NotFound(f"no node {node_id!r}", hint="`bourse nodes` lists nodes")
     node.tags, node.updated_at = sorted(set(tags)), now  # placement sees a changed node
     return node
+
+
+async def drain_node(session: AsyncSession, node_id: str, scope: Scope,
+                     now: float) -> DrainResult:
+    """Drain a node: placement gives it no new work from now on (its agent's hellos do not
+    undo that); the attempts running there go on and finish. Said again, it only counts them:
+    the caller waits for ``running`` to reach 0 before it stops the agent."""
+    node = await session.get(Node, node_id, with_for_update=True)
+    if node is None or not scope.sees(node.project_id):
+        raise NotFound(f"no node {node_id!r}", hint="`bourse nodes` lists nodes")
+    if node.drained_at is None:
+        node.drained_at, node.updated_at = now, now  # placement sees a changed node
+    running = await session.scalar(select(func.count()).select_from(Attempt).where(
+        Attempt.node_id == node.id, Attempt.state.in_(active_attempt_states())))
+    return DrainResult(node_id=node.id, drained_at=node.drained_at, running=running or 0)

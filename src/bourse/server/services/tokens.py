@@ -89,11 +89,14 @@ async def create_token(
     session: AsyncSession, kind: TokenKind, now: float, *, name: str | None = None,
     role: str | None = None, node_id: str | None = None, expires_at: float | None = None,
     project_id: str | None = DEFAULT_PROJECT, token_id: str | None = None,
+    price: float | None = None,
 ) -> str:
+    """``price``: an enrolment token's node's $/h (its owner's), None to price it by its
+    hardware."""
     secret = new_secret({"user": "u", "enroll": "e", "node": "n"}[kind])
     session.add(Token(id=token_id or new_id("tok"), kind=kind, hash=digest(secret), name=name,
                       role=role, node_id=node_id, created_at=now, expires_at=expires_at,
-                      project_id=project_id))
+                      project_id=project_id, price=price))
     return secret
 
 
@@ -133,9 +136,9 @@ async def enroll_node(session: AsyncSession, enroll_secret: str, name: str,
         return token.node_id, await _enroll_launched(session, token.node_id, keep_alive_s, now)
     node_id = new_id("n")
     session.add(Node(id=node_id, name=name, state=NodeState.OFFLINE, capabilities=None,
-                     keep_alive_s=keep_alive_s, last_seen=None, session=None, price=None,
-                     created_at=now, updated_at=now, project_id=principal.project_id,
-                     tags=[]))
+                     keep_alive_s=keep_alive_s, last_seen=None, session=None,
+                     price=token.price, created_at=now, updated_at=now,
+                     project_id=principal.project_id, tags=[]))
     credential = await create_token(session, "node", now, name=name, node_id=node_id,
                                     project_id=None)
     token.node_id = node_id
