@@ -149,9 +149,11 @@ def test_the_token_is_in_no_process_list_no_log_and_not_left_on_the_host(
         fleet: Fleet) -> None:
     listing = subprocess.run(["ps", "-eww", "-o", "args="], capture_output=True, text=True,
                              check=True).stdout.splitlines()
-    ours = [line for line in listing if "--name rack-" in line]  # other tests run beside
-    assert len(ours) == 2 and all("--token-file" in line for line in ours), listing
-    assert not any("bse_e_" in line for line in ours)
+    assert not any("bse_e_" in line for line in listing)  # no process shows a token
+    # this fleet's agents, by pid: another worker may run a fleet named rack beside it
+    ours = [Path(f"/proc/{host.agent_pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            for host in fleet.hosts]
+    assert all("--name rack-" in line and "--token-file" in line for line in ours), ours
     for host in fleet.hosts:
         pid = host.agent_pid
         assert pid is not None
@@ -217,7 +219,13 @@ def test_a_two_node_job_spans_the_hosts_that_reach_each_other(fleet: Fleet) -> N
     assert len(masters) == 1 and masters <= {h.ns_ip for h in fleet.hosts}
 
 
-def test_remove_drains_the_host_and_stops_its_agent(fleet: Fleet) -> None:
+def test_remove_drains_a_host_then_waits_for_the_last_ones_work_and_forces_it(
+        fleet: Fleet) -> None:
+    """Removing a host drains it: the job running there finishes, then its agent stops; the
+    other host, removed while a job outlives --wait, is kept (drained, reported) until
+    --force stops its agent and kills the job's processes. One test: the second removal
+    needs the first's (tests of this module are spread over xdist's workers, each with a
+    fleet of its own, so no test may lean on another having run before it)."""
     client = fleet.exchange.client
     job = client.submit(JobSpec(command=["sh", "-c", "sleep 4; echo finished"],
                                 compute={"cpus": 1}, max_retries=0))
@@ -240,38 +248,33 @@ def test_remove_drains_the_host_and_stops_its_agent(fleet: Fleet) -> None:
     assert [h["ssh"] for h in left["hosts"]] == [fleet.ssh(1 - index)]
     again = client.submit(JobSpec(command=["true"], compute={"cpus": 1}, max_retries=0))
     assert fleet.exchange.wait_ended(again.id, timeout=60).node_id != node.id
-
-
-def test_remove_waits_for_running_work_and_force_stops_it(fleet: Fleet) -> None:
-    """The host left: a job that outlives --wait keeps it (drained, reported); --force stops
-    the agent and kills the job's processes."""
-    client = fleet.exchange.client
-    [left] = fleet.listing()[0]["hosts"]
-    index = next(i for i in (0, 1) if fleet.ssh(i) == left["ssh"])
-    job = client.submit(JobSpec(command=["sleep", "300"], compute={"cpus": 1},
-                                max_retries=0))
-    running = fleet.exchange.wait_running(job.id, timeout=120)
-    assert running.node_id == left["node_id"]
+    # the last host, removed while its job outlives --wait, then with --force
+    [last] = fleet.listing()[0]["hosts"]
+    other = next(i for i in (0, 1) if fleet.ssh(i) == last["ssh"])
+    long_job = client.submit(JobSpec(command=["sleep", "300"], compute={"cpus": 1},
+                                     max_retries=0))
+    long_running = fleet.exchange.wait_running(long_job.id, timeout=120)
+    assert long_running.node_id == last["node_id"]
     kept = fleet.bourse("fleets", "remove", "rack", *fleet.args, "--wait", "2s", "--json")
     assert kept.returncode == 1, kept.stdout + kept.stderr
-    [report] = json.loads(kept.stdout)
-    assert (report["ok"], report["step"]) == (False, "drain")
-    assert "1 attempt(s) still run" in report["detail"] and "--force" in report["hint"]
-    assert [h["ssh"] for h in fleet.listing()[0]["hosts"]] == [left["ssh"]]
-    assert client.node(left["node_id"]).drained_at is not None
-    host = fleet.hosts[index]
-    pid = host.agent_pid
-    assert pid is not None and alive(pid)
-    attempt = host.work / "jobs" / job.id / "1"
+    [kept_report] = json.loads(kept.stdout)
+    assert (kept_report["ok"], kept_report["step"]) == (False, "drain")
+    assert "1 attempt(s) still run" in kept_report["detail"] and "--force" in kept_report["hint"]
+    assert [h["ssh"] for h in fleet.listing()[0]["hosts"]] == [last["ssh"]]
+    assert client.node(last["node_id"]).drained_at is not None
+    last_host = fleet.hosts[other]
+    last_pid = last_host.agent_pid
+    assert last_pid is not None and alive(last_pid)
+    attempt = last_host.work / "jobs" / long_job.id / "1"
     shim = wait_for(lambda: job_pid(attempt), 15, "the job's shim")
     forced = fleet.bourse("fleets", "remove", "rack", *fleet.args, "--wait", "1s", "--force",
                           "--json")
     assert forced.returncode == 0, forced.stdout + forced.stderr
-    wait_for(lambda: not alive(pid) and not alive(shim) and job_pid(attempt) is None, 15,
+    wait_for(lambda: not alive(last_pid) and not alive(shim) and job_pid(attempt) is None, 15,
              "the agent and the job to be stopped",
-             lambda: f"agent {alive(pid)} shim {alive(shim)} {forced.stdout}")
+             lambda: f"agent {alive(last_pid)} shim {alive(shim)} {forced.stdout}")
     assert fleet.listing() == []  # no host left: the fleet is gone
-    client.cancel(job.id)
+    client.cancel(long_job.id)
 
 
 @pytest.mark.parametrize(("args", "says"), [
