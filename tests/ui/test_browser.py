@@ -272,6 +272,20 @@ def _search(page: Page, text: str) -> float:
     return time.perf_counter() - started
 
 
+def test_a_log_the_retention_deleted_says_so(page: Page, exchange: UiExchange) -> None:
+    job = exchange.client.submit(JobSpec(command=[sys.executable, "-c", "print('gone')"],
+                                         name="ui-pruned-log", max_retries=0))
+    exchange.wait_succeeded(job.id, timeout=60)
+    with contextlib.closing(sqlite3.connect(exchange.root / "server" / "bourse.db",
+                                            timeout=10)) as db, db:  # as retention leaves it
+        db.execute("DELETE FROM log_chunks WHERE job_id = ?", (job.id,))
+        db.execute("UPDATE jobs SET logs_archive = 'pruned' WHERE id = ?", (job.id,))
+    page.goto(f"/ui/jobs/{job.id}")
+    expect(page.locator("#logview")).to_have_attribute("data-state", "ended")
+    expect(page.locator("#logview .log-status")).to_contain_text("log retention deleted")
+    assert page.locator("#logview").get_attribute("data-lines") in (None, "0")
+
+
 def _current(page: Page) -> str:
     return page.locator(".log-rows .current").inner_text()
 

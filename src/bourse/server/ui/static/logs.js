@@ -103,7 +103,7 @@
         this.stats.fetches++;
         this.append(page.chunks);
         this.cursor = page.cursor;
-        if (page.done) this.finish();
+        if (page.done) this.finish(page.pruned);
         else this.setStatus(page.more ? "loading" : "live");
         wait = !page.more;
       }
@@ -148,12 +148,13 @@
       return first;
     }
 
-    finish() {
+    finish(pruned) {
       const first = this.flush();
       if (this.lines.length > first) this.grew(first);
       this.done = true;
       this.stats.loadMs = performance.now() - this.started;
-      this.setStatus(`ended · ${this.lines.length.toLocaleString()} lines`);
+      this.setStatus(pruned ? "ended · the exchange's log retention deleted this job's logs"
+                            : `ended · ${this.lines.length.toLocaleString()} lines`);
       this.root.dataset.state = "ended";
     }
 
