@@ -20,7 +20,7 @@ import math
 import re
 import shlex
 
-from bourse.core.agent_values import NETWORK, check_label, check_values
+from bourse.core.agent_values import NETWORK, check_label, check_values, systemd_unit
 from bourse.core.errors import InvalidInput
 from bourse.core.interruption import base_url
 
@@ -97,26 +97,10 @@ chmod 0755 "$CONF/agent"
 """
 
 # KillMode=process: jobs run in sessions of their own and outlive an agent restart by design
-START = """\
+START = ("""\
 if [ -d "$ROOT/run/systemd/system" ] && command -v systemctl >/dev/null 2>&1; then
   cat > "$ROOT/etc/systemd/system/bourse-agent.service" <<BOURSE_UNIT
-[Unit]
-Description=bourse node agent
-Wants=network-online.target
-After=network-online.target
-
-[Service]
-User=$AGENT_USER
-ExecStart=/bin/sh $CONF/agent
-Restart=always
-RestartSec=5
-KillMode=process
-StandardOutput=append:$LOGS/agent.log
-StandardError=inherit
-
-[Install]
-WantedBy=multi-user.target
-BOURSE_UNIT
+""" + systemd_unit("/bin/sh $CONF/agent", "$LOGS/agent.log", "$AGENT_USER") + """BOURSE_UNIT
   systemctl daemon-reload
   systemctl enable --now bourse-agent.service
   say "started the bourse-agent unit; its log: $LOGS/agent.log"
@@ -129,7 +113,7 @@ else
   echo "$!" > "$STATE/agent.pid"
   say "started the agent (pid $!); its log: $LOGS/agent.log"
 fi
-"""
+""")
 
 
 def user_data(*, server_url: str, enrol_token: str, node_name: str, version: str,

@@ -44,3 +44,17 @@ def check_label(field: str, value: str) -> None:
     if not LABEL.match(value):
         raise InvalidInput(f"{field} {value!r}: use 1-64 letters, digits, '.', '_' and '-', "
                            "starting with a letter or digit", field=field)
+
+
+def systemd_unit(exec_start: str, log: str, user: str | None = None) -> str:
+    """The agent's systemd unit, as a boot or install script writes it (``exec_start`` and
+    ``log`` may name the script's shell variables: the unit is written from an unquoted
+    heredoc). Restarted always, its own process killed alone (the jobs' shims outlive a
+    restart of the agent, which takes them back)."""
+    who = f"User={user}\n" if user else ""
+    return ("[Unit]\nDescription=bourse node agent\nWants=network-online.target\n"
+            "After=network-online.target\n\n"
+            f"[Service]\n{who}ExecStart={exec_start}\nRestart=always\nRestartSec=5\n"
+            f"KillMode=process\nStandardOutput=append:{log}\nStandardError=inherit\n\n"
+            "[Install]\nWantedBy=multi-user.target\n")
+

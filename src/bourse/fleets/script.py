@@ -18,7 +18,14 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from bourse.core.agent_values import LABEL, NETWORK, PYTHON, TOKEN, check_values
+from bourse.core.agent_values import (
+    LABEL,
+    NETWORK,
+    PYTHON,
+    TOKEN,
+    check_values,
+    systemd_unit,
+)
 
 WHEEL = re.compile(r"^bourse-[A-Za-z0-9_.+!-]+-py3-none-any\.whl$")
 STEPS = ("prepare", "install", "token", "start")
@@ -106,22 +113,7 @@ cat >> "$BASE/agent.sh" <<'BOURSE_AGENT_ARGS'
 BOURSE_AGENT_ARGS
 if has_systemd; then
   cat > "$UNIT" <<BOURSE_UNIT || fail start "cannot write $UNIT"
-[Unit]
-Description=bourse node agent
-Wants=network-online.target
-After=network-online.target
-
-[Service]
-ExecStart=/bin/sh $BASE/agent.sh
-Restart=always
-RestartSec=5
-KillMode=process
-StandardOutput=append:$BASE/agent.log
-StandardError=inherit
-
-[Install]
-WantedBy=multi-user.target
-BOURSE_UNIT
+{unit}BOURSE_UNIT
   systemctl daemon-reload && systemctl enable --now bourse-agent.service >/dev/null 2>&1 \\
     || fail start "systemctl could not start bourse-agent.service (journalctl -u bourse-agent)"
   echo "bourse-started systemd bourse-agent.service"
@@ -194,7 +186,8 @@ def install_script(agent: HostAgent) -> str:
         INSTALL.format(version=shlex.quote(agent.version), version_text=agent.version,
                        python=shlex.quote(agent.agent_python or ""),
                        wheel=shlex.quote(agent.wheel or "")),
-        TOKEN_FILE.format(token=agent.token), START.format(args=shlex.join(args))))
+        TOKEN_FILE.format(token=agent.token), START.format(args=shlex.join(args),
+                                  unit=systemd_unit("/bin/sh $BASE/agent.sh", "$BASE/agent.log"))))
 
 
 def stop_script() -> str:
