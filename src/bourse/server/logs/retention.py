@@ -45,14 +45,13 @@ class LogRetention:
     async def due(self) -> list[tuple[str, str | None]]:
         """(job id, archive key) of ended jobs past the cut-off whose logs are still kept,
         oldest first."""
-        kept = or_(Job.logs_archive.is_(None), Job.logs_archive != PRUNED)
+        archived = Job.logs_archive.is_not(None) & (Job.logs_archive != PRUNED)
         async with self.db.read() as session:
             found = await session.execute(
                 select(Job.id, Job.logs_archive).where(
                     Job.state.in_(sorted(JOB_TERMINAL)),
                     Job.updated_at < self.clock() - self.keep_s,
-                    or_(Job.logs_archive.is_not(None) & kept,
-                        exists().where(LogChunk.job_id == Job.id)))
+                    or_(archived, exists().where(LogChunk.job_id == Job.id)))
                 .order_by(Job.updated_at).limit(BATCH))
             return [(row.id, row.logs_archive) for row in found]
 
