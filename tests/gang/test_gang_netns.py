@@ -52,7 +52,8 @@ class Lan:
         job = self.exchange.client.job(self.submit(command, 2))
         final = self.exchange.wait_ended(job.id, 180)
         out = {i: a.stdout(job.id, final.attempt).decode() for i, a in enumerate(self.agents)}
-        assert final.state == "SUCCEEDED", (final, out, self.exchange.cluster.logs())
+        # a string, not a tuple: pytest shortens a tuple's repr to 240 characters
+        assert final.state == "SUCCEEDED", f"{final}\n{out}\n{self.exchange.cluster.logs()}"
         assert final.attempt == 1
         stored = b"".join(base64.b64decode(c.data) for c in
                           self.exchange.client.iter_logs(job.id)).decode()
@@ -101,7 +102,8 @@ def test_bourse_run_nodes_2_runs_a_torchrun_script_across_two_namespaces(lan: La
     done = subprocess.run([sys.executable, "-m", "bourse", "run", "--nodes", "2", "--cpus", "1",
                            "--no-code", "--", "sh", "-c", TORCHRUN], env=env,
                           capture_output=True, text=True, timeout=240, check=False)
-    assert done.returncode == 0, (done.stdout, done.stderr, lan.exchange.cluster.logs())
+    assert done.returncode == 0, \
+        f"{done.stdout}\n{done.stderr}\n{lan.exchange.cluster.logs()}"
     lines = sorted(line for line in done.stdout.splitlines() if "CHECKSUM " in line)
     assert [line.split()[:4] for line in lines] == [
         ["[rank", "0]", "CHECKSUM", "rank=0"], ["[rank", "1]", "CHECKSUM", "rank=1"]], lines
@@ -130,7 +132,8 @@ def test_skypilot_s_own_multi_node_check_passes_unchanged(lan: Lan, tmp_path: Pa
     done = subprocess.run([sys.executable, "-m", "bourse", "run", fixture.name], env=env,
                           cwd=tmp_path, capture_output=True, text=True, timeout=240,
                           check=False)
-    assert done.returncode == 0, (done.stdout, done.stderr, lan.exchange.cluster.logs())
+    assert done.returncode == 0, \
+        f"{done.stdout}\n{done.stderr}\n{lan.exchange.cluster.logs()}"
     for rank in (0, 1):
         assert f"[rank {rank}] SKYPILOT_NODE_RANK is set to {rank}" in done.stdout
         assert f"[rank {rank}] TEST_VAR is set to test" in done.stdout
