@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from bourse.cli import client as seam
 from bourse.cli.main import cli
 from bourse.core.states import LaunchState
-from bourse.protocol.api import CostRow, CostSummary
+from bourse.protocol.api import CostRow, CostSummary, OfferList, OfferView
 from bourse.protocol.clouds import CloudList, CloudView, LaunchView, ProjectLimitsView
 from bourse.sdk.client import Client
 
@@ -107,3 +107,44 @@ class _Launches:
 
     def model_dump(self, mode: str) -> dict[str, Any]:
         return {"launches": [v.model_dump(mode=mode) for v in self.views]}
+
+
+def test_offers_launchable_asks_the_exchange_and_shows_zones(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[httpx.Request] = []
+    view = OfferView(id="aws/us-east-1/use1-az4/p4d.24xlarge", provider="aws",
+                     instance_type="p4d.24xlarge", region="us-east-1", zone="use1-az4",
+                     gpu="a100-40gb", gpu_count=8, cpus=96, memory_gib=1152,
+                     price_per_hour=32.77, spot=False)
+    answer = OfferList(offers=[view], explanation=["cloud lambda: disabled (no API key)"])
+    _answering(monkeypatch, {("POST", "/api/v1/offers"): answer}, seen)
+    result = CliRunner().invoke(cli, ["offers", "--launchable", "--gpu", "a100:8"])
+    assert result.exit_code == 0, result.output
+    sent = json.loads(seen[0].content)
+    assert sent["launchable"] is True and sent["compute"]["gpu"]["count"] == 8
+    header, row, *rest = result.stdout.splitlines()
+    assert header.split()[:3] == ["OFFER", "CLOUD", "INSTANCE"] and header.split()[-1] == "ZONE"
+    assert row.split()[-1] == "use1-az4" and "32.7700" in row
+    assert rest == ["cloud lambda: disabled (no API key)"]  # the exchange's notes
+    as_json = CliRunner().invoke(cli, ["offers", "--launchable", "--gpu", "a100:8", "--json"])
+    assert json.loads(as_json.stdout)["offers"][0]["zone"] == "use1-az4"
+
+
+def test_offers_launchable_with_nothing_says_why_and_exits_1(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    answer = OfferList(offers=[], explanation=["this project may launch only on no cloud"])
+    _answering(monkeypatch, {("POST", "/api/v1/offers"): answer}, [])
+    result = CliRunner().invoke(cli, ["offers", "--launchable", "--gpu", "a100:8"])
+    assert result.exit_code == 1
+    assert "no offer the exchange's clouds could launch matches" in result.stderr
+    assert "may launch only on no cloud" in result.stderr
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--launchable", "--exchange"], "--exchange and --launchable ask different questions"),
+    (["--launchable", "--data-region", "us-east-1"], "--data-region ranks the shipped"),
+])
+def test_offers_refuses_flags_that_do_not_go_together(args: list[str], said: str) -> None:
+    result = CliRunner().invoke(cli, ["offers", *args])
+    assert result.exit_code == 2, result.output
+    assert said in result.stderr

@@ -138,16 +138,30 @@ def verbose_lines(m: Match) -> list[str]:
 @click.option("--exchange", "on_exchange", is_flag=True,
               help="The configured exchange's live offers (its verified nodes' free "
                    "capacity) instead of the public clouds' catalogues.")
+@click.option("--launchable", is_flag=True,
+              help="What the configured exchange's enabled clouds could launch now for your "
+                   "project (its limits and recently failed places taken out), best first.")
 @handles_errors
 def offers(limit: int, as_json: bool, verbose: bool, show_explain: bool,
-           data_region: str | None, on_exchange: bool, **flags: Any) -> None:
+           data_region: str | None, on_exchange: bool, launchable: bool,
+           **flags: Any) -> None:
     """List offers that satisfy a requirement, cheapest first (exit 1 when none match).
 
     By default from the public clouds' price catalogues shipped with bourse; with
-    --exchange, what the exchange's nodes can run now."""
+    --exchange, what the exchange's nodes can run now; with --launchable, what its clouds
+    could launch now."""
+    if on_exchange and launchable:
+        raise InvalidInput("--exchange and --launchable ask different questions; give one",
+                           field="--launchable",
+                           hint="--exchange: the live nodes' free capacity; --launchable: "
+                                "what the exchange's clouds could launch")
+    if data_region is not None and (on_exchange or launchable):
+        raise InvalidInput("--data-region ranks the shipped catalogues' offers only",
+                           field="--data-region", hint="leave it out with --exchange or "
+                                                       "--launchable")
     compute = compute_from_flags(flags)
-    if on_exchange:
-        _exchange_offers(compute, limit, as_json, show_explain)
+    if on_exchange or launchable:
+        _exchange_offers(compute, limit, as_json, show_explain, launchable)
         return
     all_offers = catalog_offers()
     # the reference matcher, not the index: one query over the ~4000 catalogue offers takes
@@ -168,23 +182,28 @@ def offers(limit: int, as_json: bool, verbose: bool, show_explain: bool,
 
 EXCHANGE_HEADERS = ("OFFER", "PROVIDER", "NODE", "GPU", "COUNT", "CPUS", "MEMORY", "$/H",
                     "REGION", "VERIFIED SINCE")
+LAUNCHABLE_HEADERS = ("OFFER", "CLOUD", "INSTANCE TYPE", "GPU", "COUNT", "CPUS", "MEMORY",
+                      "$/H", "REGION", "ZONE")
 
 
-def _exchange_offers(compute: Compute, limit: int, as_json: bool, show_explain: bool) -> None:
+def _exchange_offers(compute: Compute, limit: int, as_json: bool, show_explain: bool,
+                     launchable: bool) -> None:
     from bourse.cli import client as seam
 
     with seam.open_client() as client:
-        found = client.offers(compute, limit, explain=show_explain)
+        found = client.offers(compute, limit, explain=show_explain, launchable=launchable)
     if as_json:
         echo_json(found)
     else:
         for note in compute.gpu.notes if compute.gpu else ():
             click.echo(f"note: {note}", err=True)
         if found.offers:
-            click.echo(table(EXCHANGE_HEADERS, [exchange_row(o) for o in found.offers],
-                             right=(4, 5, 6, 7)))
+            headers, row = ((LAUNCHABLE_HEADERS, launchable_row) if launchable
+                            else (EXCHANGE_HEADERS, exchange_row))
+            click.echo(table(headers, [row(o) for o in found.offers], right=(4, 5, 6, 7)))
         if not found.offers:
-            click.echo(f"no offer on the exchange matches {compute.describe()}", err=True)
+            what = "the exchange's clouds could launch" if launchable else "on the exchange"
+            click.echo(f"no offer {what} matches {compute.describe()}", err=True)
         out = click.echo if found.offers else (lambda text: click.echo(text, err=True))
         if found.explanation:
             out("\n".join(found.explanation))
@@ -201,6 +220,11 @@ def exchange_row(o: OfferView) -> list[str]:
             f"{o.cpus:g}" if o.cpus is not None else "-",
             f"{o.memory_gib:.0f}GiB" if o.memory_gib is not None else "-",
             f"{o.price_per_hour:.4f}{kind}", o.region, verified]
+
+
+def launchable_row(o: OfferView) -> list[str]:
+    row = exchange_row(o)
+    return [*row[:-1], o.zone or "-"]
 
 
 def _explain(compute: Compute, all_offers: tuple[Offer, ...],

@@ -338,6 +338,7 @@ class OfferQuery(Wire):
     compute: Compute = Field(default_factory=Compute)
     limit: int = Field(default=20, ge=1, le=1000)
     explain: bool = False
+    launchable: bool = False  # what the exchange's clouds could launch now, not its live nodes
 
 
 class OfferView(Wire):
@@ -355,6 +356,7 @@ class OfferView(Wire):
     verified_at: float | None = None
     gpu_memory_mib: int | None = None  # per GPU (a MIG slice: its own)
     gpu_slice: str | None = None  # MIG slices of ``gpu``: their profile ("1g.18gb")
+    zone: str | None = None  # a launchable offer's availability zone, where its cloud has one
 
 
 class OfferList(Wire):

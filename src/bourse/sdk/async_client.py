@@ -298,8 +298,8 @@ class AsyncClient(Base):
         await self._send(core.revoke_data_credentials(grant_id))
 
     async def offers(self, compute: Compute | None = None, limit: int = 20,
-                     explain: bool = False) -> OfferList:
-        return await self._send(core.offers(compute, limit, explain))
+                     explain: bool = False, launchable: bool = False) -> OfferList:
+        return await self._send(core.offers(compute, limit, explain, launchable))
 
     # tenancy (admins manage projects and tokens; members their project's secrets)
     async def projects(self) -> list[ProjectView]:

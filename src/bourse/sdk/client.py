@@ -367,8 +367,10 @@ class Client(Base):
         self._send(core.revoke_data_credentials(grant_id))
 
     def offers(self, compute: Compute | None = None, limit: int = 20,
-               explain: bool = False) -> OfferList:
-        return self._send(core.offers(compute, limit, explain))
+               explain: bool = False, launchable: bool = False) -> OfferList:
+        """The exchange's live offers; ``launchable``: what its clouds could launch now
+        for this token's project instead."""
+        return self._send(core.offers(compute, limit, explain, launchable))
 
     # tenancy (admins manage projects and tokens; members their project's secrets)
     def projects(self) -> list[ProjectView]:

@@ -293,8 +293,10 @@ def revoke_data_credentials(grant_id: str) -> Call[None]:
     return Call("DELETE", f"/data/credentials/{_path_id(grant_id)}", _nothing)
 
 
-def offers(compute: Compute | None, limit: int, explain: bool) -> Call[OfferList]:
-    query = OfferQuery(compute=compute or Compute(), limit=limit, explain=explain)
+def offers(compute: Compute | None, limit: int, explain: bool,
+           launchable: bool = False) -> Call[OfferList]:
+    query = OfferQuery(compute=compute or Compute(), limit=limit, explain=explain,
+                       launchable=launchable)
     return Call("POST", "/offers", model(OfferList), json=query.model_dump(mode="json"))
 
 

@@ -70,6 +70,7 @@ def main() -> None:
     print(line, flush=True)
     if len(sys.argv) > 1:
         Path(sys.argv[1], f"checksum-{rank}.txt").write_text(line + "\n")
+    dist.barrier()  # no rank tears its connections down while another still uses them
     dist.destroy_process_group()
 
 
