@@ -97,3 +97,21 @@ def test_show_by_name(exchange: FakeExchange) -> None:
     assert twice.exit_code == 2
     assert "2 nodes are named 'gpu-box'" in twice.stderr and "n1, n3" in twice.stderr
     assert run("nodes", "show", "nobody").exit_code == 1
+
+
+def test_show_says_what_the_exchange_measured(exchange: FakeExchange) -> None:
+    measured = {"observed_s": 3 * 86400, "availability": 0.992, "attempts_ended": 40,
+                "attempts_interrupted": 1, "work_h": 50.0, "interruptions_per_hour": 0.02,
+                "score": 0.967}
+    exchange.nodes = [node("n1", "gpu-box", capabilities=CAPS, reliability=measured),
+                      node("n2", "laptop", reliability={
+                          "observed_s": 600, "availability": 1.0, "attempts_ended": 0,
+                          "attempts_interrupted": 0, "work_h": 0.0})]
+    shown = run("nodes", "show", "n1")
+    assert shown.exit_code == 0, shown.output
+    assert ("reliability  99.2% available over 3.0 d; 1 of 40 attempts interrupted (0.02/h of "
+            "work); score 0.967") in shown.stdout
+    young = run("nodes", "show", "n2")
+    assert "reliability  not measured yet: watched 10 min of the 1.0 h it takes" in young.stdout
+    as_json = run("nodes", "show", "n1", "--json")
+    assert json.loads(as_json.stdout)["reliability"]["score"] == 0.967

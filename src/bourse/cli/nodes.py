@@ -15,8 +15,10 @@ from bourse.cli.render import age, clock, echo_json, money, table
 from bourse.cli.suggest import SuggestingGroup
 from bourse.cli.verification import render_probe
 from bourse.core.errors import InvalidInput
+from bourse.core.reliability import Reliability
+from bourse.core.reliability import describe as describe_reliability
 from bourse.core.units import parse_duration
-from bourse.protocol.api import NodeView
+from bourse.protocol.api import NodeView, ReliabilityView
 from bourse.protocol.common import Capabilities
 from bourse.sdk.client import Client
 from bourse.sdk.errors import ApiNotFound
@@ -97,6 +99,14 @@ def find_node(client: Client, ref: str) -> NodeView:
         return client.node(named[0].id)
 
 
+def reliability_line(view: ReliabilityView) -> str:
+    """What the exchange measured of the node (``core.reliability.describe``)."""
+    return describe_reliability(Reliability(
+        observed_s=view.observed_s, availability=view.availability,
+        ended=view.attempts_ended, interrupted=view.attempts_interrupted, work_h=view.work_h,
+        interruptions_per_hour=view.interruptions_per_hour, score=view.score))
+
+
 def describe_node(node: NodeView, now: float) -> list[str]:
     caps = node.capabilities
     facts: dict[str, str | None] = {
@@ -107,6 +117,7 @@ def describe_node(node: NodeView, now: float) -> list[str]:
         if node.price is not None else None,
         "running": ", ".join(node.running) or "nothing", "enrolled": clock(node.created_at),
         "tags": ", ".join(node.tags) or None,
+        "reliability": reliability_line(node.reliability) if node.reliability else None,
     }
     if caps is not None:
         facts |= _capabilities(caps)

@@ -279,6 +279,18 @@ class LogPage(Wire):
         "--log-retention`): no chunk will come."))
 
 
+class ReliabilityView(Wire):
+    """What the exchange measured of a node (docs/market.md, "Measured reliability")."""
+
+    observed_s: float  # since it enrolled
+    availability: float  # the share of that time it was connected
+    attempts_ended: int
+    attempts_interrupted: int  # lost with the node, or preempted
+    work_h: float  # run time of the attempts that ended there
+    interruptions_per_hour: float | None = None  # of work; None before an hour of it
+    score: float | None = None  # availability x share not interrupted; None before an hour
+
+
 class NodeView(Wire):
     id: str
     name: str
@@ -297,6 +309,7 @@ class NodeView(Wire):
     declared: Declared | None = None
     tags: list[str] = Field(default_factory=list)  # compliance tags an admin gave it
     drained_at: float | None = None  # drained then: it takes no new work (`bourse fleets`)
+    reliability: ReliabilityView | None = None  # measured by the exchange (core.reliability)
 
 
 class NodeTags(Wire):

@@ -17,7 +17,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Table, event, insert, make_url, text
+from sqlalchemy import Table, event, insert, make_url, text, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
@@ -129,13 +129,31 @@ def defer_insert(session: AsyncSession, table: Table, row: dict[str, Any]) -> No
     deferred.setdefault(table, []).append(row)
 
 
+Counts = dict[tuple[Table, str, str], dict[str, float]]  # (table, key column, key) -> adds
+
+
+def defer_add(session: AsyncSession, table: Table, key_column: str, key: str,
+              **adds: float) -> None:
+    """Queue additions to counters of one row (``column = column + n``), summed over the
+    transaction and applied at its end in one UPDATE per row: counters many writers bump (a
+    node's ended attempts) without reading the row or locking it for the whole transaction."""
+    counts: Counts = session.info.setdefault("deferred_adds", {})
+    row = counts.setdefault((table, key_column, key), {})
+    for column, n in adds.items():
+        row[column] = row.get(column, 0) + n
+
+
 async def flush_deferred(session: AsyncSession) -> None:
     deferred: dict[Table, list[dict[str, Any]]] = session.info.pop("deferred", {})
-    if not deferred:
+    counts: Counts = session.info.pop("deferred_adds", {})
+    if not deferred and not counts:
         return
     await session.flush()
     for table, rows in deferred.items():
         await session.execute(insert(table), rows)
+    for (table, key_column, key), adds in sorted(counts.items(), key=lambda kv: kv[0][1:]):
+        await session.execute(update(table).where(table.c[key_column] == key).values(
+            {column: table.c[column] + n for column, n in adds.items()}))
 
 
 def _migrations() -> Traversable:

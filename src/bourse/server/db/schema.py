@@ -94,6 +94,12 @@ class Node(Base):
     tags: Mapped[list[str] | None] = mapped_column(JSON, default=list)  # compliance tags
     launch_id: Mapped[str | None] = mapped_column(String(40))  # the exchange launched it
     drained_at: Mapped[float | None] = mapped_column(Float)  # takes no new work since then
+    # what the exchange measures of it (core.reliability, services.reliability)
+    up_s: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    up_since: Mapped[float | None] = mapped_column(Float)
+    attempts_ended: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    attempts_interrupted: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    work_s: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
 
 
 class Job(Base):

@@ -30,14 +30,16 @@ router = APIRouter(prefix="/api/v1", tags=["nodes"])
 async def list_nodes(state: State, user: User) -> NodeList:
     async with state.db.read() as session:
         return NodeList(nodes=await nodes.list_nodes(session, user.scope,
-                                                     set(state.hub.connections)))
+                                                     set(state.hub.connections),
+                                                     state.clock()))
 
 
 @router.get("/nodes/{node_id}", responses=responses(401, 404, 422))
 async def show_node(node_id: Annotated[str, Path(pattern=ID_PATTERN, max_length=64)],
                     state: State, user: User) -> NodeView:
     async with state.db.read() as session:
-        return await nodes.get_node(session, node_id, user.scope, set(state.hub.connections))
+        return await nodes.get_node(session, node_id, user.scope, set(state.hub.connections),
+                                    state.clock())
 
 
 @router.put("/nodes/{node_id}/tags", responses=responses(400, 401, 403, 404, 413, 422))

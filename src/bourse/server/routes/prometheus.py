@@ -21,6 +21,7 @@ from bourse.server.metrics import exposition
 from bourse.server.metrics.exposition import Family
 from bourse.server.routes.deps import Admin, State
 from bourse.server.services.jobs import stalled_in
+from bourse.server.services.reliability import reliability_of
 
 router = APIRouter(tags=["metrics"])
 LATENCY_BOUNDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
@@ -32,6 +33,7 @@ LATENCY_BOUNDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 3
 async def prometheus_metrics(state: State, _admin: Admin) -> Response:
     async with state.db.read() as session:
         families = await _families(session)
+        families += await _reliability(session, state.clock())
     families.append(Family("bourse_agents_connected",
                            "Agents connected to this coordinator.").add(len(state.hub.connections)))
     return Response(exposition.render(families), media_type=exposition.CONTENT_TYPE)
@@ -51,6 +53,32 @@ async def _families(session: AsyncSession) -> list[Family]:
                             [s.value for s in NodeState]),
         await _latency(session),
     ]
+
+
+async def _reliability(session: AsyncSession, now: float) -> list[Family]:
+    """What the exchange measured of each node it may still place on (core.reliability)."""
+    nodes = (await session.scalars(select(Node).where(
+        Node.state != NodeState.TERMINATED).order_by(Node.id))).all()
+    availability = Family("bourse_node_availability",
+                          "Share of the time since a node enrolled that it was connected.")
+    ended = Family("bourse_node_attempts_ended_total", "Attempts that ended on a node.",
+                   "counter")
+    interrupted = Family("bourse_node_attempts_interrupted_total",
+                         "Attempts lost with a node or preempted on it.", "counter")
+    work = Family("bourse_node_work_hours_total",
+                  "Run time of the attempts that ended on a node, in hours.", "counter")
+    score = Family("bourse_node_reliability_score", "Availability times the share of ended "
+                   "attempts not interrupted; for nodes watched an hour or more.")
+    for node in nodes:
+        r = reliability_of(node, now)
+        labels = {"node": node.id, "name": node.name}
+        availability.add(r.availability, **labels)
+        ended.add(r.ended, **labels)
+        interrupted.add(r.interrupted, **labels)
+        work.add(r.work_h, **labels)
+        if r.score is not None:
+            score.add(r.score, **labels)
+    return [availability, ended, interrupted, work, score]
 
 
 async def _counts(session: AsyncSession, column: Any) -> dict[str, int]:

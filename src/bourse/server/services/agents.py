@@ -23,7 +23,7 @@ from bourse.protocol.common import AttemptRef
 from bourse.server.commands import Command
 from bourse.server.db.schema import Attempt, Event, Job, Node
 from bourse.server.logs.meter import LogMeter
-from bourse.server.services import gangs, launches, logs, verification
+from bourse.server.services import gangs, launches, logs, reliability, verification
 from bourse.server.services.jobs import CANCEL_GRACE_S, active_attempt_states
 from bourse.server.services.lifecycle import (
     add_event,
@@ -49,6 +49,7 @@ async def node_hello(session: AsyncSession, node_id: str, hello: Hello, connecti
     node.capabilities = hello.capabilities.model_dump(mode="json")
     node.keep_alive_s, node.session = hello.keep_alive_s, connection
     node.state, node.last_seen, node.updated_at = NodeState.ONLINE, now, now
+    reliability.opened(node, now)
     node.reclaimed_at = None  # a node that says hello again is a new instance, or is back
     await launches.on_enrolled(session, node, now)
     commands = await reconcile_nodes(session, {node_id: (hello.running, ())}, now)
@@ -98,7 +99,8 @@ async def node_disconnected(session: AsyncSession, node_id: str, connection: str
     """Forget the connection, unless a newer one has replaced it (compare-and-set, so a late
     goodbye never clears the session of the connection that followed)."""
     await session.execute(update(Node).where(Node.id == node_id, Node.session == connection)
-                          .values(session=None, updated_at=now))
+                          .values(session=None, updated_at=now,
+                                  **reliability.closed_values(now)))
 
 
 async def _node(session: AsyncSession, node_id: str) -> Node:

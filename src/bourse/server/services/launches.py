@@ -27,6 +27,7 @@ from bourse.core.offer import Offer
 from bourse.core.states import LAUNCH_IN_FLIGHT, LAUNCH_LIVE, JobState, LaunchState, NodeState
 from bourse.server.db.schema import Job, Launch, LaunchBlockRow, Node, Setting, Token
 from bourse.server.ids import new_id
+from bourse.server.services import reliability
 from bourse.server.services.liveness import lose_attempts
 from bourse.server.services.tokens import create_token
 
@@ -133,7 +134,8 @@ async def mark_terminating(session: AsyncSession, launch: Launch, reason: str,
     if node is not None and node.state != NodeState.TERMINATED:
         await lose_attempts(session, node, now, f"its instance was terminated: {reason}")
     await session.execute(update(Node).where(Node.id == launch.node_id).values(
-        state=NodeState.TERMINATED, session=None, updated_at=now))
+        state=NodeState.TERMINATED, session=None, updated_at=now,
+        **reliability.closed_values(now)))
     await session.execute(update(Token).where(Token.node_id == launch.node_id,
                                               Token.revoked_at.is_(None))
                           .values(revoked_at=now))

@@ -26,6 +26,7 @@ from bourse.core.states import (
 )
 from bourse.server.db.database import defer_insert
 from bourse.server.db.schema import Attempt, Event, Job
+from bourse.server.services import reliability
 from bourse.server.services.specs import remember, spec_of
 
 EVENTS = cast(Table, Event.__table__)
@@ -114,6 +115,7 @@ def close_attempt(session: AsyncSession, job: Job, attempt: Attempt, outcome: At
     """End the attempt (its state, lost work and cost), leaving its job where it is.
     ``note``: the attempt's credentials go with it (a gang's go with its last member)."""
     set_attempt_state(attempt, outcome, now, reason)
+    reliability.count_ended(session, attempt, outcome)
     attempt.exit_code = exit_code
     if outcome.interrupted:
         attempt.lost_work_s = lost_work(attempt.started_at, stopped_at or attempt.ended_at,

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bourse.core.liveness import LOST_AFTER_KEEP_ALIVES, loss_window
 from bourse.core.states import AttemptState, NodeState
 from bourse.server.db.schema import Attempt, Job, Node
-from bourse.server.services import gangs
+from bourse.server.services import gangs, reliability
 from bourse.server.services.jobs import active_attempt_states
 from bourse.server.services.lifecycle import add_event
 
@@ -63,6 +63,7 @@ async def detect_lost_nodes(session: AsyncSession, now: float, window_s: float) 
         if quiet <= loss_window(window_s, node.keep_alive_s):
             continue
         node.state, node.session, node.updated_at = NodeState.LOST, None, now
+        reliability.closed(node, node.last_seen)  # it was up until it was last heard
         lost.append(node.id)
         await lose_attempts(session, node, now, f"node {node.name} silent for {quiet:.0f} s")
     return lost
@@ -100,6 +101,9 @@ async def grace_after_start(session: AsyncSession, now: float, lease_s: float) -
     """A coordinator that was down heard nobody: once it can accept agents again, restart every
     node's silence clock and every placement lease, so that its own downtime is never taken
     for node silence — each node gets a whole loss window from now."""
+    # the connections that were up when it stopped were up until their nodes were last heard
+    await session.execute(update(Node).where(Node.up_since.is_not(None)).values(
+        **reliability.closed_values(_NODES.c.last_seen)))
     await session.execute(update(Node).where(Node.state != NodeState.LOST).values(last_seen=now))
     await session.execute(update(Node).values(session=None))  # no connection survives it
     await session.execute(update(Attempt).where(

@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.errors import NotFound
-from bourse.protocol.api import DrainResult, JobView, NodeView
+from bourse.protocol.api import DrainResult, JobView, NodeView, ReliabilityView
 from bourse.protocol.common import Capabilities, Declared, ProbeReport, VerificationReport
 from bourse.server.access import Scope
 from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.services.jobs import active_attempt_states
+from bourse.server.services.reliability import reliability_of
 
 
-async def list_nodes(session: AsyncSession, scope: Scope, connected: set[str]) -> list[NodeView]:
-    """The nodes of the scope's project (a provider's machines; every node for an admin)."""
+async def list_nodes(session: AsyncSession, scope: Scope, connected: set[str],
+                     now: float | None = None) -> list[NodeView]:
+    """The nodes of the scope's project (a provider's machines; every node for an admin);
+    ``now``: the time their reliability is measured at (the clock's, by default)."""
     nodes = (await session.scalars(scope.filter(
         select(Node).order_by(Node.created_at, Node.id), Node.project_id))).all()
-    return await _views(session, nodes, scope, connected)
+    return await _views(session, nodes, scope, connected, now)
 
 
 async def node_names(session: AsyncSession, scope: Scope,
@@ -40,15 +44,23 @@ async def named(session: AsyncSession, scope: Scope, views: list[JobView]) -> li
 
 
 async def get_node(session: AsyncSession, node_id: str, scope: Scope,
-                   connected: set[str]) -> NodeView:
+                   connected: set[str], now: float | None = None) -> NodeView:
     node = await session.get(Node, node_id)
     if node is None or not scope.sees(node.project_id):
         raise NotFound(f"no node {node_id!r}", hint="`bourse nodes` lists nodes")
-    return (await _views(session, [node], scope, connected))[0]
+    return (await _views(session, [node], scope, connected, now))[0]
+
+
+def reliability_view(node: Node, now: float) -> ReliabilityView:
+    r = reliability_of(node, now)
+    return ReliabilityView(observed_s=r.observed_s, availability=r.availability,
+                           attempts_ended=r.ended, attempts_interrupted=r.interrupted,
+                           work_h=r.work_h, interruptions_per_hour=r.interruptions_per_hour,
+                           score=r.score)
 
 
 async def _views(session: AsyncSession, nodes: Sequence[Node], scope: Scope,
-                 connected: set[str]) -> list[NodeView]:
+                 connected: set[str], now: float | None = None) -> list[NodeView]:
     """Node views; ``running`` lists only the jobs the scope sees (a provider's node runs
     other projects' jobs, and their ids are theirs)."""
     rows = await session.execute(scope.filter(
@@ -70,6 +82,7 @@ async def _views(session: AsyncSession, nodes: Sequence[Node], scope: Scope,
         report=ProbeReport.model_validate(n.report) if n.report else None,
         declared=Declared.model_validate(n.declared) if n.declared else None,
         tags=list(n.tags or []), drained_at=n.drained_at,
+        reliability=reliability_view(n, time.time() if now is None else now),
     ) for n in nodes]
 
 

@@ -1,0 +1,69 @@
+"""Keeping each node's reliability record (``core.reliability``): its connections' time, as
+they open and close, and the attempts that ended there, as they end."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from sqlalchemy import Table, and_, case
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.elements import ColumnElement
+
+from bourse.core.reliability import NodeRecord, Reliability, measure
+from bourse.core.states import AttemptState
+from bourse.server.db.database import defer_add
+from bourse.server.db.schema import Attempt, Node
+
+NODES = cast(Table, Node.__table__)
+
+
+def opened(node: Node, now: float) -> None:
+    """The node said hello: its connected time runs from now, unless a connection (one that
+    replaced another before the old one's goodbye) runs already."""
+    if node.up_since is None:
+        node.up_since = now
+
+
+def closed(node: Node, end: float | None) -> None:
+    """Its connection ended at ``end`` (when it was last heard, for one that died silent)."""
+    if node.up_since is not None:
+        node.up_s = (node.up_s or 0.0) + max(0.0, (end or node.up_since) - node.up_since)
+        node.up_since = None
+
+
+def closed_values(end: ColumnElement[Any] | float) -> dict[str, Any]:
+    """``closed`` as the values of an UPDATE of many nodes: ``end`` a column (``last_seen``)
+    or a time."""
+    since = NODES.c.up_since
+    gained = case((and_(since.is_not(None), since < end), end - since), else_=0.0)
+    return {"up_s": NODES.c.up_s + gained, "up_since": None}
+
+
+def count_ended(session: AsyncSession, attempt: Attempt, outcome: AttemptState) -> None:
+    """An attempt ended on its node: counted there (after the ORM's flush, in one UPDATE per
+    node and transaction)."""
+    work = run_time(attempt)
+    defer_add(session, NODES, "id", attempt.node_id, attempts_ended=1,
+              attempts_interrupted=1 if outcome.interrupted else 0, work_s=work)
+
+
+def run_time(attempt: Attempt) -> float:
+    """From its start (the node's clock) to its end (the coordinator's); from its placement
+    where the two clocks disagree so far that the start is outside the placement's span."""
+    end = attempt.ended_at
+    if end is None or attempt.started_at is None:
+        return 0.0
+    start = attempt.started_at
+    if not attempt.placed_at <= start <= end:
+        start = attempt.placed_at
+    return max(0.0, end - start)
+
+
+def record_of(node: Node) -> NodeRecord:
+    return NodeRecord(enrolled_at=node.created_at, up_s=node.up_s or 0.0,
+                      up_since=node.up_since, ended=node.attempts_ended or 0,
+                      interrupted=node.attempts_interrupted or 0, work_s=node.work_s or 0.0)
+
+
+def reliability_of(node: Node, now: float) -> Reliability:
+    return measure(record_of(node), now)

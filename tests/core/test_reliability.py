@@ -1,0 +1,50 @@
+"""``core.reliability``: the measure of a node's record, and what `bourse nodes show` says."""
+
+from __future__ import annotations
+
+import pytest
+
+from bourse.core.reliability import MIN_OBSERVED_S, NodeRecord, describe, measure
+
+DAY = 86400.0
+
+
+def record(**fields: float | int | None) -> NodeRecord:
+    base: dict[str, float | int | None] = {"enrolled_at": 0.0, "up_s": 0.0, "up_since": None,
+                                           "ended": 0, "interrupted": 0, "work_s": 0.0}
+    return NodeRecord(**(base | fields))  # type: ignore[arg-type]
+
+
+def test_a_node_always_connected_that_never_lost_work_scores_one() -> None:
+    r = measure(record(up_since=0.0, ended=40, work_s=30 * 3600.0), DAY)
+    assert (r.availability, r.score, r.interruptions_per_hour) == (1.0, 1.0, 0.0)
+
+
+def test_the_score_is_availability_times_the_share_not_interrupted() -> None:
+    r = measure(record(up_s=DAY * 0.9, ended=10, interrupted=2, work_s=4 * 3600.0), DAY)
+    assert r.availability == pytest.approx(0.9)
+    assert r.score == pytest.approx(0.9 * 0.8)
+    assert r.interruptions_per_hour == pytest.approx(0.5)
+
+
+def test_closed_and_live_connections_add_up_and_never_pass_one() -> None:
+    assert measure(record(up_s=1800.0, up_since=5400.0), 7200.0).availability == \
+        pytest.approx(0.5)
+    assert measure(record(up_s=9000.0, up_since=0.0), 7200.0).availability == 1.0
+
+
+def test_no_score_before_an_hour_and_no_rate_before_an_hour_of_work() -> None:
+    young = measure(record(up_since=0.0), MIN_OBSERVED_S - 1)
+    assert young.score is None and young.availability == 1.0
+    assert measure(record(up_since=0.0, ended=1, interrupted=1, work_s=600.0),
+                   DAY).interruptions_per_hour is None
+    assert measure(record(), 0.0).availability == 0.0  # enrolled this instant
+
+
+def test_what_nodes_show_says() -> None:
+    assert describe(measure(record(up_since=0.0), 600.0)) == \
+        "not measured yet: watched 10 min of the 1.0 h it takes"
+    said = describe(measure(record(up_s=DAY * 2.976, ended=40, interrupted=1,
+                                   work_s=50 * 3600.0), 3 * DAY))
+    assert said == ("99.2% available over 3.0 d; 1 of 40 attempts interrupted "
+                    "(0.02/h of work); score 0.967")

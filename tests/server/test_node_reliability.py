@@ -1,0 +1,112 @@
+"""What the exchange measures of each node (``core.reliability``), through real routes, a real
+database and fake agents on the coordinator's injected clock: connected time from hello to
+goodbye (or to when a silent node was last heard), the attempts that ended there and those the
+node interrupted, published in ``GET /nodes/{id}`` and ``/metrics``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fake_agent import FakeAgent
+from server_harness import Live, place_job, until_disconnected
+
+from bourse.core.reliability import MIN_OBSERVED_S
+from bourse.server.services.liveness import grace_after_start
+
+pytestmark = pytest.mark.anyio
+Factory = Callable[..., Any]
+
+
+async def measured(live: Live, node_id: str) -> dict[str, Any]:
+    answer = await live.exchange.client.get(f"/api/v1/nodes/{node_id}")
+    assert answer.status_code == 200, answer.text
+    reliability: dict[str, Any] = answer.json()["reliability"]
+    return reliability
+
+
+async def test_availability_is_the_connected_share_of_the_time_since_enrolment(
+        live: Live, agent_factory: Factory) -> None:
+    exchange = live.exchange
+    t0 = exchange.clock()
+    agent: FakeAgent = await agent_factory("rack-1")
+    exchange.clock.advance(1800)
+    await agent.close()
+    await until_disconnected(exchange, agent.node_id)
+    exchange.clock.advance(1800)  # away for as long as it was there
+    r = await measured(live, agent.node_id)
+    assert r["observed_s"] == pytest.approx(exchange.clock() - t0, abs=1)
+    assert r["availability"] == pytest.approx(0.5, abs=0.01)
+    assert r["score"] == pytest.approx(0.5, abs=0.01)  # no attempt: nothing interrupted
+    assert (r["attempts_ended"], r["attempts_interrupted"]) == (0, 0)
+    await agent.connect()  # back: its time runs again from its hello
+    exchange.clock.advance(3600)
+    assert (await measured(live, agent.node_id))["availability"] == pytest.approx(0.75, abs=0.01)
+    await agent.close()
+
+
+async def test_a_young_node_has_no_score_yet(live: Live, agent_factory: Factory) -> None:
+    agent: FakeAgent = await agent_factory("new")
+    live.exchange.clock.advance(MIN_OBSERVED_S / 2)
+    r = await measured(live, agent.node_id)
+    assert r["availability"] == pytest.approx(1.0) and r["score"] is None
+    await agent.close()
+
+
+async def test_attempts_are_counted_and_a_lost_node_interrupted_its_own(
+        live: Live, agent_factory: Factory) -> None:
+    exchange = live.exchange
+    agent: FakeAgent = await agent_factory("flaky", keep_alive_s=20)
+    job_id, number = await place_job(exchange, agent, compute={"cpus": 1})
+    await agent.event(job_id, number, "accepted")
+    await agent.event(job_id, number, "started", pid=7)
+    exchange.clock.advance(600)  # ten minutes of work
+    await agent.event(job_id, number, "exited", exit_code=3)  # its own code failed: not the node's
+    await agent.barrier()
+    failed = await exchange.job(job_id)
+    assert failed["state"] == "FAILED"
+    second, number = await place_job(exchange, agent, compute={"cpus": 1})
+    await agent.event(second, number, "accepted")
+    await agent.event(second, number, "started", pid=8)
+    await agent.barrier()
+    heard = exchange.clock()
+    exchange.clock.advance(3000)  # silent: lost, with the attempt it ran
+    assert (await exchange.tick()).lost_nodes == [agent.node_id]
+    r = await measured(live, agent.node_id)
+    assert (r["attempts_ended"], r["attempts_interrupted"]) == (2, 1)
+    assert r["work_h"] == pytest.approx((600 + 3000) / 3600, abs=0.01)
+    # connected until it was last heard, not until the loss was noticed
+    up = heard - (exchange.clock() - r["observed_s"])
+    assert r["availability"] == pytest.approx(up / r["observed_s"], abs=0.01)
+    assert r["score"] == pytest.approx(r["availability"] * 0.5, abs=0.01)
+    await agent.close()
+
+
+async def test_the_coordinators_downtime_counts_against_no_node(
+        live: Live, agent_factory: Factory) -> None:
+    exchange = live.exchange
+    t0 = exchange.clock()
+    agent: FakeAgent = await agent_factory("steady")
+    exchange.clock.advance(1200)
+    await agent.heartbeat()
+    await agent.barrier()
+    exchange.clock.advance(2400)  # the coordinator "was down": nobody heard the node
+    async with exchange.state.db.write() as session:
+        await grace_after_start(session, exchange.clock(), 30.0)
+    node = await exchange.node_row(agent.node_id)
+    assert node.up_since is None and node.up_s == pytest.approx(1200, abs=1)
+    assert node.up_s <= exchange.clock() - t0
+    await agent.close()
+
+
+async def test_metrics_publish_each_nodes_record(live: Live, agent_factory: Factory) -> None:
+    agent: FakeAgent = await agent_factory("scraped")
+    live.exchange.clock.advance(MIN_OBSERVED_S)
+    text = (await live.exchange.client.get("/metrics")).text
+    labels = f'{{node="{agent.node_id}",name="scraped"}}'
+    assert f"bourse_node_availability{labels} 1" in text
+    assert f"bourse_node_attempts_ended_total{labels} 0" in text
+    assert f"bourse_node_reliability_score{labels} 1" in text
+    assert "# TYPE bourse_node_attempts_interrupted_total counter" in text
+    await agent.close()
