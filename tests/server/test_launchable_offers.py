@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 from launch_harness import ScriptedCloud, launching
 from server_harness import Exchange
-from test_launcher import cheapest
-
-from bourse.core.launch import Failure
+from test_launcher import cheapest, out_of_capacity
 
 pytestmark = pytest.mark.anyio
 ON_DEMAND = {"gpu": "a100:8", "spot": "never"}
@@ -48,11 +46,7 @@ async def test_the_cheapest_launchable_places_come_first(tmp_path: Path,
 
 async def test_places_that_failed_lately_are_left_out_and_named(tmp_path: Path,
                                                                database_url: str) -> None:
-    cloud = ScriptedCloud()
-    order = cheapest(spot=False)
-    for _, _, zone, itype in order[:2]:
-        cloud.fail(Failure.CAPACITY, "InsufficientInstanceCapacity", zone=zone or "*",
-                   instance_type=itype, market="on-demand")
+    cloud, order = out_of_capacity(2)
     async with launching(tmp_path, database_url, cloud=cloud) as run:
         await run.exchange.submit(compute=ON_DEMAND)
         await run.cycle()  # two capacity errors block their zones, the third place launched

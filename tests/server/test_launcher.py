@@ -36,6 +36,17 @@ def cheapest(spot: bool, regions: tuple[str, ...] = ("us-east-1", "us-west-2", "
     return sorted(rows)
 
 
+def out_of_capacity(places: int) -> tuple[ScriptedCloud, list[tuple[float, str, str | None, str]]]:
+    """A cloud whose ``places`` cheapest on-demand a100:8 places have no capacity, and the
+    catalogue's order of those places."""
+    cloud = ScriptedCloud()
+    order = cheapest(spot=False)
+    for _, _, zone, itype in order[:places]:
+        cloud.fail(Failure.CAPACITY, "InsufficientInstanceCapacity", zone=zone or "*",
+                   instance_type=itype, market="on-demand")
+    return cloud, order
+
+
 async def launches_of(run: Launching) -> list[Launch]:
     async with run.exchange.state.db.read() as session:
         from sqlalchemy import select
@@ -135,11 +146,7 @@ async def test_the_launched_node_enrols_runs_the_job_and_ends_when_idle(
 
 async def test_capacity_errors_fail_over_zone_by_zone_and_block(tmp_path: Path,
                                                                database_url: str) -> None:
-    cloud = ScriptedCloud()
-    order = cheapest(spot=False)
-    for _, _, zone, itype in order[:5]:
-        cloud.fail(Failure.CAPACITY, "InsufficientInstanceCapacity", zone=zone or "*",
-                   instance_type=itype, market="on-demand")
+    cloud, order = out_of_capacity(5)
     async with launching(tmp_path, database_url, cloud=cloud) as run:
         await run.exchange.submit(compute={"gpu": "a100:8"})
         report = await run.cycle()
