@@ -146,15 +146,17 @@ def test_the_hosts_are_nodes_verified_at_the_fleets_price(fleet: Fleet) -> None:
 
 
 def fleet_processes(fleet: Fleet) -> list[str]:
-    """The command lines of this test's processes and of the fleet's agents, with all they
-    started."""
+    """The command lines of the fleet's hosts' processes: their sshd servers and agents, with
+    all they started (not this worker's: a module-scoped local exchange of another test may
+    still run in it, its agents started with their own one-time ``--token``)."""
     rows = subprocess.run(["ps", "-eww", "-o", "pid=,ppid=,args="], capture_output=True,
                           text=True, check=True).stdout.splitlines()
     table: dict[int, tuple[int, str]] = {}
     for row in rows:
         pid, ppid, *args = row.split(None, 2)
         table[int(pid)] = (int(ppid), " ".join(args))
-    roots = {os.getpid(), *(h.agent_pid for h in fleet.hosts if h.agent_pid is not None)}
+    roots = {*(server.pid for h in fleet.hosts for server in h.sshds),
+             *(h.agent_pid for h in fleet.hosts if h.agent_pid is not None)}
     ours, grew = set(roots), True
     while grew:
         more = {pid for pid, (ppid, _) in table.items() if ppid in ours} - ours
@@ -165,9 +167,8 @@ def fleet_processes(fleet: Fleet) -> list[str]:
 
 def test_the_token_is_in_no_process_list_no_log_and_not_left_on_the_host(
         fleet: Fleet) -> None:
-    # no process of this fleet shows a token: this worker's children (ssh, sshd, what sshd
-    # ran) and the agents, detached from them. Another worker's local exchange may put its own
-    # one-time token on an agent's command line (`bourse agent --token`), which is not ours.
+    # no process of this fleet shows a token: its hosts' sshd servers, what they ran, and the
+    # agents, detached from them
     listing = fleet_processes(fleet)
     assert listing and not [line for line in listing if "bse_e_" in line], listing
     # this fleet's agents, by pid: another worker may run a fleet named rack beside it
