@@ -70,7 +70,7 @@ async def refresh_scores(session: AsyncSession, now: float) -> int:
     rows = await session.execute(select(
         Node.id, Node.reliability, Node.created_at, Node.up_s, Node.up_since,
         Node.attempts_ended, Node.attempts_interrupted, Node.work_s).where(
-        Node.state != NodeState.TERMINATED))
+        Node.state != NodeState.TERMINATED).order_by(Node.id))  # rows locked in one order
     changed = []
     for row in rows.all():
         score = measure(NodeRecord(row.created_at, row.up_s or 0.0, row.up_since,
