@@ -9,6 +9,7 @@ import pytest
 
 from bourse.core.compute import Compute
 from bourse.core.constraints import CONSTRAINTS, first_lack, lacks
+from bourse.core.errors import InvalidInput
 from bourse.core.match import explain, match
 from bourse.core.offer import Offer
 
@@ -336,3 +337,29 @@ def test_explain_counts_cross_region_matches() -> None:
     assert any(line.startswith("cross-region: the data is in us-east-1; 1 of the 2")
                for line in result.lines())
     assert not any("cross-region" in line for line in explain(Compute(), offers).lines())
+
+
+def test_min_reliability_keeps_the_measured_nodes_that_reach_it() -> None:
+    need = Compute(min_reliability="99%")
+    assert need.min_reliability == pytest.approx(0.99)
+    assert first_lack(need, node(sla=0.995)) is None
+    assert lacks(need, node(sla=0.95)) == [("reliability", "reliability 95.0%, needs 99.0%")]
+    [(name, why)] = lacks(need, offer())  # a catalogue offer: nothing measured
+    assert name == "reliability" and why.startswith("reliability not measured")
+    assert "reliability >= 99.0%" in need.describe()
+    steady, flaky = node(sla=0.999, id="steady"), node(sla=0.5, id="flaky")
+    assert [m.offer.id for m in match(need, [flaky, steady])] == ["steady"]
+    counted = explain(need, [flaky, steady, offer()]).lines()
+    assert any("reliability" in line and "removed" in line for line in counted), counted
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    ("abc", "min_reliability must be a share such as 0.99 or 99%"),
+    (0, "must be above 0 and at most 1"), (1.5, "must be above 0 and at most 1"),
+    ("150%", "must be above 0 and at most 1"), (True, "must be a number"),
+    ([0.9], "expected a share such as 0.99 or 99%, got a list"),
+])
+def test_a_bad_min_reliability_is_refused_saying_why(given: Any, said: str) -> None:
+    with pytest.raises(InvalidInput, match="min_reliability") as refused:
+        Compute(min_reliability=given)
+    assert said in str(refused.value) and refused.value.field == "min_reliability"

@@ -98,6 +98,8 @@ HAND_PICKED: list[tuple[dict[str, Any], int]] = [
     ({"gpu": "a100", "tags": "hipaa"}, 10),
     ({"image": "python:3.12", "cpus": "8+"}, 20),
     ({"gpu": "rtx4090", "image": "pytorch/pytorch:2.1.0", "torch": "2.1"}, 20),
+    ({"min_reliability": 0.95}, 20),  # the measured nodes only: no catalogue offer has one
+    ({"gpu": "a100", "min_reliability": "90%"}, 10),
 ]
 
 
@@ -138,6 +140,7 @@ OPTIONAL: dict[str, list[Any]] = {
     "torch": ["2.1", "2.13", "1.12"],
     "cuda": [">=12.1", "11.8", "13.0"],
     "num_nodes": [2],
+    "min_reliability": [0.9, 0.95, "99%"],
 }
 
 

@@ -110,3 +110,38 @@ async def test_metrics_publish_each_nodes_record(live: Live, agent_factory: Fact
     assert f"bourse_node_reliability_score{labels} 1" in text
     assert "# TYPE bourse_node_attempts_interrupted_total counter" in text
     await agent.close()
+
+
+async def test_the_score_is_in_offers_and_a_job_can_ask_for_one(
+        live: Live, agent_factory: Factory) -> None:
+    """The scheduler stores each node's score (every minute); live offers carry it, and a job
+    with ``min_reliability`` goes only to a node that reached it, and waits saying why when
+    none has."""
+    exchange = live.exchange
+    steady: FakeAgent = await agent_factory("steady")
+    exchange.clock.advance(MIN_OBSERVED_S)
+    newcomer: FakeAgent = await agent_factory("newcomer")
+    await steady.heartbeat()  # heard now: not silent for the hour just gone
+    await steady.barrier()
+    await exchange.tick()  # the first full pass stores the scores
+    assert (await exchange.node_row(steady.node_id)).reliability == 1.0
+    assert (await exchange.node_row(newcomer.node_id)).reliability is None
+    answer = await exchange.client.post("/api/v1/offers", json={
+        "compute": {"min_reliability": "99%"}})
+    assert [o["node_id"] for o in answer.json()["offers"]] == [steady.node_id]
+    assert answer.json()["offers"][0]["sla"] == 1.0
+    job_id, _ = await place_job(exchange, steady, compute={"cpus": 1, "min_reliability": 0.99})
+    assert (await exchange.job(job_id))["node_id"] == steady.node_id
+    # the steady node is busy; the newcomer has room, but no record yet
+    waiting = await exchange.submit(compute={"cpus": 2, "min_reliability": 0.99})
+    await exchange.tick()
+    job = await exchange.job(waiting["id"])
+    assert job["state"] == "PENDING" and "reliability" in (job["pending_reason"] or ""), job
+    await steady.close()
+    await newcomer.close()
+
+
+async def test_a_bad_min_reliability_is_refused_at_submit(live: Live) -> None:
+    answer = await live.exchange.client.post("/api/v1/jobs", json={
+        "command": ["true"], "compute": {"min_reliability": "sometimes"}})
+    assert answer.status_code == 422 and "min_reliability" in answer.text

@@ -33,8 +33,8 @@ BAD = {
     "no near name": ("run: x\nresources: {zzzzzz: 1}\n",
                      "task.yaml:2:13: resources.zzzzzz: unknown field; the fields of resources "
                      "are gpu, gpus, gpu_memory, cpus, memory, disk, cuda, torch, packages, "
-                     "image, spot, max_price, region, zone, regions, exclude_regions, providers, "
-                     "exclude_providers, tags, nodes, num_nodes"),
+                     "image, spot, max_price, min_reliability, region, zone, regions, "
+                     "exclude_regions, providers, exclude_providers, tags, nodes, num_nodes"),
     "unknown GPU": ("run: x\nresources:\n  gpu: a1000\n",
                     "task.yaml:3:8: resources.gpu: unknown GPU 'a1000'; did you mean a100?"),
     "nodes as written": ("run: x\nresources: {nodes: 0}\n",

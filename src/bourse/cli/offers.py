@@ -35,7 +35,7 @@ def compute_kwargs(flags: dict[str, Any]) -> dict[str, Any]:
         "exclude_providers": flags.get("exclude_provider") or None,
         "torch": flags.get("torch"), "cuda": flags.get("cuda"), "tags": flags.get("tag") or None,
         "packages": list(flags.get("package") or ()) or None, "image": flags.get("image"),
-        "num_nodes": flags.get("nodes"),
+        "num_nodes": flags.get("nodes"), "min_reliability": flags.get("min_reliability"),
     }
     return {k: v for k, v in fields.items() if v is not None}
 
@@ -57,7 +57,8 @@ FLAGS = {"regions": "--region", "exclude_regions": "--exclude-region",
          "tags": "--tag", "packages": "--package", "gpu_memory": "--gpu-memory",
          "max_price": "--max-price", "gpu": "--gpu", "gpus": "--gpus", "cpus": "--cpus",
          "memory": "--memory", "disk": "--disk", "spot": "--spot", "torch": "--torch",
-         "cuda": "--cuda", "image": "--image", "num_nodes": "--nodes"}
+         "cuda": "--cuda", "image": "--image", "num_nodes": "--nodes",
+         "min_reliability": "--min-reliability"}
 
 
 def compute_options(command: Any) -> Any:
@@ -76,6 +77,10 @@ def compute_options(command: Any) -> Any:
                      help="Spot policy (default never)."),
         click.option("--max-price", help="Ceiling in US dollars per hour, e.g. 2 or 0.50 (at "
                      "most 10000)."),
+        click.option("--min-reliability", metavar="SHARE",
+                     help="Only nodes whose measured reliability score is at least this, e.g. "
+                          "0.99 or 99% (nodes watched under an hour and cloud launches have "
+                          "none)."),
         click.option("--region", multiple=True,
                      help="Allowed regions or zones (glob: us-east-*, eu-west-[12]; "
                           "repeatable)."),

@@ -33,7 +33,7 @@ from bourse.core import names
 from bourse.core.cuda import parse_cuda_floor, torch_release
 from bourse.core.errors import InvalidInput
 from bourse.core.gpus import GpuSelection, catalogue
-from bourse.core.units import Range, parse_price, parse_range, parse_size_gib
+from bourse.core.units import Range, parse_price, parse_range, parse_share, parse_size_gib
 
 SpotPolicy = Literal["never", "prefer", "only"]
 SPOT_POLICIES: tuple[str, ...] = ("never", "prefer", "only")
@@ -243,6 +243,8 @@ class Compute(BaseModel):
     exclude_providers: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     num_nodes: int = 1
+    # the least measured reliability score (core.reliability) a node must have: 0.99 or "99%"
+    min_reliability: float | None = None
 
     def __init__(self, gpu: Any = None, /, **data: Any) -> None:
         if gpu is not None:
@@ -310,6 +312,11 @@ class Compute(BaseModel):
     def _price(cls, value: Any) -> float | None:
         return None if value is None else parse_price(value)
 
+    @field_validator("min_reliability", mode="before")
+    @classmethod
+    def _reliability(cls, value: Any) -> float | None:
+        return None if value is None else parse_share(value)
+
     @field_validator("regions", "exclude_regions", "providers", "exclude_providers", "tags",
                      "packages", mode="before")
     @classmethod
@@ -360,6 +367,8 @@ class Compute(BaseModel):
             parts.append(f"spot={self.spot}")
         if self.max_price is not None:
             parts.append(f"<= ${self.max_price:.2f}/h")
+        if self.min_reliability is not None:
+            parts.append(f"reliability >= {self.min_reliability:.1%}")
         if self.num_nodes > 1:
             return f"{self.num_nodes} nodes, each {', '.join(parts)}"
         return ", ".join(parts)

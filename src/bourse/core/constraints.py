@@ -176,6 +176,15 @@ def _max_price(c: Compute, o: Offer) -> str | None:
     return f"${priced[0]:.2f}/h is above max_price ${c.max_price:.2f}/h"
 
 
+def _reliability(c: Compute, o: Offer) -> str | None:
+    if c.min_reliability is None or (o.sla is not None and o.sla >= c.min_reliability):
+        return None
+    need = f"needs {c.min_reliability:.1%}"
+    if o.sla is None:
+        return f"reliability not measured (a node watched under an hour, or a cloud offer), {need}"
+    return f"reliability {o.sla:.1%}, {need}"
+
+
 @lru_cache(maxsize=65536)
 def environment_ok(
     driver: str | None, gpu: str | None, torch: str | None, cuda: str | None
@@ -249,6 +258,7 @@ CONSTRAINTS: tuple[Constraint, ...] = (
     Constraint("disk", _sized("disk", "GB", "disk_gib", unknown_ok=True)),
     Constraint("spot", _spot),
     Constraint("max_price", _max_price),
+    Constraint("reliability", _reliability),
     Constraint("environment", _environment),
     Constraint("image", _image),
     Constraint("capacity", _capacity),

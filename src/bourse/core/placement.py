@@ -65,6 +65,7 @@ class NodeCapacity:
     reserved_for: str | None = None  # a node the exchange launched serves its project only
     network: str | None = None  # hosts it reaches (``core.gang``); None: it joins no gang
     address: str | None = None  # where its gang peers dial it
+    sla: float | None = None  # its measured reliability score (core.reliability)
 
     @property
     def on_demand(self) -> float:
@@ -169,7 +170,7 @@ class Room:
                      available=1, divisible=True, source="node", verified_at=verified,
                      engines=node.engines, tags=node.tags,
                      gpu_slice=first.slice if first else None, gpu_price_share=share,
-                     priced_cpus=node.cpus)
+                     priced_cpus=node.cpus, sla=node.sla)
 
 
 @dataclass(frozen=True)

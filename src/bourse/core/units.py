@@ -116,6 +116,28 @@ MAX_PRICE = 10_000.0  # US dollars per hour: more than any machine costs
 _PRICE = re.compile(r"^\s*\$?\s*(\d+(?:\.\d+)?|\.\d+)\s*(?:/\s*h(?:r|our)?)?\s*$", re.IGNORECASE)
 
 
+_SHARE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%?)\s*$")
+
+
+def parse_share(text: str | float | int, *, field: str = "min_reliability") -> float:
+    """A share in (0, 1]: ``0.99`` or ``"99%"`` (a percentage only with its sign)."""
+    if isinstance(text, bool):
+        raise InvalidInput(f"{field} must be a number, got {text!r}", field=field)
+    _scalar(text, field, "a share such as 0.99 or 99%")
+    if isinstance(text, int | float):
+        value = float(text)
+    else:
+        match = _SHARE.match(text)
+        if not match:
+            raise InvalidInput(f"{field} must be a share such as 0.99 or 99%, got {text!r}",
+                               field=field)
+        value = float(match.group(1)) / (100 if match.group(2) else 1)
+    if not math.isfinite(value) or not 0 < value <= 1:
+        raise InvalidInput(f"{field} must be above 0 and at most 1 (100%), got {text!r}",
+                           field=field, hint="0.99 asks for nodes with a score of 99% or more")
+    return value
+
+
 def parse_price(text: str | float | int, *, field: str = "max_price") -> float:
     """Parse a price in US dollars per hour: ``0.5``, ``"$0.50"``, ``"0.5/h"``."""
     if isinstance(text, bool):

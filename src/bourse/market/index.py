@@ -79,6 +79,7 @@ class _Columns:
     tags: npt.NDArray[np.uint64]
     images: Mask  # can run a container image (core.constraints.image_lack)
     gpu_images: Mask  # ... with GPUs passed through
+    sla: Floats  # the measured reliability score; NaN where none was measured
     price: dict[str, Floats] = field(default_factory=dict)
 
 
@@ -171,6 +172,7 @@ class OfferIndex:
                             dtype=bool),
             gpu_images=np.array([image_lack(o.engines, "i", True) is None for o in offers],
                                 dtype=bool),
+            sla=floats([o.sla for o in offers]),
         )
         on_demand, spot = floats([o.price for o in offers]), floats([o.spot_price for o in offers])
         cols.price = {"never": on_demand, "only": spot,
@@ -344,6 +346,8 @@ class _Query:
         ok = ~np.isnan(price)
         if c.max_price is not None:
             ok &= price <= c.max_price
+        if c.min_reliability is not None:
+            ok &= cols.sla[rows] >= c.min_reliability  # NaN (not measured) compares False
         if c.gpu is not None:
             ok &= self._gpu_mask(rows)
         ok &= self.provider_ok[cols.provider[rows]]

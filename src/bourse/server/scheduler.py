@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable
 
@@ -22,6 +23,7 @@ from bourse.server.config import ServerConfig
 from bourse.server.db.database import Database
 from bourse.server.launcher.launcher import Launcher
 from bourse.server.notifier import Notifier
+from bourse.server.services import reliability
 from bourse.server.services.capacity import Memo
 from bourse.server.services.liveness import (
     detect_lost_nodes,
@@ -44,6 +46,7 @@ class Scheduler:
         self.notifier, self.config, self.clock = notifier, config, clock
         self._wake = asyncio.Event()
         self.memo = Memo()  # what placement passes keep between them
+        self._scored_at = -math.inf  # when the nodes' reliability scores were last stored
         self.launcher = launcher  # with clouds: kicked when jobs are left waiting
         if launcher is not None:
             self.memo.launchable, self.memo.note = launcher.clouds.launchable, launcher.note
@@ -52,12 +55,16 @@ class Scheduler:
         self._wake.set()
 
     async def tick(self, now: float | None = None) -> PlacementReport:
-        """One full pass: lost nodes, expired placement leases, then placement."""
+        """One full pass: lost nodes, expired placement leases, the nodes' reliability scores
+        (each minute), then placement."""
         now = self.clock() if now is None else now
         async with self.db.write() as session:
             await note_heard(session, self.connections.take_heard(now))
             lost = await detect_lost_nodes(session, now, self.config.loss_window_s)
             expired = await expire_start_leases(session, now)
+            if now - self._scored_at >= reliability.SCORE_EVERY_S:
+                await reliability.refresh_scores(session, now)
+                self._scored_at = now
             report = await place_pending(session, now, self.config.start_lease_s,
                                          batch=PLACEMENT_BATCH,
                                          allow_unverified=self.config.allow_unverified,

@@ -57,6 +57,8 @@ class Resources(Strict):
     spot: StrictBool | Literal["never", "prefer", "only"] | None = None
     max_price: StrictStr | StrictInt | StrictFloat | None = Field(
         default=None, description="ceiling in US dollars per hour, e.g. 2 or $0.50/h")
+    min_reliability: StrictStr | StrictInt | StrictFloat | None = Field(
+        default=None, description="least measured reliability score of a node: 0.99 or 99%")
     region: Names | None = Field(default=None, description="allowed region(s), globs")
     zone: Names | None = Field(default=None, description="allowed zone(s), globs")
     regions: Names | None = None

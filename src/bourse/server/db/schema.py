@@ -100,6 +100,7 @@ class Node(Base):
     attempts_ended: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     attempts_interrupted: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     work_s: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    reliability: Mapped[float | None] = mapped_column(Float)  # the score, refreshed each minute
 
 
 class Job(Base):

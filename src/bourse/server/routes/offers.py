@@ -45,4 +45,5 @@ def _view(m: Match) -> OfferView:
                      node_id=o.node_id, region=o.region, gpu=o.gpu, gpu_count=o.gpu_count,
                      cpus=o.cpus, memory_gib=o.memory_gib, price_per_hour=m.price, spot=m.spot,
                      verified_at=o.verified_at.timestamp() if o.verified_at else None,
-                     gpu_memory_mib=o.gpu_memory_mib, gpu_slice=o.gpu_slice, zone=o.zone)
+                     gpu_memory_mib=o.gpu_memory_mib, gpu_slice=o.gpu_slice, zone=o.zone,
+                     sla=o.sla)

@@ -48,7 +48,7 @@ def _node_filter(allow_unverified: bool, live: bool) -> list[Any]:
 
 _ROW: list[Any] = [Node.id, Node.name, Node.price, Node.verified_at,
                    cast(Node.capabilities, Text).label("capabilities"), Node.project_id,
-                   cast(Node.tags, Text).label("tags"), Node.launch_id]
+                   cast(Node.tags, Text).label("tags"), Node.launch_id, Node.reliability]
 
 
 def _node_rows(allow_unverified: bool, live: bool) -> Select[Any]:
@@ -163,7 +163,7 @@ def capacity_of(node: Any, caps: Capabilities) -> NodeCapacity:
         spot_price=caps.spot_price, verified_at=node.verified_at,
         tags=frozenset(node.tags or ()), project_id=node.project_id,
         reserved_for=node.project_id if node.launch_id else None, network=caps.network,
-        address=caps.address)
+        address=caps.address, sla=getattr(node, "reliability", None))
 
 
 _MEASURED: dict[tuple[str, float | None, str], Capabilities] = {}

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, case
+from sqlalchemy import Table, and_, bindparam, case, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
 from bourse.core.reliability import NodeRecord, Reliability, measure
-from bourse.core.states import AttemptState
+from bourse.core.states import AttemptState, NodeState
 from bourse.server.db.database import defer_add
 from bourse.server.db.schema import Attempt, Node
 
@@ -57,6 +57,31 @@ def run_time(attempt: Attempt) -> float:
     if not attempt.placed_at <= start <= end:
         start = attempt.placed_at
     return max(0.0, end - start)
+
+
+SCORE_EVERY_S = 60.0  # the scheduler works the stored scores out again this often
+_SCORED = update(NODES).where(NODES.c.id == bindparam("node")).values(
+    reliability=bindparam("score"))
+
+
+async def refresh_scores(session: AsyncSession, now: float) -> int:
+    """Store each node's score as of ``now`` (rounded to 0.001, so that a node whose record
+    did not change keeps its row, and placement its cached offers); how many changed."""
+    rows = await session.execute(select(
+        Node.id, Node.reliability, Node.created_at, Node.up_s, Node.up_since,
+        Node.attempts_ended, Node.attempts_interrupted, Node.work_s).where(
+        Node.state != NodeState.TERMINATED).order_by(Node.id))  # rows locked in one order
+    changed = []
+    for row in rows.all():
+        score = measure(NodeRecord(row.created_at, row.up_s or 0.0, row.up_since,
+                                   row.attempts_ended or 0, row.attempts_interrupted or 0,
+                                   row.work_s or 0.0), now).score
+        score = None if score is None else round(score, 3)
+        if score != row.reliability:
+            changed.append({"node": row.id, "score": score})
+    if changed:
+        await session.execute(_SCORED, changed)
+    return len(changed)
 
 
 def record_of(node: Node) -> NodeRecord:
