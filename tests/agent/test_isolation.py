@@ -330,7 +330,8 @@ def test_the_drop_and_the_kill_work_with_and_without_setpriv(
         monkeypatch.setattr(users, "SETPRIV", None)
     elif users.SETPRIV is None:
         pytest.skip("no setpriv on this machine")
-    user = users.JobUser(users.FIRST_UID + 4000)
+    # a uid per case: xdist may run the two at once, and each kills every process of its uid
+    user = users.JobUser(users.FIRST_UID + 4000 + (0 if setpriv else 1))
     seen = subprocess.run(user.wrap(["/bin/sh", "-c", "id -u; id -G; umask"]), check=True,
                           capture_output=True, text=True).stdout.split()
     assert seen == [str(user.uid), str(user.gid), "0077"]
