@@ -354,7 +354,7 @@ def test_min_reliability_keeps_the_measured_nodes_that_reach_it() -> None:
 
 
 @pytest.mark.parametrize(("given", "said"), [
-    ("abc", "min_reliability must be a share such as 0.99 or 99%"),
+    ("abc", "share must be a number up to 1, or a percentage such as 99%"),
     (0, "must be above 0 and at most 1"), (1.5, "must be above 0 and at most 1"),
     ("150%", "must be above 0 and at most 1"), (True, "must be a number"),
     ([0.9], "expected a share such as 0.99 or 99%, got a list"),

@@ -119,40 +119,39 @@ _PRICE = re.compile(r"^\s*\$?\s*(\d+(?:\.\d+)?|\.\d+)\s*(?:/\s*h(?:r|our)?)?\s*$
 _SHARE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%?)\s*$")
 
 
+def _written(text: str | float | int, field: str, kind: str, example: str, *,
+             pattern: re.Pattern[str], hint: str | None = None) -> float | re.Match[str]:
+    """A number as given, or the match of ``pattern`` on the text; refused otherwise, saying
+    what a ``kind`` looks like (``example``)."""
+    if isinstance(text, bool):
+        raise InvalidInput(f"{kind} must be a number, got {text!r}", field=field)
+    _scalar(text, field, f"a {kind} such as {example}")
+    if isinstance(text, int | float):
+        return float(text)
+    match = pattern.match(text)
+    if not match:
+        raise InvalidInput(f"{kind} must be {hint or 'a number'}, got {text!r}", field=field,
+                           hint=f"write e.g. {example}")
+    return match
+
+
 def parse_share(text: str | float | int, *, field: str = "min_reliability") -> float:
     """A share in (0, 1]: ``0.99`` or ``"99%"`` (a percentage only with its sign)."""
-    if isinstance(text, bool):
-        raise InvalidInput(f"{field} must be a number, got {text!r}", field=field)
-    _scalar(text, field, "a share such as 0.99 or 99%")
-    if isinstance(text, int | float):
-        value = float(text)
-    else:
-        match = _SHARE.match(text)
-        if not match:
-            raise InvalidInput(f"{field} must be a share such as 0.99 or 99%, got {text!r}",
-                               field=field)
-        value = float(match.group(1)) / (100 if match.group(2) else 1)
+    read = _written(text, field, "share", "0.99 or 99%", pattern=_SHARE,
+                    hint="a number up to 1, or a percentage such as 99%")
+    value = read if isinstance(read, float) else \
+        float(read.group(1)) / (100 if read.group(2) else 1)
     if not math.isfinite(value) or not 0 < value <= 1:
-        raise InvalidInput(f"{field} must be above 0 and at most 1 (100%), got {text!r}",
+        raise InvalidInput(f"share must be above 0 and at most 1 (100%), got {text!r}",
                            field=field, hint="0.99 asks for nodes with a score of 99% or more")
     return value
 
 
 def parse_price(text: str | float | int, *, field: str = "max_price") -> float:
     """Parse a price in US dollars per hour: ``0.5``, ``"$0.50"``, ``"0.5/h"``."""
-    if isinstance(text, bool):
-        raise InvalidInput(f"price must be a number, got {text!r}", field=field)
-    _scalar(text, field, "a price such as 0.5 or $0.50/h")
-    if isinstance(text, int | float):
-        value = float(text)
-    else:
-        match = _PRICE.match(text)
-        if not match:
-            raise InvalidInput(
-                f"price must be a number of US dollars per hour, got {text!r}",
-                field=field, hint="write e.g. 0.5 or $0.50/h",
-            )
-        value = float(match.group(1))
+    read = _written(text, field, "price", "0.5 or $0.50/h", pattern=_PRICE,
+                    hint="a number of US dollars per hour")
+    value = read if isinstance(read, float) else float(read.group(1))
     if not math.isfinite(value) or value <= 0:
         raise InvalidInput(
             f"price must be above zero, got {text!r}", field=field,
