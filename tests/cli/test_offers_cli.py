@@ -248,18 +248,18 @@ def _exchange_offer(**extra: Any) -> dict[str, Any]:
 def test_exchange_offers_come_from_the_exchange_with_when_they_were_verified(
         exchange: FakeExchange) -> None:
     verified = 1_764_000_000.0
-    exchange.offers = {"offers": [_exchange_offer(verified_at=verified),
+    exchange.offers = {"offers": [_exchange_offer(verified_at=verified, sla=0.987),
                                   _exchange_offer(id="o-abc", instance_type="node",
                                                   node_id=None, spot=True)]}
     result = CliRunner().invoke(cli, ["offers", "--exchange", "--gpu", "h100"])
     assert result.exit_code == 0, result.output
     header, first, second = result.stdout.splitlines()
     assert header.split() == ["OFFER", "PROVIDER", "NODE", "GPU", "COUNT", "CPUS", "MEMORY",
-                              "$/H", "REGION", "VERIFIED", "SINCE"]
+                              "$/H", "REGION", "RELIABILITY", "VERIFIED", "SINCE"]
     stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(verified))
     assert first.split() == ["n1", "node", "gpu-box", "h100-80gb", "2", "30", "240GiB",
-                             "7.2345", "local", *stamp.split()]
-    assert second.split()[-4:] == ["(spot)", "local", "not", "verified"]
+                             "7.2345", "local", "98.7%", *stamp.split()]
+    assert second.split()[-5:] == ["(spot)", "local", "-", "not", "verified"]
     [request] = [r for r in exchange.requests if r.url.path == "/api/v1/offers"]
     assert json.loads(request.content)["compute"]["gpu"]["requested"] == "h100"
 

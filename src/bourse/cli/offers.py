@@ -186,7 +186,7 @@ def offers(limit: int, as_json: bool, verbose: bool, show_explain: bool,
 
 
 EXCHANGE_HEADERS = ("OFFER", "PROVIDER", "NODE", "GPU", "COUNT", "CPUS", "MEMORY", "$/H",
-                    "REGION", "VERIFIED SINCE")
+                    "REGION", "RELIABILITY", "VERIFIED SINCE")
 LAUNCHABLE_HEADERS = ("OFFER", "CLOUD", "INSTANCE TYPE", "GPU", "COUNT", "CPUS", "MEMORY",
                       "$/H", "REGION", "ZONE")
 
@@ -224,12 +224,13 @@ def exchange_row(o: OfferView) -> list[str]:
     return [o.id, o.provider, o.instance_type, gpu, str(o.gpu_count),
             f"{o.cpus:g}" if o.cpus is not None else "-",
             f"{o.memory_gib:.0f}GiB" if o.memory_gib is not None else "-",
-            f"{o.price_per_hour:.4f}{kind}", o.region, verified]
+            f"{o.price_per_hour:.4f}{kind}", o.region,
+            f"{o.sla:.1%}" if o.sla is not None else "-", verified]
 
 
 def launchable_row(o: OfferView) -> list[str]:
-    row = exchange_row(o)
-    return [*row[:-1], o.zone or "-"]
+    """A cloud offer: no node yet, so neither a record nor a verification; its zone."""
+    return [*exchange_row(o)[:9], o.zone or "-"]
 
 
 def _explain(compute: Compute, all_offers: tuple[Offer, ...],
