@@ -30,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse import __version__
 from bourse.clouds.base import CloudError, Instance, LaunchSpec, Provider
+from bourse.core.compute import Compute
 from bourse.core.launch import (
     Failure,
     LaunchBlock,
@@ -60,6 +61,7 @@ from bourse.server.services.specs import spec_of
 
 log = logging.getLogger(__name__)
 WAITING_PER_TICK = 8
+SEARCHED = 50  # matches asked of the clouds' index before the project's rules narrow them
 CRASH_AT = "BOURSE_TEST_CRASH_AT"  # fault tests: die at a step of a launch (docs/clouds.md)
 
 UserData = Callable[..., str]
@@ -234,15 +236,25 @@ class Launcher:
                 continue  # placement's: a node that serves its project has room for it
             await self._launch_for(job, projects.get(job.project_id), blocks, report)
 
-    async def _launch_for(self, job: Job, project: Project | None, blocks: list[LaunchBlock],
-                          report: TickReport) -> None:
-        compute = spec_of(job).compute
-        found = self.clouds.matches(compute, 50)
-        on_demand = (self.clouds.matches(compute.model_copy(update={"spot": "never"}), 50)
+    def places(self, compute: Compute, project: Project | None, blocks: list[LaunchBlock],
+               wanted: int = SEARCHED) -> tuple[list[Match], list[Match], list[Match],
+                                                tuple[str, ...] | None]:
+        """Where ``compute`` could be launched for ``project``: (the clouds' matches, the
+        places to try best first, those left out by a block, the project's clouds or None for
+        any). ``wanted``: matches asked of the clouds' index (of each kind, spot and
+        on-demand, under ``spot: prefer``)."""
+        found = self.clouds.matches(compute, wanted)
+        on_demand = (self.clouds.matches(compute.model_copy(update={"spot": "never"}), wanted)
                      if compute.spot == "prefer" else [])
         allowed = tuple(project.clouds) if project and project.clouds is not None else None
         places, blocked = decide.candidates(compute, found, on_demand, blocks=blocks,
                                             now=self.clock(), clouds=allowed)
+        return found, places, blocked, allowed
+
+    async def _launch_for(self, job: Job, project: Project | None, blocks: list[LaunchBlock],
+                          report: TickReport) -> None:
+        compute = spec_of(job).compute
+        found, places, blocked, allowed = self.places(compute, project, blocks)
         shape = job.shape or ""
         if not places:
             self.notes[shape] = _nothing_to_launch(found, blocked, allowed, blocks, self.clock())
@@ -423,7 +435,7 @@ async def _facts(session: AsyncSession, launch: Launch, node: Node | None,
 def _nothing_to_launch(found: list[Match], blocked: list[Match], allowed: tuple[str, ...] | None,
                        blocks: list[LaunchBlock], now: float) -> str:
     if blocked:
-        rows = [try_of(m, "blocked", _block_reason(m, blocks, now)) for m in blocked[:10]]
+        rows = [try_of(m, "blocked", block_reason(m, blocks, now)) for m in blocked[:10]]
         return ("every launchable offer that fits is blocked for now (it failed lately):\n"
                 + table(rows))
     if found and allowed is not None:
@@ -431,7 +443,7 @@ def _nothing_to_launch(found: list[Match], blocked: list[Match], allowed: tuple[
     return "no offer of the enabled clouds fits it"
 
 
-def _block_reason(m: Match, blocks: list[LaunchBlock], now: float) -> str:
+def block_reason(m: Match, blocks: list[LaunchBlock], now: float) -> str:
     block = blocked_by(m.offer, m.spot, blocks, now)
     return f"{block.reason} (for {block.until - now:.0f} s more)" if block else ""
 

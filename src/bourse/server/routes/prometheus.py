@@ -21,7 +21,7 @@ from bourse.server.metrics import exposition
 from bourse.server.metrics.exposition import Family
 from bourse.server.routes.deps import Admin, State
 from bourse.server.services.jobs import stalled_in
-from bourse.server.services.reliability import reliability_of
+from bourse.server.services.reliability import records, reliability_of
 
 router = APIRouter(tags=["metrics"])
 LATENCY_BOUNDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
@@ -57,8 +57,7 @@ async def _families(session: AsyncSession) -> list[Family]:
 
 async def _reliability(session: AsyncSession, now: float) -> list[Family]:
     """What the exchange measured of each node it may still place on (core.reliability)."""
-    nodes = (await session.scalars(select(Node).where(
-        Node.state != NodeState.TERMINATED).order_by(Node.id))).all()
+    nodes = await records(session, Node.name)
     availability = Family("bourse_node_availability",
                           "Share of the time since a node enrolled that it was connected.")
     ended = Family("bourse_node_attempts_ended_total", "Attempts that ended on a node.",

@@ -163,7 +163,7 @@ def capacity_of(node: Any, caps: Capabilities) -> NodeCapacity:
         spot_price=caps.spot_price, verified_at=node.verified_at,
         tags=frozenset(node.tags or ()), project_id=node.project_id,
         reserved_for=node.project_id if node.launch_id else None, network=caps.network,
-        address=caps.address, sla=getattr(node, "reliability", None))
+        address=caps.address, sla=node.reliability)
 
 
 _MEASURED: dict[tuple[str, float | None, str], Capabilities] = {}

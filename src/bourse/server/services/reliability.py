@@ -67,15 +67,9 @@ _SCORED = update(NODES).where(NODES.c.id == bindparam("node")).values(
 async def refresh_scores(session: AsyncSession, now: float) -> int:
     """Store each node's score as of ``now`` (rounded to 0.001, so that a node whose record
     did not change keeps its row, and placement its cached offers); how many changed."""
-    rows = await session.execute(select(
-        Node.id, Node.reliability, Node.created_at, Node.up_s, Node.up_since,
-        Node.attempts_ended, Node.attempts_interrupted, Node.work_s).where(
-        Node.state != NodeState.TERMINATED).order_by(Node.id))  # rows locked in one order
     changed = []
-    for row in rows.all():
-        score = measure(NodeRecord(row.created_at, row.up_s or 0.0, row.up_since,
-                                   row.attempts_ended or 0, row.attempts_interrupted or 0,
-                                   row.work_s or 0.0), now).score
+    for row in await records(session, Node.reliability):  # in id order: rows locked in one
+        score = reliability_of(row, now).score
         score = None if score is None else round(score, 3)
         if score != row.reliability:
             changed.append({"node": row.id, "score": score})
@@ -84,11 +78,24 @@ async def refresh_scores(session: AsyncSession, now: float) -> int:
     return len(changed)
 
 
-def record_of(node: Node) -> NodeRecord:
+RECORD = (Node.created_at, Node.up_s, Node.up_since, Node.attempts_ended,
+          Node.attempts_interrupted, Node.work_s)  # the columns a record is read from
+
+
+async def records(session: AsyncSession, *more: Any) -> list[Any]:
+    """Every node that may still take work: its id, the ``more`` columns asked and its
+    record's (``RECORD``), not the whole row (its JSON columns are large), by id."""
+    rows = await session.execute(select(Node.id, *more, *RECORD).where(
+        Node.state != NodeState.TERMINATED).order_by(Node.id))
+    return list(rows.all())
+
+
+def record_of(node: Any) -> NodeRecord:
+    """A node's record, from the Node or a row with the ``RECORD`` columns."""
     return NodeRecord(enrolled_at=node.created_at, up_s=node.up_s or 0.0,
                       up_since=node.up_since, ended=node.attempts_ended or 0,
                       interrupted=node.attempts_interrupted or 0, work_s=node.work_s or 0.0)
 
 
-def reliability_of(node: Node, now: float) -> Reliability:
+def reliability_of(node: Any, now: float) -> Reliability:
     return measure(record_of(node), now)

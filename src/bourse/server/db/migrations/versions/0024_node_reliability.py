@@ -34,5 +34,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     with op.batch_alter_table("nodes") as batch:
-        for column in ("reliability", "work_s", "attempts_interrupted", "attempts_ended", "up_since", "up_s"):
+        for column in ("reliability", "work_s", "attempts_interrupted", "attempts_ended",
+                       "up_since", "up_s"):
             batch.drop_column(column)
