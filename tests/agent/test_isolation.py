@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from agent_harness import Agent
 
+from bourse.agent import users
 from bourse.agent.envs import shared
 from bourse.agent.execs import Beside, run_exec
 from bourse.agent.isolation import (
@@ -85,10 +86,20 @@ def open_root() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def _pool() -> UidPool:
+    """This xdist worker's own job users. The node's pool is machine-wide: under xdist, another
+    worker's test (or a real root agent of an e2e test, which claims the lowest free uids)
+    would claim a uid the moment this test's attempt released it, and its processes would pass
+    for leftovers of this one. The claims stay in the real place, so they are still shared."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    first = users.FIRST_UID + 1000 + 100 * (int(worker) if worker.isdigit() else 0)
+    return UidPool(first=first, count=100)
+
+
 def _isolated(agent_factory: Callable[..., Agent], root: Path, tmpfs: str | None = None) -> Agent:
     """An agent over ``root`` whose jobs run as their own users; its state secured as the
     daemon secures it."""
-    isolation = Isolation(UidPool(), tmpfs)
+    isolation = Isolation(_pool(), tmpfs)
     agent = agent_factory(root=root, isolation=isolation)
     isolation.secure(root)
     return agent
@@ -190,7 +201,8 @@ async def test_a_tmpfs_work_dir_is_mounted_for_the_attempt_and_unmounted_after(
 @root_only
 async def test_the_agents_state_is_its_own_and_symlinked_outputs_are_dropped(
         open_root: Path) -> None:
-    isolation = Isolation(UidPool())
+    pool = _pool()
+    isolation = Isolation(pool)
     (open_root / "spool.db").write_text("keys")
     (open_root / "cache").mkdir()
     isolation.secure(open_root)
@@ -216,15 +228,15 @@ async def test_the_agents_state_is_its_own_and_symlinked_outputs_are_dropped(
     assert (os.stat(adir.root).st_uid, stat.S_IMODE(os.stat(adir.root).st_mode)) == (0, 0o700)
     isolation.forget(adir.root)
     assert not adir.root.parent.exists()
-    assert UidPool().claim(adir.root).uid == user.uid  # released: the first free one again
-    UidPool().release(user, adir.root)
+    assert pool.claim(adir.root).uid == user.uid  # released: the first free one again
+    pool.release(user, adir.root)
 
 
 @async_test
 @root_only
 @needs_python
 async def test_exec_beside_a_job_runs_as_its_user(open_root: Path) -> None:
-    isolation = Isolation(UidPool())
+    isolation = Isolation(_pool())
     adir = AttemptDir.of(open_root / "work", "job", 1)
     adir.create()
     isolation.setup(adir)
@@ -323,8 +335,6 @@ def test_environments_are_readable_and_runnable_by_job_users_not_writable(
 def test_the_drop_and_the_kill_work_with_and_without_setpriv(
         setpriv: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     import subprocess
-
-    from bourse.agent import users
 
     if not setpriv:
         monkeypatch.setattr(users, "SETPRIV", None)
