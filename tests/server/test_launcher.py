@@ -272,6 +272,10 @@ async def test_a_cancelled_job_leaves_no_instance_behind(tmp_path: Path,
         assert not run.cloud.alive()
         [launch] = await launches_of(run)
         assert launch.state == LaunchState.TERMINATED
+        listed = (await run.exchange.client.get("/api/v1/clouds")).json()
+        [aws] = [c for c in listed["clouds"] if c["name"] == "aws"]
+        figures = aws["launch_figures"]  # no failure of the cloud's
+        assert (figures["withdrawn"], figures["failed"], figures["success_rate"]) == (1, 0, None)
 
 
 async def test_a_machine_that_is_not_what_the_offer_said_is_terminated(
@@ -464,5 +468,31 @@ async def test_an_instance_the_cloud_took_away_loses_its_attempt(tmp_path: Path,
             attempt = await run.exchange.attempt_row(job["id"], 1)
             assert attempt.state == "LOST" and "instance was terminated" in (attempt.reason or "")
             assert (await run.exchange.job(job["id"]))["state"] == "PENDING"  # retried
+        finally:
+            await agent.close()
+
+
+async def test_each_cloud_publishes_its_launch_success_rate_and_time_to_enrol(
+        tmp_path: Path, database_url: str) -> None:
+    async with launching(tmp_path, database_url, boot_timeout_s=300.0) as run, \
+            serve(run.exchange) as live:
+        await run.exchange.submit(compute={"gpu": "a100:8"})
+        await run.cycle()
+        run.exchange.clock.advance(301)  # the first machine never enrols
+        await run.tick()  # terminated; the job launches again elsewhere
+        run.exchange.clock.advance(75)
+        agent = await launched_agent(run, live)  # the second enrols 75 s after its request
+        try:
+            await run.tick()
+            listed = (await run.exchange.client.get("/api/v1/clouds")).json()
+            [aws] = [c for c in listed["clouds"] if c["name"] == "aws"]
+            assert aws["launch_figures"] == {
+                "window_s": 30 * 86400.0, "launches": 2, "enrolled": 1, "failed": 1,
+                "in_flight": 0, "withdrawn": 0, "success_rate": 0.5, "ready_median_s": 75.0,
+                "ready_p90_s": 75.0}
+            text = (await run.exchange.client.get("/metrics")).text
+            assert 'bourse_cloud_launch_success_ratio{cloud="aws"} 0.5' in text.splitlines()
+            assert 'bourse_cloud_launch_ready_seconds{cloud="aws",quantile="0.9"} 75' in \
+                text.splitlines()
         finally:
             await agent.close()

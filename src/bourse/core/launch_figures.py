@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from bourse.core.states import LAUNCH_IN_FLIGHT, LaunchState
 
 WINDOW_S = 30 * 86400.0
+# the reason a launch ends with when its job ended before it enrolled (``launcher.decide``)
+WITHDRAWN = "the job it was launched for ended before it booted"
 _ENDED = frozenset({LaunchState.TERMINATING, LaunchState.TERMINATED})
 
 
@@ -38,7 +40,7 @@ class LaunchRecord:
     requested_at: float
     enrolled_at: float | None = None
     terminated_at: float | None = None
-    withdrawn: bool = False  # ended by the exchange before it enrolled (its job ended)
+    withdrawn: bool = False  # ended for ``WITHDRAWN`` (its job ended before it enrolled)
 
 
 @dataclass(frozen=True, slots=True)

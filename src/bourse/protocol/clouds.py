@@ -11,6 +11,21 @@ CLOUD_PATTERN = r"^[a-z][a-z0-9-]{0,31}$"
 MAX_CAP = 1_000_000.0  # $/h or $/day: more is a typo
 
 
+class LaunchFiguresView(Wire):
+    """How the cloud delivered the machines launched there (``core.launch_figures``): the
+    launches requested in the last ``window_s``."""
+
+    window_s: float
+    launches: int = 0
+    enrolled: int = 0  # its agent enrolled
+    failed: int = 0  # no instance, or ended without enrolling (boot timeout)
+    in_flight: int = 0  # requested or booting, not enrolled yet
+    withdrawn: int = 0  # ended before enrolling because its job ended first
+    success_rate: float | None = None  # enrolled / (enrolled + failed)
+    ready_median_s: float | None = None  # request to enrolment, over the enrolled
+    ready_p90_s: float | None = None
+
+
 class CloudView(Wire):
     name: str
     enabled: bool
@@ -20,6 +35,7 @@ class CloudView(Wire):
     offers: int = 0  # launchable offers (the catalogue's, as refreshed)
     prices: str = "the shipped catalogue"  # where offers' prices and zones come from
     prices_fetched_at: float | None = None  # when the cloud's API answered
+    launch_figures: LaunchFiguresView | None = None  # None: not enabled here
 
 
 class CloudList(Wire):

@@ -15,6 +15,7 @@ from typing import Literal
 
 from bourse.core.compute import Compute
 from bourse.core.launch import LaunchBlock, Try, blocked_by
+from bourse.core.launch_figures import WITHDRAWN
 from bourse.core.match import Match
 from bourse.core.states import LaunchState, NodeState
 from bourse.core.units import describe_duration
@@ -67,7 +68,7 @@ def _in_flight(f: Facts, now: float, boot_timeout_s: float) -> Verdict:
         return Verdict("terminate", f"did not enrol within the boot timeout "
                                     f"({describe_duration(boot_timeout_s)})", block=True)
     if f.job_ended and not f.enrolled:
-        return Verdict("terminate", "the job it was launched for ended before it booted")
+        return Verdict("terminate", WITHDRAWN)  # no failure of the cloud's
     return Verdict("wait")
 
 

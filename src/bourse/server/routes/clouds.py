@@ -11,6 +11,7 @@ from bourse.protocol.clouds import CloudList, LaunchList, ProjectLimits, Project
 from bourse.server.errors import responses
 from bourse.server.routes.deps import Admin, State, User
 from bourse.server.services import cloud_views
+from bourse.server.services.launch_figures import launch_figures
 from bourse.server.services.launch_views import launch_views
 
 router = APIRouter(prefix="/api/v1", tags=["clouds"])
@@ -19,8 +20,13 @@ ProjectPath = Annotated[str, Path(pattern=PROJECT_PATTERN)]
 
 @router.get("/clouds", responses=responses(401))
 async def list_clouds(state: State, _user: User) -> CloudList:
-    """Which clouds this exchange launches on, which it does not and why, and their regions."""
-    return cloud_views.cloud_list(state.launcher, state.config.clouds)
+    """Which clouds this exchange launches on, which it does not and why, their regions, and
+    how they delivered the machines launched there in the last 30 days."""
+    figures = None
+    if state.launcher is not None:
+        async with state.db.read() as session:
+            figures = await launch_figures(session, state.clock())
+    return cloud_views.cloud_list(state.launcher, state.config.clouds, figures)
 
 
 @router.get("/launches", responses=responses(401, 422))

@@ -14,6 +14,7 @@ from fastapi.responses import Response
 from sqlalchemy import ColumnElement, case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bourse.core.launch_figures import LaunchFigures
 from bourse.core.states import JobState, NodeState
 from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.errors import responses
@@ -21,6 +22,7 @@ from bourse.server.metrics import exposition
 from bourse.server.metrics.exposition import Family
 from bourse.server.routes.deps import Admin, State
 from bourse.server.services.jobs import stalled_in
+from bourse.server.services.launch_figures import launch_figures
 from bourse.server.services.reliability import records, reliability_of
 
 router = APIRouter(tags=["metrics"])
@@ -34,6 +36,7 @@ async def prometheus_metrics(state: State, _admin: Admin) -> Response:
     async with state.db.read() as session:
         families = await _families(session)
         families += await _reliability(session, state.clock())
+        families += _launches(await launch_figures(session, state.clock()))
     families.append(Family("bourse_agents_connected",
                            "Agents connected to this coordinator.").add(len(state.hub.connections)))
     return Response(exposition.render(families), media_type=exposition.CONTENT_TYPE)
@@ -78,6 +81,22 @@ async def _reliability(session: AsyncSession, now: float) -> list[Family]:
         if r.score is not None:
             score.add(r.score, **labels)
     return [availability, ended, interrupted, work, score]
+
+
+def _launches(figures: dict[str, LaunchFigures]) -> list[Family]:
+    """How each cloud delivered the machines launched there in 30 days (core.launch_figures):
+    only the clouds with a launch that enrolled or failed, or one that enrolled."""
+    success = Family("bourse_cloud_launch_success_ratio", "Share of a cloud's launches of the "
+                     "last 30 days whose agent enrolled, of those that enrolled or failed.")
+    ready = Family("bourse_cloud_launch_ready_seconds", "Seconds from a launch's request to "
+                   "its agent's enrolment, over a cloud's enrolled launches of the last 30 days.")
+    for cloud, f in figures.items():
+        if f.success_rate is not None:
+            success.add(f.success_rate, cloud=cloud)
+        for quantile, value in (("0.5", f.ready_median_s), ("0.9", f.ready_p90_s)):
+            if value is not None:
+                ready.add(value, cloud=cloud, quantile=quantile)
+    return [success, ready]
 
 
 async def _counts(session: AsyncSession, column: Any) -> dict[str, int]:

@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.errors import InvalidInput
+from bourse.core.launch_figures import LaunchFigures
 from bourse.protocol.clouds import CloudList, CloudView, ProjectLimits, ProjectLimitsView
 from bourse.server.access import Scope
 from bourse.server.config import CLOUDS, CloudsConfig
 from bourse.server.launcher.clouds import Prices
 from bourse.server.launcher.launcher import Launcher
 from bourse.server.services import launches
+from bourse.server.services.launch_figures import view_of
 from bourse.server.services.projects import get_project
 
 NONE_ENABLED = ("no cloud is enabled: jobs run only on nodes that join the exchange (start the "
                 "coordinator with --cloud aws or --cloud lambda, or set BOURSE_CLOUDS)")
 
 
-def cloud_list(launcher: Launcher | None, config: CloudsConfig) -> CloudList:
+def cloud_list(launcher: Launcher | None, config: CloudsConfig,
+               figures: Mapping[str, LaunchFigures] | None = None) -> CloudList:
+    """``figures``: each provider's launch figures (``services.launch_figures``), given to
+    the clouds this coordinator launches on."""
     if launcher is None:
         views = [CloudView(name=name, enabled=False, reason="not enabled on this coordinator")
                  for name in CLOUDS]
@@ -37,7 +44,8 @@ def cloud_list(launcher: Launcher | None, config: CloudsConfig) -> CloudList:
                                offers=clouds.catalogue_size(name),
                                prices=_prices(prices),
                                prices_fetched_at=(prices.fetched_at.timestamp()
-                                                  if prices.fetched_at else None)))
+                                                  if prices.fetched_at else None),
+                               launch_figures=view_of((figures or {}).get(name))))
     return CloudList(clouds=views, idle_timeout_s=config.idle_timeout_s,
                      boot_timeout_s=config.boot_timeout_s)
 
