@@ -14,7 +14,13 @@ from bourse.cli import client as seam
 from bourse.cli.main import cli
 from bourse.core.states import LaunchState
 from bourse.protocol.api import CostRow, CostSummary, OfferList, OfferView
-from bourse.protocol.clouds import CloudList, CloudView, LaunchView, ProjectLimitsView
+from bourse.protocol.clouds import (
+    CloudList,
+    CloudView,
+    LaunchFiguresView,
+    LaunchView,
+    ProjectLimitsView,
+)
 from bourse.sdk.client import Client
 
 SPOT = LaunchView(id="l-1", node_id="n-1", node_name="aws-p4d", job_id="j-1", project="default",
@@ -51,6 +57,27 @@ def test_clouds_says_which_are_enabled_and_why_not(monkeypatch: pytest.MonkeyPat
     assert "10.0 min idle" in notes[0]
     as_json = CliRunner().invoke(cli, ["clouds", "--json"])
     assert json.loads(as_json.stdout)["clouds"][0]["reason"] == "no AWS credentials found"
+
+
+def test_clouds_says_how_each_enabled_cloud_delivered(monkeypatch: pytest.MonkeyPatch) -> None:
+    figures = LaunchFiguresView(window_s=30 * 86400.0, launches=12, enrolled=10, failed=2,
+                                success_rate=10 / 12, ready_median_s=190.0, ready_p90_s=360.0)
+    listed = CloudList(clouds=[
+        CloudView(name="aws", enabled=True, regions=["us-east-1"], offers=40,
+                  launch_figures=figures),
+        CloudView(name="lambda", enabled=True, offers=3,
+                  launch_figures=LaunchFiguresView(window_s=30 * 86400.0)),
+        CloudView(name="gcp", enabled=False, reason="no credentials",
+                  launch_figures=figures)])
+    _answering(monkeypatch, {("GET", "/api/v1/clouds"): listed}, [])
+    result = CliRunner().invoke(cli, ["clouds"])
+    assert result.exit_code == 0, result.output
+    launched = [line for line in result.stdout.splitlines() if " launched: " in line]
+    assert launched == ["aws launched: 12 launches in 30 days: 10 ready (83%), 2 failed, "
+                        "median 3 min 10 s to enrol (p90 6 min)",
+                        "lambda launched: no launch in 30 days"]
+    as_json = json.loads(CliRunner().invoke(cli, ["clouds", "--json"]).stdout)
+    assert as_json["clouds"][0]["launch_figures"]["success_rate"] == pytest.approx(10 / 12)
 
 
 def test_launches_lists_boot_idle_and_cost(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,8 @@ import click
 from bourse.cli import client as seam
 from bourse.cli.errors import handles_errors
 from bourse.cli.render import dollars, echo_json, seconds, table
-from bourse.protocol.clouds import CloudList, LaunchView, ProjectLimitsView
+from bourse.core.launch_figures import LaunchFigures, describe
+from bourse.protocol.clouds import CloudList, LaunchFiguresView, LaunchView, ProjectLimitsView
 
 CLOUD_HEADERS = ("CLOUD", "ENABLED", "REGIONS", "OFFERS", "NOTE")
 LAUNCH_HEADERS = ("LAUNCH", "NODE", "STATE", "WHERE", "TYPE", "MARKET", "$/H", "UP", "BOOT",
@@ -21,7 +22,8 @@ LAUNCH_HEADERS = ("LAUNCH", "NODE", "STATE", "WHERE", "TYPE", "MARKET", "$/H", "
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
 def clouds(as_json: bool) -> None:
-    """Which clouds this exchange launches machines on, which not and why, and the regions."""
+    """Which clouds this exchange launches machines on, which not and why, the regions, and
+    how each delivered the machines launched there in 30 days."""
     with seam.open_client() as client:
         found = client.clouds()
     if as_json:
@@ -35,12 +37,20 @@ def render_clouds(found: CloudList) -> str:
              c.reason or (c.identity or "")] for c in found.clouds]
     lines = [table(CLOUD_HEADERS, rows, right=(3,))]
     lines += [f"{c.name} prices and zones: {c.prices}" for c in found.clouds if c.enabled]
+    lines += [f"{c.name} launched: {_figures(c.launch_figures)}" for c in found.clouds
+              if c.enabled and c.launch_figures is not None]
     if found.note:
         lines.append(found.note)
     if found.idle_timeout_s is not None and found.boot_timeout_s is not None:
         lines.append(f"launched nodes end after {seconds(found.idle_timeout_s)} idle; a node "
                      f"not enrolled after {seconds(found.boot_timeout_s)} is terminated")
     return "\n".join(lines)
+
+
+def _figures(v: LaunchFiguresView) -> str:
+    """``12 launches in 30 days: 10 ready (83%), 2 failed, median 3 min 10 s to enrol ...``"""
+    return describe(LaunchFigures(v.launches, v.enrolled, v.failed, v.in_flight, v.withdrawn,
+                                  v.success_rate, v.ready_median_s, v.ready_p90_s), v.window_s)
 
 
 def _regions(regions: list[str]) -> str:
