@@ -143,6 +143,9 @@ def test_a_pod_read_back_is_an_instance_and_says_why_it_waits() -> None:
         "reason": "ImagePullBackOff", "message": "Back-off pulling image \"nope\""}}}]}}
     assert pending_reason(pulling) == 'ImagePullBackOff: Back-off pulling image "nope"'
     assert pending_reason({"status": {"phase": "Running"}}) is None
+    bound = {"spec": {"nodeName": "gpu-b"}, "status": {"phase": "Pending"}}
+    assert pending_reason(bound) == "Pending on node gpu-b: its kubelet has not started it"
+    assert pending_reason({"status": {"phase": "Pending"}}) == "Pending: not scheduled yet"
     done = instance_of({"metadata": {"name": "x"}, "status": {"phase": "Succeeded"}}, "lab")
     assert not done.alive
     going = instance_of({"metadata": {"name": "x", "deletionTimestamp": "2026-12-01T10:00:00Z"},

@@ -128,8 +128,8 @@ def instance_of(obj: Mapping[str, Any], region: str) -> Instance:
 
 
 def pending_reason(obj: Mapping[str, Any]) -> str | None:
-    """Why a pod is not running yet, in the scheduler's or the kubelet's words; None when it
-    is running or says nothing."""
+    """Why a pod is not running yet, in the scheduler's or the kubelet's words (or where it
+    waits, when they say nothing); None once it runs or ended."""
     status = obj.get("status") or {}
     if status.get("phase") not in (None, "Pending"):
         return None
@@ -140,7 +140,9 @@ def pending_reason(obj: Mapping[str, Any]) -> str | None:
         waiting = (cs.get("state") or {}).get("waiting") or {}
         if waiting.get("reason"):
             return f"{waiting['reason']}: {waiting.get('message', '')}".strip(": ")
-    return None
+    node = (obj.get("spec") or {}).get("nodeName")
+    return (f"Pending on node {node}: its kubelet has not started it" if node
+            else "Pending: not scheduled yet")
 
 
 def _time(text: object) -> float | None:

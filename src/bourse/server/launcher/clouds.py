@@ -21,6 +21,7 @@ from bourse.server.config import CloudsConfig
 log = logging.getLogger(__name__)
 NOT_CHECKED = "not checked yet (the coordinator checks its clouds as it starts)"
 REFRESH_EVERY_S = 3600.0  # spot prices and zone offerings are asked again this often
+RELIST_AFTER_S = 15.0  # a cluster's nodes are listed again before a launch, when older
 
 
 @dataclass(frozen=True)
@@ -141,11 +142,16 @@ class Clouds:
             log.info("asking %s why %s waits failed: %s", name, instance_id, exc)
             return None
 
-    async def relist(self) -> None:
+    async def relist(self, older_than_s: float = 0.0) -> None:
         """Offers again from the clouds that list their own (``OfferSource``: a cluster's
-        nodes), not from a catalogue; the index is made again when they changed."""
+        nodes), not from a catalogue, where the last listing is older than ``older_than_s``;
+        the index is made again when they changed."""
+        now = datetime.now(UTC)
         for name, provider in self.providers.items():
-            if isinstance(provider, OfferSource) and self.status[name].enabled:
+            if not (isinstance(provider, OfferSource) and self.status[name].enabled):
+                continue
+            listed = self.prices[name].fetched_at
+            if listed is None or (now - listed).total_seconds() >= older_than_s:
                 self._list(name, provider, await asyncio.to_thread(_listed, name, provider))
 
     def _list(self, name: str, provider: OfferSource, found: list[Offer] | None) -> None:

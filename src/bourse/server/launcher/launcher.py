@@ -50,7 +50,7 @@ from bourse.server.config import ServerConfig
 from bourse.server.db.database import Database
 from bourse.server.db.schema import Attempt, Job, Launch, Node, Project
 from bourse.server.launcher import decide, gangs
-from bourse.server.launcher.clouds import REFRESH_EVERY_S, Clouds
+from bourse.server.launcher.clouds import REFRESH_EVERY_S, RELIST_AFTER_S, Clouds
 from bourse.server.launcher.decide import THROTTLE_BACKOFF_S, try_of
 from bourse.server.launcher.reconcile import RESTART_GRACE_S, reconcile
 from bourse.server.notifier import Notifier
@@ -249,8 +249,10 @@ class Launcher:
             return
         async with self.db.read() as session:
             jobs = await launches.waiting_jobs(session, now, WAITING_PER_TICK)
-            if not jobs:
-                return
+        if not jobs:
+            return
+        await self.clouds.relist(RELIST_AFTER_S)  # a cluster's nodes, as they are now
+        async with self.db.read() as session:
             rooms = await live_capacity(session, self.config.allow_unverified)
             blocks = await launches.blocks(session, now)
             projects = {p.id: p for p in (await session.scalars(
