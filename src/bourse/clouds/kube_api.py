@@ -60,6 +60,15 @@ class KubeApi:
     def get(self, path: str, params: Mapping[str, str] | None = None) -> Any:
         return self._call("GET", path, params=params)
 
+    def get_or_none(self, path: str) -> Any:
+        """GET; None for an object that does not exist."""
+        try:
+            return self._call("GET", path)
+        except CloudError as exc:
+            if exc.code == "NotFound":
+                return None
+            raise
+
     def post(self, path: str, body: Mapping[str, Any]) -> Any:
         return self._call("POST", path, json=body)
 

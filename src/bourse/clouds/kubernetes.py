@@ -36,7 +36,8 @@ from bourse.clouds.kube_pods import LABELS, instance_of, name_of, pending_reason
 from bourse.core.launch import Failure
 from bourse.core.offer import Offer
 
-PENDING_TIMEOUT_S = 300.0
+PENDING_TIMEOUT_S = 600.0
+GRACE_S = 30  # a running pod's grace before it is killed
 VERBS = (("create", "pods"), ("delete", "pods"), ("list", "pods"), ("create", "secrets"),
          ("delete", "secrets"))
 
@@ -117,9 +118,16 @@ class KubeProvider:
         return out
 
     def terminate(self, region: str, instance_ids: Sequence[str]) -> None:
+        """Delete the pods and their Secrets: a running pod with 30 s of grace (its agent
+        stops its jobs), one that never started at once (on a node whose kubelet is gone it
+        would stay Terminating for ever)."""
         base = f"/api/v1/namespaces/{self.namespace}"
         for name in dict.fromkeys(instance_ids):
-            self._api.delete(f"{base}/pods/{name}", {"gracePeriodSeconds": 30})
+            found = self._api.get_or_none(f"{base}/pods/{name}")
+            if found is not None:
+                started = (found.get("status") or {}).get("phase") not in (None, "Pending")
+                self._api.delete(f"{base}/pods/{name}",
+                                 {"gracePeriodSeconds": GRACE_S if started else 0})
             self._api.delete(f"{base}/secrets/{name}")
 
     def explain(self, region: str, instance_id: str) -> str | None:
