@@ -26,6 +26,7 @@ LAUNCH: dict[str, Any] = dict(
 # script installs; `-m venv DIR` makes DIR a virtualenv of stand-ins
 FAKE_PYTHON = """#!/bin/sh
 for a in "$@"; do printf '%s\\n' "$a"; done >> "$CALLS"; echo >> "$CALLS"
+if [ -n "${PIDS:-}" ]; then echo "$$" >> "$PIDS"; fi
 if [ "$1" = -c ]; then exit "${INSTALLED:-1}"; fi
 if [ "$1 $2" = "-m venv" ]; then
   mkdir -p "$3/bin" && cp "$0" "$3/bin/python" && cp "$0" "$3/bin/bourse"
@@ -139,6 +140,30 @@ def test_a_machine_image_with_the_version_installed_skips_the_install(tmp_path: 
     check, started = calls_of(calls)  # the version check said yes: no venv, no pip
     assert check[0] == "-c" and check[-1] == "0.1.0" and started[0] == "agent"
     assert started[1:3] == ["--token-file", str(tmp_path / "etc" / "bourse" / "enrol-token")]
+
+
+def test_in_a_container_the_agent_is_the_main_process(tmp_path: Path) -> None:
+    """A pod lives as long as its main process: with BOURSE_BOOT_FOREGROUND=1 the script
+    becomes the agent (exec), logging to its output, instead of starting it in the
+    background and exiting."""
+    venv = tmp_path / "image-venv"
+    (venv / "bin").mkdir(parents=True)
+    for name in ("python", "bourse"):
+        (venv / "bin" / name).write_text(FAKE_PYTHON)
+        (venv / "bin" / name).chmod(0o755)
+    pids, calls = tmp_path / "pids", tmp_path / "calls"
+    proc = subprocess.run(["/bin/sh", "-c", f"echo $$ > {pids}; exec /bin/sh -c "
+                           f"{shlex.quote(script(price=0.0))}"],
+                          capture_output=True, text=True, timeout=30, check=False, env={
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "CALLS": str(calls), "PIDS": str(pids),
+        "BOURSE_BOOT_ROOT": str(tmp_path), "BOURSE_BOOT_USER": "root", "INSTALLED": "0",
+        "BOURSE_BOOT_VENV": str(venv), "BOURSE_BOOT_FOREGROUND": "1"})
+    assert proc.returncode == 0, proc.stderr
+    shell, _version_check, agent = pids.read_text().split()
+    assert agent == shell  # the same process: the script became the agent
+    assert calls_of(calls)[-1][0] == "agent"
+    assert "in the foreground" in proc.stderr
+    assert not (tmp_path / "var" / "lib" / "bourse" / "agent.pid").exists()  # no nohup
 
 
 def test_an_on_demand_node_is_not_sold_as_spot(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from bourse.clouds.base import (
     GangPlace,
     Instance,
     LaunchSpec,
+    OfferSource,
 )
 from bourse.core.launch import Failure
 from bourse.market.catalogs import catalog_offers
@@ -155,7 +156,8 @@ async def launching(tmp_path: Path, database_url: str, *, cloud: ScriptedCloud |
     data plane, when given); ``provider``: the cloud's name, whose catalogue it sells."""
     cfg = CloudsConfig(**({"idle_timeout_s": 600.0, "boot_timeout_s": 900.0} | clouds))
     cloud = cloud or ScriptedCloud()
-    offers = [o for o in catalog_offers((provider,)) if o.region in regions]
+    offers = [] if isinstance(cloud, OfferSource) else [  # a cluster lists its own
+        o for o in catalog_offers((provider,)) if o.region in regions]
     tmp_path.mkdir(parents=True, exist_ok=True)
     async with open_exchange(tmp_path, database_url, clouds=cfg, run_scheduler=run_scheduler,
                              allow_unverified=allow_unverified, dataplane=dataplane) as exchange:

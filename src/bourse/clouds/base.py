@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from bourse.core.launch import Failure
+from bourse.core.offer import Offer
 
 # Tags every launched instance carries (the reconciler touches only instances with TAG_EXCHANGE
 # equal to its exchange's id).
@@ -174,4 +175,25 @@ class GangPlacement(Protocol):
     def release_gang(self, region: str, gang: str) -> bool:
         """Delete the gang's placement group: True once it is gone (or was never made),
         False while instances are still in it."""
+        ...
+
+
+@runtime_checkable
+class OfferSource(Protocol):
+    """A provider that lists its own offers (a cluster's nodes) instead of a shipped
+    catalogue; asked again on every reconcile pass."""
+
+    def offers(self) -> list[Offer]:
+        ...
+
+
+@runtime_checkable
+class Explains(Protocol):
+    """A provider whose machines may wait unstarted (a pod no node takes): past
+    ``pending_timeout_s`` the launch ends, in the words of :meth:`explain`."""
+
+    pending_timeout_s: float
+
+    def explain(self, region: str, instance_id: str) -> str | None:
+        """Why the machine is not started yet; None when it is (or nothing says)."""
         ...

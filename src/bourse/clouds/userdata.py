@@ -98,7 +98,13 @@ chmod 0755 "$CONF/agent"
 
 # KillMode=process: jobs run in sessions of their own and outlive an agent restart by design
 START = ("""\
-if [ -d "$ROOT/run/systemd/system" ] && command -v systemctl >/dev/null 2>&1; then
+if [ "${BOURSE_BOOT_FOREGROUND:-}" = 1 ]; then
+  say "starting the agent in the foreground (a container's main process); it logs here"
+  if is_root && [ "$AGENT_USER" != "$(id -un)" ]; then
+    exec runuser -u "$AGENT_USER" -- /bin/sh "$CONF/agent"
+  fi
+  exec /bin/sh "$CONF/agent"
+elif [ -d "$ROOT/run/systemd/system" ] && command -v systemctl >/dev/null 2>&1; then
   cat > "$ROOT/etc/systemd/system/bourse-agent.service" <<BOURSE_UNIT
 """ + systemd_unit("/bin/sh $CONF/agent", "$LOGS/agent.log", "$AGENT_USER") + """BOURSE_UNIT
   systemctl daemon-reload
@@ -137,8 +143,9 @@ def user_data(*, server_url: str, enrol_token: str, node_name: str, version: str
     if gpus is not None and not GPUS.match(gpus):
         raise InvalidInput(f"gpus {gpus!r} is not a GPU label such as h100-80gb:8",
                            field="gpus")
-    for field, amount in (("spot_price", spot_price), ("price", price)):
-        if amount is not None and not (math.isfinite(amount) and 0 < amount <= 10_000):
+    for field, amount, least in (("spot_price", spot_price, 0.0), ("price", price, -1.0)):
+        # a cluster's pods may be free (price 0); a spot bid never is
+        if amount is not None and not (math.isfinite(amount) and least < amount <= 10_000):
             raise InvalidInput(f"{field} {amount!r} is not a price in $/h", field=field)
     args = agent_args(server_url=server_url, node_name=node_name, provider=provider,
                       region=region, spot=spot, spot_price=spot_price or price,

@@ -62,7 +62,27 @@ class MetricsConfig:
             raise ValueError("keep minute means at least as long as raw samples")
 
 
-CLOUDS = ("aws", "lambda")  # the clouds the exchange can launch machines on (docs/clouds.md)
+# the clouds the exchange can launch machines on (docs/clouds.md)
+CLOUDS = ("aws", "lambda", "kubernetes")
+
+
+@dataclass(frozen=True)
+class KubeSettings:
+    """A Kubernetes cluster to launch pods on (docs/clouds.md). ``gpu_prices``: $/GPU-hour by
+    GPU model id, ``*`` for any other model (a model without one is not offered)."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespace: str | None = None
+    gpu_prices: tuple[tuple[str, float], ...] = ()
+    pending_timeout_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.pending_timeout_s <= 86400:
+            raise ValueError("the pending timeout is a duration in (0 s, 1 day]")
+        for model, price in self.gpu_prices:
+            if not (0 <= price <= 10_000):
+                raise ValueError(f"the price of {model} must be in [0, 10000] $/GPU-hour")
 
 
 @dataclass(frozen=True)
@@ -79,6 +99,7 @@ class CloudsConfig:
     regions: tuple[tuple[str, tuple[str, ...]], ...] = ()
     image: tuple[tuple[str, str], ...] = ()  # per cloud, the machine image to boot
     ssh_key: tuple[tuple[str, str], ...] = ()  # per cloud, the SSH key name a launch needs
+    kube: KubeSettings = field(default_factory=KubeSettings)
     reconcile_every_s: float = 60.0
     max_tries: int = 12  # launch calls per job and pass before it waits for blocks to expire
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from bourse.clouds.base import CloudCheck, CloudError, Provider
+from bourse.clouds.base import CloudCheck, CloudError, Explains, OfferSource, Provider
 from bourse.clouds.refresh import PriceSource, Refreshed, refresh
 from bourse.core.compute import Compute
 from bourse.core.match import Match
@@ -21,6 +21,7 @@ from bourse.server.config import CloudsConfig
 log = logging.getLogger(__name__)
 NOT_CHECKED = "not checked yet (the coordinator checks its clouds as it starts)"
 REFRESH_EVERY_S = 3600.0  # spot prices and zone offerings are asked again this often
+RELIST_AFTER_S = 15.0  # a cluster's nodes are listed again before a launch, when older
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,9 @@ class Clouds:
 
     async def refresh(self) -> None:
         """Spot prices and zone offerings from each enabled cloud's API (where it has one),
-        the shipped catalogue wherever the API cannot be asked; the index is made again."""
+        the shipped catalogue wherever the API cannot be asked; a cluster's offers listed
+        again; the index is made again."""
+        await self.relist()
         for name, provider in self.providers.items():
             if self.status[name].enabled and isinstance(provider, PriceSource):
                 self._refresh(name, await asyncio.to_thread(
@@ -123,6 +126,45 @@ class Clouds:
             self._pending = (names, OfferIndex([o for n in names for o in self._offers[n]]))
         return self._pending[1]
 
+    def pending_timeouts(self) -> dict[str, float]:
+        """Enabled clouds whose machines may wait unstarted (a cluster's pods): name -> how
+        long before such a launch ends (``Explains``)."""
+        return {n: p.pending_timeout_s for n, p in self.providers.items()
+                if isinstance(p, Explains) and n in self.enabled}
+
+    def explain(self, name: str, region: str, instance_id: str) -> str | None:
+        provider = self.providers.get(name)
+        if not isinstance(provider, Explains):
+            return None
+        try:
+            return provider.explain(region, instance_id)
+        except CloudError as exc:
+            log.info("asking %s why %s waits failed: %s", name, instance_id, exc)
+            return None
+
+    async def relist(self, older_than_s: float = 0.0) -> None:
+        """Offers again from the clouds that list their own (``OfferSource``: a cluster's
+        nodes), not from a catalogue, where the last listing is older than ``older_than_s``;
+        the index is made again when they changed."""
+        now = datetime.now(UTC)
+        for name, provider in self.providers.items():
+            if not (isinstance(provider, OfferSource) and self.status[name].enabled):
+                continue
+            listed = self.prices[name].fetched_at
+            if listed is None or (now - listed).total_seconds() >= older_than_s:
+                self._list(name, provider, await asyncio.to_thread(_listed, name, provider))
+
+    def _list(self, name: str, provider: OfferSource, found: list[Offer] | None) -> None:
+        if found is None:
+            self.prices[name] = replace(self.prices[name], note="the cluster could not be "
+                                        "asked; its last listing stays")
+            return
+        if found != self._offers.get(name):
+            self._offers[name] = found
+            self._index = None
+        self.prices[name] = Prices(datetime.now(UTC), note=f"{len(found)} offers listed "
+                                   "from the cluster's nodes")
+
     def catalogue_size(self, name: str) -> int:
         """How many offers the cloud's catalogue has in the regions in use."""
         return len(self._offers.get(name, []))
@@ -138,12 +180,35 @@ def _check(name: str, provider: Provider) -> CloudCheck:
         return CloudCheck(name, False, f"check failed: {exc}")
 
 
+def _listed(name: str, provider: OfferSource) -> list[Offer] | None:
+    try:
+        return provider.offers()
+    except CloudError as exc:
+        log.warning("listing the offers of %s failed: %s", name, exc)
+        return None
+
+
 def _catalogue(providers: Mapping[str, Provider]) -> dict[str, list[Offer]]:
-    return {name: list(catalog_offers((name,))) for name in providers}
+    """The shipped catalogue of each cloud that has one (a cluster lists its own)."""
+    return {name: [] if isinstance(p, OfferSource) else list(catalog_offers((name,)))
+            for name, p in providers.items()}
 
 
 def _in_regions(offers: list[Offer], regions: tuple[str, ...]) -> list[Offer]:
     return [o for o in offers if o.region in regions] if regions else offers
+
+
+def _kube_provider(config: CloudsConfig) -> Provider:
+    from bourse.clouds.kube_config import KubeConfigError, load
+    from bourse.clouds.kubernetes import KubeProvider, Unreachable
+    kube = config.kube
+    try:
+        target = load(kube.kubeconfig, kube.context, kube.namespace)
+    except KubeConfigError as exc:
+        return Unreachable(str(exc))
+    return KubeProvider(target, prices=dict(kube.gpu_prices),
+                        image=config.image_of("kubernetes"),
+                        pending_timeout_s=kube.pending_timeout_s)
 
 
 def make_provider(name: str, config: CloudsConfig) -> Provider:
@@ -159,4 +224,6 @@ def make_provider(name: str, config: CloudsConfig) -> Provider:
             {o.region for o in catalog_offers(("lambda",))}))
         return LambdaProvider(regions, ssh_key=config.ssh_key_of("lambda"),
                               image=config.image_of("lambda"))
+    if name == "kubernetes":
+        return _kube_provider(config)
     raise ValueError(f"unknown cloud {name!r}")

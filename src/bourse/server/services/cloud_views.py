@@ -18,7 +18,7 @@ from bourse.server.services.launch_figures import view_of
 from bourse.server.services.projects import get_project
 
 NONE_ENABLED = ("no cloud is enabled: jobs run only on nodes that join the exchange (start the "
-                "coordinator with --cloud aws or --cloud lambda, or set BOURSE_CLOUDS)")
+                "coordinator with --cloud aws, lambda or kubernetes, or set BOURSE_CLOUDS)")
 
 
 def cloud_list(launcher: Launcher | None, config: CloudsConfig,
