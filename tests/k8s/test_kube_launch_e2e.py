@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "dataplane"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clouds"))
 
 from boot import fake_gpus
-from cluster import Cluster, FakeKubelet, KubeBinaries, register_node, wait_until
+from cluster import Cluster, FakeKubelet, KubeBinaries, needs_kube, register_node, wait_until
 from dataplane_harness import stop
 from harness import Cluster as Machines
 from harness import Exchange
@@ -33,10 +33,8 @@ from job_lines import printed
 
 from bourse.protocol.common import JobSpec
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, needs_kube()]
 BINARIES = KubeBinaries.find()
-needs_kube = pytest.mark.skipif(BINARIES is None, reason="no kube-apiserver here: build it "
-                                "with tests/k8s/build-kube.sh (CI does, docs/clouds.md)")
 CAPTURE = "txt-l40s-drv595.txt"
 L40S = {"nvidia.com/gpu.product": "NVIDIA-L40S", "nvidia.com/gpu.memory": "46068"}
 GPU = {"nvidia.com/gpu": 1, "cpu": "8", "memory": "32Gi"}
@@ -63,8 +61,6 @@ def _boot_env(root: Path) -> dict[str, str]:
 def cluster() -> Iterator[Cluster]:
     """One control plane for the module (it costs seconds of CPU to start); each test has a
     namespace of its own."""
-    if BINARIES is None:
-        pytest.skip("no kube-apiserver")
     with Cluster(BINARIES) as running:
         yield running
 
@@ -85,7 +81,6 @@ def _checked(exchange: Exchange) -> None:
     assert cloud.enabled, cloud.reason
 
 
-@needs_kube
 def test_a_gpu_job_moves_past_a_pod_no_node_starts_and_runs_in_a_pod(
         tmp_path: Path, cluster: Cluster) -> None:
     register_node(cluster, "gpu-b", GPU, labels={**L40S, "topology.kubernetes.io/zone":
@@ -135,7 +130,6 @@ def test_a_gpu_job_moves_past_a_pod_no_node_starts_and_runs_in_a_pod(
         cluster.json("DELETE", "/api/v1/nodes/gpu-b")
 
 
-@needs_kube
 def test_a_coordinator_killed_after_making_the_pod_adopts_it_and_leaves_nothing(
         tmp_path: Path, cluster: Cluster) -> None:
     """The crash falls between the API's answer and the commit: the restarted coordinator's
