@@ -29,6 +29,40 @@ def pytest_collection_modifyitems(items: list[Any]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's load scheduling, except that the tests of a module with a module-scoped
+    fixture (a live exchange, a browser, an SSH fleet, a Kubernetes control plane) go to one
+    worker, one after the other. Handed out one by one, they went to every worker, between
+    other modules' tests, and each switch made the fixture again (an SSH fleet's ten seconds,
+    three times). (``xdist_group`` would say it per test, but xdist 3.8 cannot rename a
+    pytest 9 item to put it in its group.)"""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    grouped = _module_fixture_files(config.rootpath)
+
+    class ModuleFixtureScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path in grouped else nodeid
+
+    return ModuleFixtureScheduling(config, log)
+
+
+def _module_fixture_files(root: Any) -> frozenset[str]:
+    """The test files (rootdir-relative) that define, or sit under a conftest that defines, a
+    module-scoped fixture."""
+    tests = root / "tests"
+    found: set[str] = set()
+    for path in tests.rglob("*.py"):
+        if 'scope="module"' not in path.read_text(errors="replace"):
+            continue
+        files = path.parent.glob("test_*.py") if path.name == "conftest.py" else [path]
+        found.update(str(f.relative_to(root)) for f in files)
+    return frozenset(found)
+
+
 
 # --- CPU per test, for finding what makes the suite slow ----------------------------------------
 # BOURSE_TEST_CPU_LOG=DIR writes one line per test to DIR/<worker>.tsv: the CPU seconds the
