@@ -9,11 +9,14 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import update
 from ui_site import BASE_URL, Site, open_site
 
+from bourse.protocol.api import OfferList, OfferView
 from bourse.server.dataplane import DataPlane
+from bourse.server.db.schema import Node
 from bourse.server.http.cookie import COOKIE
-from bourse.server.ui import routes
+from bourse.server.ui import fleet, routes
 from bourse.server.ui.render import STATIC_DIR, VENDOR
 from bourse.server.ui.session import csrf_token, safe_next
 from bourse.storage import MemoryIssuer, MemoryStore, StoreSettings
@@ -279,6 +282,25 @@ async def test_the_offers_page_explains_why_nothing_matches(site: Site) -> None:
     assert "unknown GPU" in bad.text
 
 
+async def test_the_offers_page_shows_each_live_offers_measured_reliability(
+        site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    await _signed_in(site)
+
+    def offer(node_id: str, sla: float | None) -> OfferView:
+        return OfferView(id=f"o-{node_id}", provider="exchange", instance_type=node_id,
+                         node_id=node_id, region="local", gpu_count=0, cpus=4,
+                         price_per_hour=0.5, spot=False, sla=sla)
+
+    async def matched(*_: Any) -> OfferList:
+        return OfferList(offers=[offer("n-steady", 0.9912), offer("n-young", None)])
+
+    monkeypatch.setattr(fleet.api_offers, "match_offers", matched)
+    page = (await site.client.get("/ui/offers", params={"cpus": "4"})).text
+    assert "<th" in page and ">Reliability</th>" in page
+    cells = re.findall(r'<td class="reliability">([^<]*)</td>', page)
+    assert cells == ["99.1%", "-"]  # an unmeasured node's offer has none
+
+
 async def test_the_runs_page_groups_stages_by_run(site: Site) -> None:
     await _signed_in(site)
     for run, stage in (("r-xyz", "prepare"), ("r-xyz", "train"), ("r-abc", "prepare")):
@@ -344,6 +366,41 @@ async def test_the_nodes_page_lists_enrolled_nodes(site: Site) -> None:
     rows = await site.client.get("/ui/nodes/rows")
     assert "gpu-box" in rows.text
     assert "unverified" in rows.text
+
+
+async def _enrol(site: Site, name: str) -> str:
+    made = await site.api("POST", "/api/v1/enrollments", json={})
+    answer = await site.client.post("/api/v1/agent/enroll", json={"name": name},
+                                    headers={"Authorization": f"Bearer {made.json()['token']}"})
+    assert answer.status_code in (200, 201), answer.text
+    node_id: str = answer.json()["node_id"]
+    return node_id
+
+
+async def test_the_nodes_pages_show_each_nodes_measured_reliability(site: Site) -> None:
+    await _signed_in(site)
+    steady = await _enrol(site, "steady-box")
+    site.clock.now += 2 * 86400
+    young = await _enrol(site, "young-box")
+    async with site.state.db.write() as session:  # the record the coordinator would have kept
+        await session.execute(update(Node).where(Node.id == steady).values(
+            up_s=0.95 * 2 * 86400, attempts_ended=20, attempts_interrupted=1, work_s=30 * 3600))
+    site.clock.now += 600
+    rows = (await site.client.get("/ui/nodes/rows")).text
+    row = rows[rows.index(f'data-node-id="{steady}"'):rows.index(f'data-node-id="{young}"')]
+    # 95% of 2 days connected of 2 days 10 min watched, 19 of 20 attempts kept
+    assert ">89.9%<" in row
+    assert 'title="94.7% available over 2.0 d; 1 of 20 attempts interrupted' in row
+    assert "not measured yet" in rows[rows.index(f'data-node-id="{young}"'):]
+    assert "<th>Reliability</th>" in (await site.client.get("/ui/nodes")).text
+    page = (await site.client.get(f"/ui/nodes/{steady}")).text
+    section = page[page.index("<h2>Reliability</h2>"):page.index("<h2>Current jobs</h2>")]
+    for figure in ("89.9%", "94.7% of 2.0 d connected", "20 ended, 1 interrupted", "30.0 h",
+                   "0.03 interruptions per hour", "2023-11-14 22:13:20 UTC"):
+        assert figure in section, figure
+    young_page = (await site.client.get(f"/ui/nodes/{young}")).text
+    assert ("Not measured yet: the exchange measures a node&#39;s reliability once it has "
+            "watched it for an hour (watched 10 min so far).") in young_page
 
 
 async def test_sign_out_needs_csrf_and_clears_the_cookie(site: Site) -> None:

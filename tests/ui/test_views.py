@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from bourse.protocol.api import AttemptView, EventView, JobView
+from bourse.core.reliability import MIN_OBSERVED_S
+from bourse.protocol.api import AttemptView, EventView, JobView, ReliabilityView
 from bourse.protocol.common import Capabilities, GpuInfo, JobSpec
 from bourse.server.ui import views
 
@@ -192,3 +193,59 @@ def test_gpu_summary() -> None:
     assert views.gpu_summary(caps) == "2 x NVIDIA A100-SXM4-80GB (80 GiB), 1 x Tesla T4"
     assert views.gpu_summary(None) == "none"
     assert views.gpu_summary(caps.model_copy(update={"gpus": []})) == "none"
+
+
+def reliability(*, observed_s: float = 3 * 86400, availability: float = 0.992, ended: int = 40,
+                interrupted: int = 1, work_h: float = 50.0,
+                score: float | None = 0.967) -> ReliabilityView:
+    return ReliabilityView(observed_s=observed_s, availability=availability,
+                           attempts_ended=ended, attempts_interrupted=interrupted, work_h=work_h,
+                           interruptions_per_hour=interrupted / work_h if work_h >= 1 else None,
+                           score=score)
+
+
+@pytest.mark.parametrize(("share", "text"), [
+    (None, "-"), (0.0, "0.0%"), (0.9923, "99.2%"), (1.0, "100.0%"),
+])
+def test_percent(share: float | None, text: str) -> None:
+    assert views.percent(share) == text
+
+
+def test_a_measured_nodes_cell_is_its_score_and_says_what_it_is_made_of() -> None:
+    cell = views.reliability_cell(reliability())
+    assert (cell.text, cell.measured) == ("96.7%", True)
+    assert cell.title == ("99.2% available over 3.0 d; 1 of 40 attempts interrupted "
+                          "(0.02/h of work); score 0.967")  # bourse nodes show's words
+
+
+def test_an_unmeasured_nodes_cell_says_so() -> None:
+    young = views.reliability_cell(reliability(observed_s=1200, ended=0, interrupted=0,
+                                               work_h=0, score=None))
+    assert (young.text, young.measured) == ("not measured yet", False)
+    assert young.title == "not measured yet: watched 20 min of the 1.0 h it takes"
+    none = views.reliability_cell(None)
+    assert (none.text, none.title, none.measured) == ("-", "not measured yet", False)
+
+
+def test_a_measured_nodes_section_lists_the_figures_since_its_enrolment() -> None:
+    section = views.reliability_section(reliability(), enrolled_at=T0)
+    assert (section.since, section.pending) == (T0, "")
+    assert dict(section.facts) == {
+        "Score": "96.7% (availability × share of attempts not interrupted)",
+        "Availability": "99.2% of 3.0 d connected",
+        "Attempts": "40 ended, 1 interrupted (lost with the node, or preempted)",
+        "Work": "50.0 h, 0.02 interruptions per hour of it",
+    }
+    short = views.reliability_section(reliability(work_h=0.5), enrolled_at=T0)
+    assert dict(short.facts)["Work"] == "0.5 h"  # no rate before an hour of work
+
+
+def test_an_unmeasured_nodes_section_says_when_it_will_be(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    section = views.reliability_section(reliability(observed_s=1200, score=None), T0)
+    assert (section.facts, section.since) == ((), None)
+    assert section.pending == ("Not measured yet: the exchange measures a node's reliability "
+                               "once it has watched it for an hour (watched 20 min so far).")
+    assert views.reliability_section(None, T0).pending.endswith("watched it for an hour.")
+    monkeypatch.setattr(views, "MIN_OBSERVED_S", 2 * MIN_OBSERVED_S)
+    assert "for 2 hours" in views.reliability_section(None, T0).pending

@@ -61,16 +61,17 @@ def measure(record: NodeRecord, now: float) -> Reliability:
 
 def describe(r: Reliability) -> str:
     """``99.2% available over 3.1 d; 1 of 40 attempts interrupted (0.02/h of work)``"""
-    span = _span(r.observed_s)
+    span = period(r.observed_s)
     if r.score is None:
-        return f"not measured yet: watched {span} of the {_span(MIN_OBSERVED_S)} it takes"
+        return f"not measured yet: watched {span} of the {period(MIN_OBSERVED_S)} it takes"
     rate = (f" ({r.interruptions_per_hour:.2f}/h of work)"
             if r.interruptions_per_hour is not None else "")
     return (f"{r.availability:.1%} available over {span}; {r.interrupted} of {r.ended} "
             f"attempts interrupted{rate}; score {r.score:.3f}")
 
 
-def _span(seconds: float) -> str:
+def period(seconds: float) -> str:
+    """How long a node was watched: ``3.1 d``, ``2.0 h``, ``20 min``."""
     if seconds >= 86400:
         return f"{seconds / 86400:.1f} d"
     if seconds >= 3600:

@@ -19,10 +19,11 @@ OFFERS_LIMIT = 50
 
 async def _nodes(ctx: Ctx) -> list[dict[str, object]]:
     async with ctx.state.db.read() as session:
-        found = await nodes.list_nodes(session, ctx.scope, set(ctx.state.hub.connections))
+        found = await nodes.list_nodes(session, ctx.scope, set(ctx.state.hub.connections),
+                                       ctx.state.clock())
     usage = await charts.node_usage(ctx, [n.id for n in found])
-    return [{"node": n, "gpus": views.gpu_summary(n.capabilities), "usage": usage[n.id]}
-            for n in found]
+    return [{"node": n, "gpus": views.gpu_summary(n.capabilities), "usage": usage[n.id],
+             "reliability": views.reliability_cell(n.reliability)} for n in found]
 
 
 async def nodes_page(ctx: Ctx) -> Response:
@@ -37,8 +38,10 @@ async def nodes_rows(ctx: Ctx) -> Response:
 async def node_page(ctx: Ctx) -> Response:
     async with ctx.state.db.read() as session:
         node = await nodes.get_node(session, path_id(ctx, "node_id"), ctx.scope,
-                                    set(ctx.state.hub.connections))
-    return page("node.html", **ctx.context(node=node, gpus=views.gpu_summary(node.capabilities)))
+                                    set(ctx.state.hub.connections), ctx.state.clock())
+    return page("node.html", **ctx.context(
+        node=node, gpus=views.gpu_summary(node.capabilities),
+        reliability=views.reliability_section(node.reliability, node.created_at)))
 
 
 def compute_of(fields: dict[str, str]) -> Compute:

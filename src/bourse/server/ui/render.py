@@ -13,6 +13,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from bourse.server.ui.run_rows import PAGE_ROWS, run_rows
+from bourse.server.ui.views import percent
 
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
@@ -69,7 +70,7 @@ def environment() -> Environment:
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(static=static_url, vendor=VENDOR, htmx_config=HTMX_CONFIG,
                        page_rows=PAGE_ROWS)
-    env.filters.update(when=when, iso=iso, money=money, run_rows=run_rows)
+    env.filters.update(when=when, iso=iso, money=money, percent=percent, run_rows=run_rows)
     return env
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from bourse.core.reliability import MIN_OBSERVED_S, Reliability, describe, period
 from bourse.core.states import ATTEMPT_UNSUCCESSFUL, JOB_ACTIVE, AttemptState, JobState
-from bourse.protocol.api import AttemptView, EventView, JobView
+from bourse.protocol.api import AttemptView, EventView, JobView, ReliabilityView
 from bourse.protocol.common import Capabilities
 from bourse.server.ui.reasons import first_line
 
@@ -224,3 +225,73 @@ def gpu_summary(caps: Capabilities | None) -> str:
         memory = f" ({gpu.memory_mib / 1024:.0f} GiB)" if gpu.memory_mib else ""
         counts[gpu.name + memory] = counts.get(gpu.name + memory, 0) + 1
     return ", ".join(f"{n} x {name}" for name, n in counts.items())
+
+
+def percent(share: float | None) -> str:
+    """A share as a percentage, ``99.2%``, or ``-`` when there is none (an unmeasured node's
+    offer, a cloud's)."""
+    return "-" if share is None else f"{share:.1%}"
+
+
+def measured(view: ReliabilityView) -> Reliability:
+    """The API's reliability view as ``core.reliability`` has it (for its ``describe``)."""
+    return Reliability(
+        observed_s=view.observed_s, availability=view.availability,
+        ended=view.attempts_ended, interrupted=view.attempts_interrupted, work_h=view.work_h,
+        interruptions_per_hour=view.interruptions_per_hour, score=view.score)
+
+
+NOT_MEASURED = "not measured yet"
+
+
+@dataclass(frozen=True)
+class ReliabilityCell:
+    """The nodes table's RELIABILITY cell: the score, and what it is made of on hover."""
+
+    text: str
+    title: str
+    measured: bool
+
+
+def reliability_cell(view: ReliabilityView | None) -> ReliabilityCell:
+    """``99.2%`` (hover: ``core.reliability.describe``), ``not measured yet`` before the node
+    was watched long enough (hover: for how long it was), ``-`` without a record at all."""
+    if view is None:
+        return ReliabilityCell("-", NOT_MEASURED, measured=False)
+    title = describe(measured(view))
+    if view.score is None:
+        return ReliabilityCell(NOT_MEASURED, title, measured=False)
+    return ReliabilityCell(percent(view.score), title, measured=True)
+
+
+def watch_time() -> str:
+    """How long a node is watched before it has a score (``MIN_OBSERVED_S``): ``an hour``."""
+    hours = MIN_OBSERVED_S / 3600
+    return "an hour" if hours == 1 else f"{hours:g} hours"
+
+
+@dataclass(frozen=True)
+class ReliabilitySection:
+    """The node page's Reliability section: the facts once measured, else why not yet."""
+
+    facts: tuple[tuple[str, str], ...]
+    since: float | None  # measured since (the node's enrolment)
+    pending: str  # the sentence shown before it is measured ("" once it is)
+
+
+def reliability_section(view: ReliabilityView | None, enrolled_at: float) -> ReliabilitySection:
+    if view is None or view.score is None:
+        watched = f" (watched {period(view.observed_s)} so far)" if view is not None else ""
+        return ReliabilitySection((), None, (
+            f"Not measured yet: the exchange measures a node's reliability once it has watched "
+            f"it for {watch_time()}{watched}."))
+    rate = view.interruptions_per_hour
+    facts = (
+        ("Score", f"{percent(view.score)} (availability × share of attempts not interrupted)"),
+        ("Availability", f"{percent(view.availability)} of {period(view.observed_s)} connected"),
+        ("Attempts", f"{view.attempts_ended} ended, {view.attempts_interrupted} interrupted "
+                     "(lost with the node, or preempted)"),
+        ("Work", f"{view.work_h:.1f} h" + (f", {rate:.2f} interruptions per hour of it"
+                                           if rate is not None else "")),
+    )
+    return ReliabilitySection(facts, enrolled_at, "")
