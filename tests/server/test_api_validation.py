@@ -4,11 +4,16 @@
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
-from server_harness import Exchange, api_routes, job_spec
+from server_harness import Exchange, api_routes, job_spec, open_exchange
+
+from bourse.server.db.database import sqlite_url
 
 pytestmark = pytest.mark.anyio
 
@@ -177,8 +182,34 @@ GARBAGE = [
 ]
 
 
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+async def refusing(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                   sqlite_template: Path) -> AsyncIterator[Exchange]:
+    """One exchange per database for the garbage cases: each sends one request that is
+    refused, which changes nothing the next relies on (an exchange each cost 144 starts)."""
+    root = tmp_path_factory.mktemp("garbage")
+    if request.param == "sqlite":
+        shutil.copyfile(sqlite_template, root / "bourse.db")
+        async with open_exchange(root, sqlite_url(root / "bourse.db")) as opened:
+            yield opened
+        return
+    server = request.getfixturevalue("pg_server")
+    name = await server.create_database()
+    try:
+        async with open_exchange(root, server.url(name)) as opened:
+            yield opened
+    finally:
+        await server.drop_database(name)
+
+
 @pytest.mark.parametrize("case", GARBAGE)
-async def test_garbage_is_a_4xx_naming_the_field(exchange: Exchange, case: Garbage) -> None:
+async def test_garbage_is_a_4xx_naming_the_field(refusing: Exchange, case: Garbage) -> None:
+    exchange = refusing
     job = await exchange.submit()
     content = case.content()
     response = await exchange.client.request(
