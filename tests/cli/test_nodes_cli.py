@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import pytest
 from cli_exchange import NOW, FakeExchange
 from click.testing import CliRunner, Result
 
@@ -115,3 +117,16 @@ def test_show_says_what_the_exchange_measured(exchange: FakeExchange) -> None:
     assert "reliability  not measured yet: watched 10 min of the 1.0 h it takes" in young.stdout
     as_json = run("nodes", "show", "n1", "--json")
     assert json.loads(as_json.stdout)["reliability"]["score"] == 0.967
+    exchange.nodes = [node("n1", "gpu-box", capabilities=CAPS, reliability={
+        **measured, "declared": 0.995, "meets_declared": False})]
+    promised = run("nodes", "show", "n1")
+    assert "score 0.967; declared 99.5%, measured 96.7%: below it" in promised.stdout
+
+
+@pytest.mark.parametrize("value", ["lots", "150%", "0", "-0.5"])
+def test_a_bad_declared_sla_is_refused_before_the_agent_starts(tmp_path: Path,
+                                                                value: str) -> None:
+    result = CliRunner().invoke(cli, ["agent", "--server", "http://127.0.0.1:1",
+                                      "--work-dir", str(tmp_path / "w"), "--declare-sla", value])
+    assert result.exit_code != 0 and "--declare-sla" in result.output, result.output
+    assert not (tmp_path / "w").exists()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bourse.core.reliability import MIN_OBSERVED_S, NodeRecord, describe, measure
+from bourse.core.reliability import MIN_OBSERVED_S, NodeRecord, against_declared, describe, measure
 
 DAY = 86400.0
 
@@ -48,3 +48,16 @@ def test_what_nodes_show_says() -> None:
                                    work_s=50 * 3600.0), 3 * DAY))
     assert said == ("99.2% available over 3.0 d; 1 of 40 attempts interrupted "
                     "(0.02/h of work); score 0.967")
+
+
+def test_a_declared_sla_is_said_beside_the_score() -> None:
+    watched = measure(NodeRecord(enrolled_at=0, up_s=2 * 86400, up_since=None, ended=10,
+                                 interrupted=0, work_s=36000), now=2 * 86400)
+    assert against_declared(None, watched) is None
+    assert against_declared(0.995, watched) == "declared 99.5%, measured 100.0%: meets it"
+    half = measure(NodeRecord(enrolled_at=0, up_s=86400, up_since=None, ended=0,
+                              interrupted=0, work_s=0), now=2 * 86400)
+    assert against_declared(0.99, half) == "declared 99.0%, measured 50.0%: below it"
+    young = measure(NodeRecord(enrolled_at=0, up_s=60, up_since=None, ended=0, interrupted=0,
+                               work_s=0), now=60)
+    assert against_declared(0.99, young) == "declared 99.0%; not measured yet"

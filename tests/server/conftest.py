@@ -128,10 +128,10 @@ async def agent_factory(live: Live) -> AsyncIterator[Callable[..., Any]]:
     made: list[FakeAgent] = []
 
     async def make(name: str = "node", *, connect: bool = True, keep_alive_s: float = 20.0,
-                   **caps: Any) -> FakeAgent:
+                   declared: Any = None, **caps: Any) -> FakeAgent:
         node_id, credential = await live.exchange.enroll(name)
         agent = FakeAgent(live.ws_url, node_id, credential, capabilities(**caps), name=name,
-                          keep_alive_s=keep_alive_s)
+                          keep_alive_s=keep_alive_s, declared=declared)
         made.append(agent)
         if connect:
             await agent.connect()

@@ -17,6 +17,7 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from bourse.core.hardware import Declared
 from bourse.protocol.agent import Envelope, Heartbeat, Hello, JobEvent, LogChunk, envelope
 from bourse.protocol.common import AttemptRef, Capabilities, Wire
 
@@ -25,8 +26,10 @@ WAIT_S = 10.0  # how long to wait for a frame the coordinator must send (never s
 
 class FakeAgent:
     def __init__(self, url: str, node_id: str, credential: str, capabilities: Capabilities,
-                 *, name: str = "fake", keep_alive_s: float = 20.0) -> None:
+                 *, name: str = "fake", keep_alive_s: float = 20.0,
+                 declared: Declared | None = None) -> None:
         self.url, self.node_id, self.credential = url, node_id, credential
+        self.declared = declared  # what its provider claims, said in its hello
         self.capabilities, self.name, self.keep_alive_s = capabilities, name, keep_alive_s
         self.frames: list[Envelope] = []  # received, not yet taken by expect()
         self.acked: set[str] = set()
@@ -52,7 +55,8 @@ class FakeAgent:
         await self.open()
         await self.send_raw(self.frame(Hello(
             name=self.name, capabilities=self.capabilities, keep_alive_s=self.keep_alive_s,
-            running=[AttemptRef(job_id=j, attempt=a) for j, a in running])))
+            running=[AttemptRef(job_id=j, attempt=a) for j, a in running],
+            declared=self.declared)))
         return await self.expect("welcome")
 
     async def close(self) -> None:

@@ -12,6 +12,7 @@ import pytest
 from fake_agent import FakeAgent
 from server_harness import Live, place_job, until_disconnected
 
+from bourse.core.hardware import Declared
 from bourse.core.reliability import MIN_OBSERVED_S
 from bourse.server.services.liveness import grace_after_start
 
@@ -98,6 +99,27 @@ async def test_the_coordinators_downtime_counts_against_no_node(
     assert node.up_since is None and node.up_s == pytest.approx(1200, abs=1)
     assert node.up_s <= exchange.clock() - t0
     await agent.close()
+
+
+async def test_a_declared_sla_is_shown_beside_what_was_measured(
+        live: Live, agent_factory: Factory) -> None:
+    exchange = live.exchange
+    promised: FakeAgent = await agent_factory("promised", declared=Declared(sla=0.995))
+    plain: FakeAgent = await agent_factory("plain")
+    r = await measured(live, promised.node_id)
+    assert (r["declared"], r["meets_declared"]) == (0.995, None)  # not measured yet
+    exchange.clock.advance(1800)
+    await promised.close()
+    await until_disconnected(exchange, promised.node_id)
+    exchange.clock.advance(1800)  # half the time away: 50%, far below the 99.5% it declared
+    r = await measured(live, promised.node_id)
+    assert (r["declared"], r["meets_declared"]) == (0.995, False)
+    assert r["score"] == pytest.approx(0.5, abs=0.01)
+    assert (await measured(live, plain.node_id))["declared"] is None
+    text = (await exchange.client.get("/metrics")).text
+    assert f'bourse_node_declared_sla{{node="{promised.node_id}",name="promised"}} 0.995' in text
+    assert f'bourse_node_declared_sla{{node="{plain.node_id}"' not in text
+    await plain.close()
 
 
 async def test_metrics_publish_each_nodes_record(live: Live, agent_factory: Factory) -> None:

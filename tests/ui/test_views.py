@@ -238,6 +238,11 @@ def test_a_measured_nodes_section_lists_the_figures_since_its_enrolment() -> Non
     }
     short = views.reliability_section(reliability(work_h=0.5), enrolled_at=T0)
     assert dict(short.facts)["Work"] == "0.5 h"  # no rate before an hour of work
+    promised = reliability()
+    below = promised.model_copy(update={"declared": 0.995, "meets_declared": False})
+    assert dict(views.reliability_section(below, T0).facts)["Declared"] == (
+        "99.5% by its provider: below it")
+    assert "Declared" not in dict(views.reliability_section(promised, T0).facts)
 
 
 def test_an_unmeasured_nodes_section_says_when_it_will_be(

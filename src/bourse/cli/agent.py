@@ -31,6 +31,7 @@ from bourse.core.compute import Compute
 from bourse.core.cuda import PYTORCH_INDEX
 from bourse.core.interruption import base_url
 from bourse.core.ratelimit import LogLimit
+from bourse.core.units import parse_share
 from bourse.core.verification import verify
 from bourse.protocol.common import Declared, ip_literal
 
@@ -67,6 +68,9 @@ SETTINGS = Settings(command="agent", prefix="BOURSE_AGENT_", file_name="agent.to
               "must confirm them or the node is rejected.")
 @click.option("--declare-cpus", type=click.IntRange(min=1), help="CPUs the provider claims.")
 @click.option("--declare-memory", type=click.FloatRange(min=0), help="Memory claimed, GiB.")
+@click.option("--declare-sla", metavar="SHARE", help="The availability this node's provider "
+              "promises (99.5% or 0.995): shown beside what the exchange measures "
+              "(`bourse nodes show`, /metrics), never a reason to refuse the node.")
 @click.option("--verify-every", type=click.FloatRange(min=0.01), default=24.0,
               show_default=True, help="Hours between probes (also on restart and when the "
               "hardware changes).")
@@ -139,7 +143,8 @@ SETTINGS = Settings(command="agent", prefix="BOURSE_AGENT_", file_name="agent.to
 def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
           keep_alive: float, work_dir: Path | None, cpus: int | None,
           declare_gpus: str | None,
-          declare_cpus: int | None, declare_memory: float | None, verify_every: float,
+          declare_cpus: int | None, declare_memory: float | None, declare_sla: str | None,
+          verify_every: float,
           storage_mb: int, cache_gb: float | None, interruptible: bool,
           spot_price: float | None, token_file: Path | None, spot_notice: str,
           metadata_url: str | None, spot_notice_interval: float,
@@ -163,10 +168,12 @@ def agent(ctx: click.Context, server: str | None, token: str | None, name: str,
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     declared = None
-    if declare_gpus or declare_cpus or declare_memory is not None:
+    sla = None if declare_sla is None else parse_share(declare_sla, field="--declare-sla")
+    if declare_gpus or declare_cpus or declare_memory is not None or sla is not None:
         if declare_gpus:
             Compute(gpu=declare_gpus)  # a wrong label fails here, not at verification
-        declared = Declared(gpus=declare_gpus, cpus=declare_cpus, memory_gib=declare_memory)
+        declared = Declared(gpus=declare_gpus, cpus=declare_cpus, memory_gib=declare_memory,
+                            sla=sla)
     work_dir = (work_dir or default_work_dir(os.geteuid(), Path.home())).expanduser()
     job_python = interpreter.find(python)
     logging.getLogger("bourse.agent").info("jobs run with %s (Python %s)", job_python.path,

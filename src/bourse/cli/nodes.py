@@ -15,7 +15,7 @@ from bourse.cli.render import age, clock, echo_json, money, table
 from bourse.cli.suggest import SuggestingGroup
 from bourse.cli.verification import render_probe
 from bourse.core.errors import InvalidInput
-from bourse.core.reliability import Reliability
+from bourse.core.reliability import Reliability, against_declared
 from bourse.core.reliability import describe as describe_reliability
 from bourse.core.units import parse_duration
 from bourse.protocol.api import NodeView, ReliabilityView
@@ -100,11 +100,14 @@ def find_node(client: Client, ref: str) -> NodeView:
 
 
 def reliability_line(view: ReliabilityView) -> str:
-    """What the exchange measured of the node (``core.reliability.describe``)."""
-    return describe_reliability(Reliability(
+    """What the exchange measured of the node (``core.reliability.describe``), and what its
+    provider declared beside it."""
+    measured = Reliability(
         observed_s=view.observed_s, availability=view.availability,
         ended=view.attempts_ended, interrupted=view.attempts_interrupted, work_h=view.work_h,
-        interruptions_per_hour=view.interruptions_per_hour, score=view.score))
+        interruptions_per_hour=view.interruptions_per_hour, score=view.score)
+    declared = against_declared(view.declared, measured)
+    return describe_reliability(measured) + (f"; {declared}" if declared else "")
 
 
 def describe_node(node: NodeView, now: float) -> list[str]:

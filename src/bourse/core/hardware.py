@@ -145,6 +145,9 @@ class Declared(Wire):
     cpus: int | None = Field(default=None, ge=0)
     memory_gib: float | None = Field(default=None, ge=0)
     disk_gib: float | None = Field(default=None, ge=0)
+    # the availability its provider promises (0.995 for 99.5%), compared with the measured
+    # score (core.reliability.against_declared); never checked at verification
+    sla: float | None = Field(default=None, gt=0, le=1)
 
 
 CheckStatus = Literal["pass", "warn", "fail"]

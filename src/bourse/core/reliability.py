@@ -70,6 +70,17 @@ def describe(r: Reliability) -> str:
             f"attempts interrupted{rate}; score {r.score:.3f}")
 
 
+def against_declared(declared: float | None, r: Reliability) -> str | None:
+    """What the node's provider promised beside what was measured: ``declared 99.5%,
+    measured 97.0%: below it``; None when nothing was declared."""
+    if declared is None:
+        return None
+    if r.score is None:
+        return f"declared {declared:.1%}; not measured yet"
+    verdict = "meets it" if r.score >= declared else "below it"
+    return f"declared {declared:.1%}, measured {r.score:.1%}: {verdict}"
+
+
 def period(seconds: float) -> str:
     """How long a node was watched: ``3.1 d``, ``2.0 h``, ``20 min``."""
     if seconds >= 86400:

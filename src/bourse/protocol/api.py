@@ -289,6 +289,8 @@ class ReliabilityView(Wire):
     work_h: float  # run time of the attempts that ended there
     interruptions_per_hour: float | None = None  # of work; None before an hour of it
     score: float | None = None  # availability x share not interrupted; None before an hour
+    declared: float | None = None  # the availability its provider declared (--declare-sla)
+    meets_declared: bool | None = None  # score >= declared; None when either is missing
 
 
 class NodeView(Wire):

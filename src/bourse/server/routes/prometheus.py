@@ -23,6 +23,7 @@ from bourse.server.metrics.exposition import Family
 from bourse.server.routes.deps import Admin, State
 from bourse.server.services.jobs import stalled_in
 from bourse.server.services.launch_figures import launch_figures
+from bourse.server.services.nodes import declared_sla
 from bourse.server.services.reliability import records, reliability_of
 
 router = APIRouter(tags=["metrics"])
@@ -60,7 +61,7 @@ async def _families(session: AsyncSession) -> list[Family]:
 
 async def _reliability(session: AsyncSession, now: float) -> list[Family]:
     """What the exchange measured of each node it may still place on (core.reliability)."""
-    nodes = await records(session, Node.name)
+    nodes = await records(session, Node.name, Node.declared)
     availability = Family("bourse_node_availability",
                           "Share of the time since a node enrolled that it was connected.")
     ended = Family("bourse_node_attempts_ended_total", "Attempts that ended on a node.",
@@ -71,6 +72,8 @@ async def _reliability(session: AsyncSession, now: float) -> list[Family]:
                   "Run time of the attempts that ended on a node, in hours.", "counter")
     score = Family("bourse_node_reliability_score", "Availability times the share of ended "
                    "attempts not interrupted; for nodes watched an hour or more.")
+    declared = Family("bourse_node_declared_sla", "The availability a node's provider "
+                      "declared (bourse agent --declare-sla), beside the measured score.")
     for node in nodes:
         r = reliability_of(node, now)
         labels = {"node": node.id, "name": node.name}
@@ -80,7 +83,10 @@ async def _reliability(session: AsyncSession, now: float) -> list[Family]:
         work.add(r.work_h, **labels)
         if r.score is not None:
             score.add(r.score, **labels)
-    return [availability, ended, interrupted, work, score]
+        promised = declared_sla(node.declared)
+        if promised is not None:
+            declared.add(promised, **labels)
+    return [availability, ended, interrupted, work, score, declared]
 
 
 def _launches(figures: dict[str, LaunchFigures]) -> list[Family]:

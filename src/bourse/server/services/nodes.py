@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -53,10 +54,19 @@ async def get_node(session: AsyncSession, node_id: str, scope: Scope,
 
 def reliability_view(node: Node, now: float) -> ReliabilityView:
     r = reliability_of(node, now)
+    declared = declared_sla(node.declared)
     return ReliabilityView(observed_s=r.observed_s, availability=r.availability,
                            attempts_ended=r.ended, attempts_interrupted=r.interrupted,
                            work_h=r.work_h, interruptions_per_hour=r.interruptions_per_hour,
-                           score=r.score)
+                           score=r.score, declared=declared,
+                           meets_declared=None if declared is None or r.score is None
+                           else r.score >= declared)
+
+
+def declared_sla(declared: Mapping[str, Any] | None) -> float | None:
+    """The availability a node's provider declared, from its stored declaration."""
+    value = (declared or {}).get("sla")
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 async def _views(session: AsyncSession, nodes: Sequence[Node], scope: Scope,

@@ -294,4 +294,7 @@ def reliability_section(view: ReliabilityView | None, enrolled_at: float) -> Rel
         ("Work", f"{view.work_h:.1f} h" + (f", {rate:.2f} interruptions per hour of it"
                                            if rate is not None else "")),
     )
+    if view.declared is not None:
+        verdict = "meets it" if view.meets_declared else "below it"
+        facts += (("Declared", f"{percent(view.declared)} by its provider: {verdict}"),)
     return ReliabilitySection(facts, enrolled_at, "")
