@@ -79,6 +79,28 @@ async def test_an_interruption_reclaims_the_node_once(live: Live,
     assert len(events) == 1 and "110 s notice (spot notice: terminate)" in events[0]["message"]
 
 
+async def test_the_attempt_is_preempted_when_the_node_stopped_it_not_when_the_coordinator_heard(
+        live: Live, node: Callable[..., Any]) -> None:
+    """The agent stops its jobs as it reads the notice and tells the coordinator; a job that
+    saved in between saved after the preemption (no work lost), however late the message came.
+    An agent's time is believed at most NOTICE_CLOCK_S back, and never ahead of the
+    coordinator's."""
+    from bourse.server.services.reclaim import NOTICE_CLOCK_S, notice_time
+
+    exchange = live.exchange
+    a = await node("a")
+    job_id, number = await place_job(exchange, a, compute=SPOT)
+    await a.event(job_id, number, "started", pid=1)
+    exchange.clock.advance(30)
+    heard = exchange.clock()
+    await a.send(Interruption(notice_s=110, stopped_at=heard - 2.5))
+    await a.expect("preempt")
+    assert (await exchange.attempt_row(job_id, number)).preempt_at == pytest.approx(heard - 2.5)
+    assert notice_time(None, 100.0) == 100.0
+    assert notice_time(130.0, 100.0) == 100.0  # never ahead of the coordinator
+    assert notice_time(0.0, 100.0) == 100.0 - NOTICE_CLOCK_S  # nor too far back
+
+
 async def test_a_notice_before_the_jobs_end_in_one_batch_still_preempts(
         live: Live, node: Callable[..., Any]) -> None:
     exchange = live.exchange

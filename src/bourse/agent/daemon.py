@@ -290,6 +290,7 @@ class Agent:
         self.fingerprint: str | None = None  # of the hardware, from the last hello
         self.session: Session | None = None  # the welcomed connection, while there is one
         self.notice: Notice | None = None  # the cloud's interruption notice, once given
+        self.stopped_at: float | None = None  # when its jobs were stopped on it
         self._preempted: dict[tuple[str, int], float] = {}  # attempt -> its SIGKILL deadline
 
     def _hooks(self) -> HookChain:
@@ -466,9 +467,9 @@ class Agent:
         and stop the jobs within the notice whether it heard or not — the machine goes."""
         if notice == self.notice:
             return
-        self.notice = notice
+        self.notice, self.stopped_at = notice, time.time()
         log.warning("%s", notice.describe())
-        self.preempt(imds.preempt(notice, time.time()))  # the SIGTERMs go when this yields
+        self.preempt(imds.preempt(notice, self.stopped_at))  # the SIGTERMs go when this yields
         if self.session is not None:
             # takes the send lock (FIFO) before yielding: it goes out before the jobs' ends
             await self._tell_notice(self.session)
@@ -477,7 +478,7 @@ class Agent:
         if self.notice is None or "interruption" not in session.accepts:
             return
         with contextlib.suppress(OSError, websockets.WebSocketException, ChannelClosed):
-            await session.send(imds.interruption(self.notice, time.time()))
+            await session.send(imds.interruption(self.notice, time.time(), self.stopped_at))
 
 
 def reconnect_cap(keep_alive_s: float) -> float:

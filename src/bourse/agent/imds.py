@@ -151,10 +151,11 @@ def watcher(url: str, interval_s: float,
     return NoticeWatcher(Metadata(url), on_notice, interval_s=interval_s)
 
 
-def interruption(notice: Notice, now: float) -> Interruption:
-    """What the coordinator is told: the time left from ``now``."""
+def interruption(notice: Notice, now: float, stopped_at: float | None = None) -> Interruption:
+    """What the coordinator is told: the time left from ``now``, and when the node stopped
+    its jobs on it."""
     return Interruption(notice_s=seconds_left(notice, now), action=notice.action,
-                        reason=notice.describe())
+                        reason=notice.describe(), stopped_at=stopped_at)
 
 
 def preempt(notice: Notice, now: float) -> Preempt:

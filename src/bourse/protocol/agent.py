@@ -131,6 +131,9 @@ class Interruption(Wire):
     notice_s: float = Field(ge=0, le=3600, allow_inf_nan=False)
     action: str = Field(default="terminate", min_length=1, max_length=64)  # the cloud's word
     reason: str = Field(default="spot interruption notice", max_length=500)
+    # when the node stopped its jobs on the notice (its clock): they may have saved before the
+    # coordinator heard (core.interruption.preempted_at bounds it)
+    stopped_at: float | None = Field(default=None, allow_inf_nan=False)
 
 
 class Ack(Wire):

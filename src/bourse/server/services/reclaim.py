@@ -28,10 +28,14 @@ from bourse.server.services.jobs import active_attempt_states
 from bourse.server.services.lifecycle import add_event
 
 log = logging.getLogger(__name__)
+NOTICE_CLOCK_S = 60.0  # how far back an agent's own time of a notice is believed
 
 
 async def reclaim_node(session: AsyncSession, node_id: str, request: ReclaimRequest,
-                       now: float) -> tuple[ReclaimResult, list[Command]]:
+                       now: float, *, preempted_at: float | None = None
+                       ) -> tuple[ReclaimResult, list[Command]]:
+    """Reclaim the node: its attempts are preempted at ``preempted_at`` (when its agent
+    stopped them on the cloud's notice, bounded by ``notice_time``) or now."""
     node = await session.get(Node, node_id, with_for_update=True)
     if node is None:
         raise NotFound(f"no node {node_id!r}", hint="`bourse nodes` lists nodes")
@@ -46,7 +50,8 @@ async def reclaim_node(session: AsyncSession, node_id: str, request: ReclaimRequ
     attempts = (await session.scalars(select(Attempt).where(
         Attempt.node_id == node.id, Attempt.state.in_(active_attempt_states())))).all()
     for attempt in attempts:
-        attempt.preempt_at = attempt.preempt_at or now
+        attempt.preempt_at = attempt.preempt_at or max(
+            preempted_at or now, attempt.started_at or 0.0)
         add_event(session, attempt.job_id, attempt.number, "preemption", now,
                   message=f"node {node.name} reclaimed: {request.notice_s:g} s notice "
                           f"({request.reason})", data={"notice_s": request.notice_s})
@@ -69,5 +74,15 @@ async def interrupt_node(session: AsyncSession, node_id: str, notice: Interrupti
                     "jobs end as the machine goes", node.name)
         return []
     request = ReclaimRequest(notice_s=notice.notice_s, reason=notice.reason)
-    _, commands = await reclaim_node(session, node_id, request, now)
+    _, commands = await reclaim_node(session, node_id, request, now,
+                                     preempted_at=notice_time(notice.stopped_at, now))
     return commands
+
+
+def notice_time(stopped_at: float | None, now: float) -> float:
+    """When the node's attempts were preempted: when its agent stopped them on the notice —
+    the jobs save from then on, before the coordinator may hear of it — never later than now
+    nor earlier than ``NOTICE_CLOCK_S`` before it (an agent's clock is not trusted further)."""
+    if stopped_at is None:
+        return now
+    return min(now, max(stopped_at, now - NOTICE_CLOCK_S))

@@ -286,7 +286,7 @@ def reliability_section(view: ReliabilityView | None, enrolled_at: float) -> Rel
             f"Not measured yet: the exchange measures a node's reliability once it has watched "
             f"it for {watch_time()}{watched}."))
     rate = view.interruptions_per_hour
-    facts = (
+    facts: tuple[tuple[str, str], ...] = (
         ("Score", f"{percent(view.score)} (availability × share of attempts not interrupted)"),
         ("Availability", f"{percent(view.availability)} of {period(view.observed_s)} connected"),
         ("Attempts", f"{view.attempts_ended} ended, {view.attempts_interrupted} interrupted "
