@@ -44,12 +44,11 @@ from bourse.core.launch import (
 from bourse.core.match import Match
 from bourse.core.placement import fits_any
 from bourse.core.states import JobState, LaunchState
-from bourse.core.units import describe_duration
 from bourse.server.agents.connections import Connections
 from bourse.server.config import ServerConfig
 from bourse.server.db.database import Database
 from bourse.server.db.schema import Attempt, Job, Launch, Node, Project
-from bourse.server.launcher import decide, gangs
+from bourse.server.launcher import decide, gangs, pending
 from bourse.server.launcher.clouds import REFRESH_EVERY_S, RELIST_AFTER_S, Clouds
 from bourse.server.launcher.decide import THROTTLE_BACKOFF_S, try_of
 from bourse.server.launcher.reconcile import RESTART_GRACE_S, reconcile
@@ -151,7 +150,7 @@ class Launcher:
     async def _advance(self, now: float) -> list[Ending]:
         cfg = self.config.clouds
         endings: list[Ending] = []
-        stuck = await self._stuck(now)
+        stuck = await pending.stuck(self.db, self.clouds, self.in_flight, now)
         async with self.db.write() as session:
             judged: dict[str, tuple[Launch, decide.Facts, decide.Verdict]] = {}
             jobs: dict[str, Job | None] = {}
@@ -162,11 +161,10 @@ class Launcher:
                 job = await session.get(Job, launch.job_id) if launch.job_id else None
                 facts = await _facts(session, launch, node, job,
                                      needs_verification=not self.config.allow_unverified)
-                judged[launch.id] = (launch, facts, decide.Verdict(
-                    "terminate", stuck[launch.id], block=True) if launch.id in stuck and
-                    facts.state is LaunchState.BOOTING and not facts.enrolled
-                    else decide.verdict(facts, now, boot_timeout_s=cfg.boot_timeout_s,
-                                        idle_timeout_s=cfg.idle_timeout_s))
+                judged[launch.id] = (launch, facts, pending.verdict(
+                    stuck.get(launch.id), facts) or decide.verdict(
+                    facts, now, boot_timeout_s=cfg.boot_timeout_s,
+                    idle_timeout_s=cfg.idle_timeout_s))
                 jobs[launch.id] = job
             broken = await gangs.broken(session, judged, self.in_flight)
             sizes = Counter(launch.gang for launch, _, _ in judged.values() if launch.gang)
@@ -177,28 +175,6 @@ class Launcher:
                 if ending is not None:
                     endings.append(ending)
         return endings
-
-    async def _stuck(self, now: float) -> dict[str, str]:
-        """Launches whose machine a provider with a pending timeout (a cluster's pod that no
-        node takes) has not started within it: launch id -> why, in the provider's words."""
-        timeouts = self.clouds.pending_timeouts()
-        if not timeouts:
-            return {}
-        async with self.db.read() as session:
-            rows = [r for r in (await session.scalars(select(Launch).where(
-                Launch.state == LaunchState.BOOTING, Launch.provider.in_(list(timeouts))
-            ))).all() if r.state == LaunchState.BOOTING and r.enrolled_at is None
-                    and r.instance_id and r.id not in self.in_flight
-                    and now - r.requested_at > timeouts[r.provider]]
-        out: dict[str, str] = {}
-        for row in rows:
-            assert row.instance_id is not None
-            why = await asyncio.to_thread(self.clouds.explain, row.provider, row.region,
-                                          row.instance_id)
-            if why is not None:
-                out[row.id] = (f"not started within the pending timeout "
-                               f"({describe_duration(timeouts[row.provider])}): {why}")
-        return out
 
     async def _apply(self, session: AsyncSession, launch: Launch, job: Job | None,
                      found: decide.Verdict, now: float, *, members: int) -> Ending | None:
