@@ -115,14 +115,8 @@ def clouds_config(*, clouds: tuple[str, ...], idle_timeout: str, boot_timeout: s
         if name not in CLOUDS:
             raise click.BadParameter(f"unknown cloud {name!r}; bourse launches on "
                                      f"{', '.join(CLOUDS)}", param_hint="--cloud")
-    try:
-        idle = parse_duration(idle_timeout, field="--idle-timeout", at_most=MAX_TIMEOUT_S)
-        boot = parse_duration(boot_timeout, field="--boot-timeout", at_most=MAX_TIMEOUT_S)
-    except InvalidInput as exc:
-        raise click.BadParameter(str(exc), param_hint=exc.field) from exc
-    for flag, value in (("--idle-timeout", idle), ("--boot-timeout", boot)):
-        if value <= 0:
-            raise click.BadParameter("must be longer than 0 s", param_hint=flag)
+    idle = _duration(idle_timeout, "--idle-timeout", MAX_TIMEOUT_S)
+    boot = _duration(boot_timeout, "--boot-timeout", MAX_TIMEOUT_S)
     if agent_url is not None and not agent_url.startswith(("http://", "https://")):
         raise click.BadParameter(f"{agent_url!r} is not an http(s) URL", param_hint="--agent-url")
     kube = KubeSettings(kubeconfig=kubeconfig, context=kube_context, namespace=kube_namespace,
