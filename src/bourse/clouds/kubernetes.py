@@ -108,27 +108,31 @@ class KubeProvider:
         if regions and self.cluster not in regions:
             return []
         out = []
-        for found in (instance_of(p, self.cluster) for p in self._pods(exchange_id)):
+        for obj in self._pods(exchange_id):
+            found = instance_of(obj, self.cluster)
             if found.tags.get(TAG_EXCHANGE) != exchange_id:
                 continue
             if found.state == CloudState.TERMINATED.value:
-                self.terminate(self.cluster, [found.id])  # a finished pod is not kept
+                self._delete(found.id, obj)  # a finished pod is not kept
             elif found.alive:
                 out.append(found)
         return out
 
     def terminate(self, region: str, instance_ids: Sequence[str]) -> None:
-        """Delete the pods and their Secrets: a running pod with 30 s of grace (its agent
-        stops its jobs), one that never started at once (on a node whose kubelet is gone it
-        would stay Terminating for ever)."""
         base = f"/api/v1/namespaces/{self.namespace}"
         for name in dict.fromkeys(instance_ids):
-            found = self._api.get_or_none(f"{base}/pods/{name}")
-            if found is not None:
-                started = (found.get("status") or {}).get("phase") not in (None, "Pending")
-                self._api.delete(f"{base}/pods/{name}",
-                                 {"gracePeriodSeconds": GRACE_S if started else 0})
-            self._api.delete(f"{base}/secrets/{name}")
+            self._delete(name, self._api.get_or_none(f"{base}/pods/{name}"))
+
+    def _delete(self, name: str, pod_obj: Mapping[str, Any] | None) -> None:
+        """Delete the pod (as last read) and its Secret: a running pod with 30 s of grace (its
+        agent stops its jobs), one that never started at once (on a node whose kubelet is gone
+        it would stay Terminating for ever)."""
+        base = f"/api/v1/namespaces/{self.namespace}"
+        if pod_obj is not None:
+            started = (pod_obj.get("status") or {}).get("phase") not in (None, "Pending")
+            self._api.delete(f"{base}/pods/{name}",
+                             {"gracePeriodSeconds": GRACE_S if started else 0})
+        self._api.delete(f"{base}/secrets/{name}")
 
     def explain(self, region: str, instance_id: str) -> str | None:
         """Why the pod is not running yet (the scheduler's message), if it says."""
