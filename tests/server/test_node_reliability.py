@@ -27,15 +27,20 @@ async def measured(live: Live, node_id: str) -> dict[str, Any]:
     return reliability
 
 
+async def there_then_away(live: Live, agent: FakeAgent, seconds: float) -> None:
+    """The node stays connected ``seconds``, then goes away for as long."""
+    live.exchange.clock.advance(seconds)
+    await agent.close()
+    await until_disconnected(live.exchange, agent.node_id)
+    live.exchange.clock.advance(seconds)
+
+
 async def test_availability_is_the_connected_share_of_the_time_since_enrolment(
         live: Live, agent_factory: Factory) -> None:
     exchange = live.exchange
     t0 = exchange.clock()
     agent: FakeAgent = await agent_factory("rack-1")
-    exchange.clock.advance(1800)
-    await agent.close()
-    await until_disconnected(exchange, agent.node_id)
-    exchange.clock.advance(1800)  # away for as long as it was there
+    await there_then_away(live, agent, 1800)  # away for as long as it was there
     r = await measured(live, agent.node_id)
     assert r["observed_s"] == pytest.approx(exchange.clock() - t0, abs=1)
     assert r["availability"] == pytest.approx(0.5, abs=0.01)
@@ -108,10 +113,7 @@ async def test_a_declared_sla_is_shown_beside_what_was_measured(
     plain: FakeAgent = await agent_factory("plain")
     r = await measured(live, promised.node_id)
     assert (r["declared"], r["meets_declared"]) == (0.995, None)  # not measured yet
-    exchange.clock.advance(1800)
-    await promised.close()
-    await until_disconnected(exchange, promised.node_id)
-    exchange.clock.advance(1800)  # half the time away: 50%, far below the 99.5% it declared
+    await there_then_away(live, promised, 1800)  # 50%: far below the 99.5% it declared
     r = await measured(live, promised.node_id)
     assert (r["declared"], r["meets_declared"]) == (0.995, False)
     assert r["score"] == pytest.approx(0.5, abs=0.01)
