@@ -199,3 +199,19 @@ def test_the_options_price_a_clusters_gpus_and_refuse_a_cluster_without_prices(
                        ({"kube_gpu_price": "*=1", "kube_pending_timeout": "0"}, "longer than")):
         with pytest.raises(click.BadParameter, match=words):
             clouds_config(**_options(**bad))
+
+
+def test_cloud_sla_names_each_clouds_declared_share_and_refuses_what_it_cannot_read() -> None:
+    import click
+
+    from bourse.cli.cloud_options import clouds_config, server_args
+
+    config = clouds_config(**_options(kube_gpu_price="*=1",
+                                      cloud_sla="aws=99.5%, Kubernetes=0.99"))
+    assert config.sla == (("aws", 0.995), ("kubernetes", 0.99))
+    assert config.sla_of("aws") == 0.995 and config.sla_of("lambda") is None
+    assert server_args(_options(cloud_sla="aws=99.5%"))[-2:] == ["--cloud-sla", "aws=99.5%"]
+    for bad, words in (("gcp=0.9", "is not CLOUD=SHARE"), ("aws", "is not CLOUD=SHARE"),
+                       ("aws=2", "aws=2"), ("aws=0", "aws=0"), ("aws=lots", "aws=lots")):
+        with pytest.raises(click.BadParameter, match=words):
+            clouds_config(**_options(kube_gpu_price="*=1", cloud_sla=bad))

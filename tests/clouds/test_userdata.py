@@ -66,6 +66,9 @@ def test_it_is_sh_far_under_ec2s_limit() -> None:
     ({"metadata_url": "http://169.254.169.254/latest"}, "metadata_url"),
     ({"gpus": "h100 x8"}, "gpus"),
     ({"network": "aws:use1-az1; reboot"}, "network"),
+    ({"declared_sla": 0.0}, "declared_sla"),
+    ({"declared_sla": 1.5}, "declared_sla"),
+    ({"declared_sla": float("inf")}, "declared_sla"),
 ])
 def test_bad_values_are_refused_naming_the_field(changes: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidInput) as refused:
@@ -194,3 +197,11 @@ def test_a_gang_member_declares_its_network_and_leaves_its_address_to_the_agent(
     assert argv[argv.index("--network") + 1] == "aws:use1-az1"
     assert "--address" not in argv  # the agent's default: where it reaches the coordinator from
     assert "--network" not in script()
+
+
+def test_a_clouds_declared_sla_is_what_its_agent_declares(tmp_path: Path) -> None:
+    calls = run(script(spot=False, spot_price=None, declared_sla=0.995,
+                       python=str(tmp_path / "fakes" / "python3")), tmp_path)
+    argv = agent_argv(calls)
+    assert argv[argv.index("--declare-sla") + 1] == "0.995"
+    assert "--declare-sla" not in script()  # none declared: the agent declares none

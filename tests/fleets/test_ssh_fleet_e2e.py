@@ -103,7 +103,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
             "fleets", "add", "rack", "--ssh", made.ssh(0), "--ssh", made.ssh(1),
             "--ssh", made.ssh(1, wrong), "--ssh", made.ssh(0, closed), *args,
             "--agent-python", sys.executable, "--price-per-hour", str(PRICE),
-            "--hosts-reach-each-other", "--timeout", JOIN_TIMEOUT, "--json")
+            "--hosts-reach-each-other", "--declare-sla", "99.5%", "--timeout", JOIN_TIMEOUT,
+            "--json")
         yield made
     finally:
         cluster.close()
@@ -131,8 +132,8 @@ def test_add_reports_each_host_and_the_good_ones_join(fleet: Fleet) -> None:
 
 def test_the_hosts_are_nodes_verified_at_the_fleets_price(fleet: Fleet) -> None:
     [listed] = fleet.listing()
-    assert (listed["name"], listed["price_per_hour"], listed["network"]) == (
-        "rack", PRICE, "fleet:rack")
+    assert (listed["name"], listed["price_per_hour"], listed["network"],
+            listed["declared_sla"]) == ("rack", PRICE, "fleet:rack", 0.995)
     assert [h["ssh"] for h in listed["hosts"]] == [fleet.ssh(0), fleet.ssh(1)]
     nodes = {n.id: n for n in fleet.exchange.client.nodes()}
     for host in listed["hosts"]:
@@ -141,6 +142,7 @@ def test_the_hosts_are_nodes_verified_at_the_fleets_price(fleet: Fleet) -> None:
         assert node.price == PRICE and node.connected
         assert node.capabilities is not None
         assert (node.capabilities.provider, node.capabilities.network) == ("rack", "fleet:rack")
+        assert node.reliability is not None and node.reliability.declared == 0.995
     table = fleet.bourse("fleets")
     assert table.returncode == 0 and "rack" in table.stdout and fleet.ssh(0) in table.stdout
 
@@ -306,6 +308,7 @@ def test_remove_drains_a_host_then_waits_for_the_last_ones_work_and_forces_it(
     (["--ssh", "root@10.0.0.5"], "needs --price-per-hour"),
     (["--ssh", "root@fd00::5"], "IPv6 address in brackets"),
     (["--ssh", "root@10.0.0.5", "--price-per-hour", "0"], "above 0"),
+    (["--ssh", "root@10.0.0.5", "--price-per-hour", "1", "--declare-sla", "101%"], "101%"),
 ])
 def test_bad_input_gets_a_clear_error(tmp_path: Path, args: list[str], says: str) -> None:
     env = {**os.environ, "BOURSE_URL": "http://127.0.0.1:9", "BOURSE_TOKEN": "bse_u_x",

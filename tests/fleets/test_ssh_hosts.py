@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bourse.cli.fleets import Terms
 from bourse.cli.fleets import joining_fleet as existing_or_new
 from bourse.core.errors import InvalidInput
 from bourse.fleets.hosts import SshHost, SshOptions, explain, parse_host, ssh_argv
@@ -104,12 +105,18 @@ def test_the_scripts_are_valid_sh_and_the_token_is_only_in_its_heredoc(
     assert lines == [TOKEN]  # its own line, between the heredoc's markers
     assert "--token-file" in script and "--token " not in script
     assert ("--network fleet:rack" in script) is (agent.network is not None)
+    assert "--declare-sla" not in script
+
+
+def test_a_fleet_that_declares_an_sla_starts_its_agents_declaring_it() -> None:
+    assert "--declare-sla 0.995" in install_script(_agent(declared_sla=0.995))
 
 
 @pytest.mark.parametrize("change", [
     {"token": "two\nlines"}, {"server_url": "ftp://x"}, {"node_name": "a b"},
     {"version": "latest"}, {"wheel": "other-1.0-py3-none-any.whl"},
-    {"agent_python": "/x'; rm -rf /"}, {"network": "a b"},
+    {"agent_python": "/x'; rm -rf /"}, {"network": "a b"}, {"declared_sla": 0.0},
+    {"declared_sla": 1.5}, {"declared_sla": float("nan")},
 ])
 def test_bad_script_values_are_refused(change: dict[str, object]) -> None:
     with pytest.raises(ValueError):
@@ -179,15 +186,18 @@ def test_hosts_join_an_existing_fleet_at_its_price_and_only_once(
     monkeypatch.setenv("BOURSE_HOME", str(tmp_path))
     url, host = "http://a", SshHost("u", "h1")
     with pytest.raises(InvalidInput, match="needs --price-per-hour"):
-        existing_or_new(url, "rack", None, "on-prem", False, [host])
-    fleet = existing_or_new(url, "rack", 1.5, "on-prem", True, [host])
+        existing_or_new(url, "rack", Terms(None, "on-prem", False), [host])
+    fleet = existing_or_new(url, "rack", Terms(1.5, "on-prem", True, 0.995), [host])
     fleet.hosts.append(FleetHost(host.label, "rack-h1", "n-1"))
     save(fleet)
-    again = existing_or_new(url, "rack", None, "elsewhere", False, [SshHost("u", "h2")])
-    assert (again.price_per_hour, again.region, again.reach_each_other) == (
-        1.5, "on-prem", True)  # the fleet's, whatever this command said
+    again = existing_or_new(url, "rack", Terms(None, "elsewhere", False), [SshHost("u", "h2")])
+    assert (again.price_per_hour, again.region, again.reach_each_other, again.declared_sla) == (
+        1.5, "on-prem", True, 0.995)  # the fleet's, whatever this command said
     with pytest.raises(InvalidInput, match=r"priced at \$1\.50/h"):
-        existing_or_new(url, "rack", 2.0, "on-prem", False, [SshHost("u", "h2")])
+        existing_or_new(url, "rack", Terms(2.0, "on-prem", False), [SshHost("u", "h2")])
+    with pytest.raises(InvalidInput, match=r"declares 99\.50%") as refused:
+        existing_or_new(url, "rack", Terms(None, "on-prem", False, 0.9), [SshHost("u", "h2")])
+    assert refused.value.field == "--declare-sla"
     with pytest.raises(InvalidInput, match="is in fleet rack already"):
-        existing_or_new(url, "other", 1.0, "on-prem", False, [host])
-    assert existing_or_new("http://b", "other", 1.0, "on-prem", False, [host]).hosts == []
+        existing_or_new(url, "other", Terms(1.0, "on-prem", False), [host])
+    assert existing_or_new("http://b", "other", Terms(1.0, "on-prem", False), [host]).hosts == []

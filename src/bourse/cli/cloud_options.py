@@ -9,7 +9,7 @@ import click
 
 from bourse.core.errors import InvalidInput
 from bourse.core.gpus import catalogue
-from bourse.core.units import parse_duration
+from bourse.core.units import parse_duration, parse_share
 from bourse.server.config import CLOUDS, CloudsConfig, KubeSettings
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -18,7 +18,8 @@ MAX_TIMEOUT_S = 30 * 86400.0
 
 def cloud_options(func: F) -> F:
     """Add --cloud, --idle-timeout, --boot-timeout, --agent-url, --aws-regions, --aws-image,
-    --lambda-regions, --lambda-ssh-key, --lambda-image."""
+    --lambda-regions, --lambda-ssh-key, --lambda-image, the --kube-* options and
+    --cloud-sla."""
     options = [
         click.option("--cloud", "clouds", multiple=True, envvar="BOURSE_CLOUDS",
                      show_envvar=True,
@@ -77,6 +78,10 @@ def cloud_options(func: F) -> F:
                      show_envvar=True, help="A pod still Pending this long (no node has "
                      "room, the autoscaler does not scale) is deleted and the job tries the "
                      "next offer."),
+        click.option("--cloud-sla", metavar="CLOUD=SHARE,...", envvar="BOURSE_CLOUD_SLA",
+                     show_envvar=True, help="The availability each cloud declares for its "
+                     "machines (aws=99.5%,kubernetes=0.99): its launched nodes declare it, "
+                     "and `bourse nodes show` sets it beside what was measured."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -86,7 +91,7 @@ def cloud_options(func: F) -> F:
 CLOUD_KEYS = ("clouds", "idle_timeout", "boot_timeout", "agent_url", "aws_regions",
               "aws_image", "lambda_regions", "lambda_ssh_key", "lambda_image", "kubeconfig",
               "kube_context", "kube_namespace", "kube_gpu_price", "kube_image",
-              "kube_pending_timeout")
+              "kube_pending_timeout", "cloud_sla")
 
 
 def pop_cloud_options(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -108,7 +113,8 @@ def clouds_config(*, clouds: tuple[str, ...], idle_timeout: str, boot_timeout: s
                   lambda_image: str | None = None, kubeconfig: str | None = None,
                   kube_context: str | None = None, kube_namespace: str | None = None,
                   kube_gpu_price: str | None = None, kube_image: str | None = None,
-                  kube_pending_timeout: str = "10m") -> CloudsConfig:
+                  kube_pending_timeout: str = "10m",
+                  cloud_sla: str | None = None) -> CloudsConfig:
     names = tuple(dict.fromkeys(n.strip().lower() for c in clouds for n in c.split(",")
                                 if n.strip()))
     for name in names:
@@ -133,7 +139,27 @@ def clouds_config(*, clouds: tuple[str, ...], idle_timeout: str, boot_timeout: s
                                             "lambda": _regions(lambda_regions)}),
                         image=_per_cloud({"aws": aws_image, "lambda": lambda_image,
                                           "kubernetes": kube_image}),
-                        ssh_key=_per_cloud({"lambda": lambda_ssh_key}), kube=kube)
+                        ssh_key=_per_cloud({"lambda": lambda_ssh_key}), kube=kube,
+                        sla=declared_slas(cloud_sla))
+
+
+def declared_slas(text: str | None) -> tuple[tuple[str, float], ...]:
+    """``aws=99.5%,kubernetes=0.99`` as (cloud, share) pairs."""
+    out: dict[str, float] = {}
+    for part in (p.strip() for p in (text or "").split(",")):
+        if not part:
+            continue
+        name, sep, share = part.partition("=")
+        name = name.strip().lower()
+        if not sep or name not in CLOUDS:
+            raise click.BadParameter(f"{part!r} is not CLOUD=SHARE with a cloud of "
+                                     f"{', '.join(CLOUDS)} (e.g. aws=99.5%)",
+                                     param_hint="--cloud-sla")
+        try:
+            out[name] = parse_share(share.strip(), field="--cloud-sla")
+        except InvalidInput as exc:
+            raise click.BadParameter(f"{part!r}: {exc}", param_hint="--cloud-sla") from exc
+    return tuple(sorted(out.items()))
 
 
 def _duration(text: str, flag: str, at_most: float) -> float:
@@ -186,7 +212,8 @@ def server_args(options: dict[str, Any]) -> list[str]:
                       ("kubeconfig", "--kubeconfig"), ("kube_context", "--kube-context"),
                       ("kube_namespace", "--kube-namespace"),
                       ("kube_gpu_price", "--kube-gpu-price"), ("kube_image", "--kube-image"),
-                      ("kube_pending_timeout", "--kube-pending-timeout")):
+                      ("kube_pending_timeout", "--kube-pending-timeout"),
+                      ("cloud_sla", "--cloud-sla")):
         if options.get(key):
             args += [flag, str(options[key])]
     return args

@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -26,7 +26,7 @@ from bourse.cli.render import echo_json, money, table
 from bourse.cli.suggest import SuggestingGroup
 from bourse.core.agent_values import LABEL, PYTHON
 from bourse.core.errors import BourseError, InvalidInput
-from bourse.core.units import parse_duration
+from bourse.core.units import parse_duration, parse_share
 from bourse.fleets import join as joins
 from bourse.fleets import ssh as fleet_ssh
 from bourse.fleets import store as fleet_store
@@ -116,6 +116,10 @@ def _node_json(node: NodeView | None) -> dict[str, object]:
               help="Where the hosts are (a site name): jobs whose data lives there prefer it.")
 @click.option("--hosts-reach-each-other", is_flag=True,
               help="The hosts reach each other (one network): multi-node jobs may span them.")
+@click.option("--declare-sla", metavar="SHARE",
+              help="The availability the fleet promises for its hosts (99.5% or 0.995): "
+                   "each node declares it, and `bourse nodes show` sets it beside what was "
+                   "measured.")
 @click.option("--agent-python", metavar="PATH",
               help="An interpreter on the hosts that has bourse[agent] at the coordinator's "
                    "version already; default: install it in ~/.bourse/agent-venv.")
@@ -128,8 +132,8 @@ def _node_json(node: NodeView | None) -> dict[str, object]:
 @handles_errors
 def add(name: str, targets: tuple[str, ...], identity: Path | None, ssh_config: Path | None,
         accept_new_host_keys: bool, price_per_hour: float | None, region: str,
-        hosts_reach_each_other: bool, agent_python: str | None, wheel: Path | None,
-        timeout: str, as_json: bool) -> None:
+        hosts_reach_each_other: bool, declare_sla: str | None, agent_python: str | None,
+        wheel: Path | None, timeout: str, as_json: bool) -> None:
     """Install the agent on each host over SSH, enrol it, start it (a systemd service where
     systemd runs and the user is root, else a detached process), and report each host."""
     fleet_store.check_name(name)
@@ -137,11 +141,12 @@ def add(name: str, targets: tuple[str, ...], identity: Path | None, ssh_config: 
     options = SshOptions(identity=identity, config=ssh_config, accept_new=accept_new_host_keys)
     options.check()
     _check_add(region, agent_python, price_per_hour)
+    sla = None if declare_sla is None else parse_share(declare_sla, field="--declare-sla")
     timeout_s = parse_duration(timeout, field="--timeout")
     fleet_ssh.require_client()
     with seam.open_client() as client:
-        fleet = joining_fleet(client.url, name, price_per_hour, region, hosts_reach_each_other,
-                              hosts)
+        fleet = joining_fleet(client.url, name, Terms(price_per_hour, region,
+                                                      hosts_reach_each_other, sla), hosts)
         tokens = [client.create_enrollment(name=joins.node_name(name, h),
                                            expires_in_s=joins.TOKEN_LIFE_S,
                                            price_per_hour=fleet.price_per_hour)
@@ -153,7 +158,8 @@ def add(name: str, targets: tuple[str, ...], identity: Path | None, ssh_config: 
                            hint="upgrade the coordinator first")
     join = Join(fleet=name, region=fleet.region, network=fleet.network, ssh=options,
                 timeout_s=timeout_s, version=version, agent_python=agent_python,
-                wheel=None if agent_python else find_wheel(version, wheel))
+                wheel=None if agent_python else find_wheel(version, wheel),
+                declared_sla=fleet.declared_sla)
     reports = _each(list(zip(hosts, tokens, strict=True)),
                     lambda pair: _join_one(join, pair[0], pair[1]))
     now = time.time()
@@ -187,8 +193,17 @@ def _check_add(region: str, agent_python: str | None, price: float | None) -> No
                            "10000", field="--price-per-hour")
 
 
-def joining_fleet(url: str, name: str, price: float | None, region: str, reach: bool,
-           hosts: list[SshHost]) -> Fleet:
+@dataclass(frozen=True)
+class Terms:
+    """What ``fleets add`` was told of the fleet (None: not given)."""
+
+    price: float | None
+    region: str
+    reach: bool
+    sla: float | None = None
+
+
+def joining_fleet(url: str, name: str, terms: Terms, hosts: list[SshHost]) -> Fleet:
     """The fleet the hosts join: the one of that name, or a new one."""
     fleets = fleet_store.load(url)
     for other in fleets:
@@ -199,16 +214,21 @@ def joining_fleet(url: str, name: str, price: float | None, region: str, reach: 
                                                        f"--host {host.label} first")
     fleet = next((f for f in fleets if f.name == name), None)
     if fleet is None:
-        if price is None:
+        if terms.price is None:
             raise InvalidInput("a new fleet needs --price-per-hour: what each host costs per "
                                "hour, in $", field="--price-per-hour",
                                hint="the exchange never sells a node at $0 by default")
-        return Fleet(name=name, exchange=url, price_per_hour=price, region=region,
-                     reach_each_other=reach, created_at=time.time())
-    if price is not None and price != fleet.price_per_hour:
+        return Fleet(name=name, exchange=url, price_per_hour=terms.price, region=terms.region,
+                     reach_each_other=terms.reach, created_at=time.time(),
+                     declared_sla=terms.sla)
+    if terms.price is not None and terms.price != fleet.price_per_hour:
         raise InvalidInput(f"fleet {name} is priced at ${money(fleet.price_per_hour)}/h",
                            field="--price-per-hour", hint="leave it out to add hosts at that "
                                                          "price")
+    if terms.sla is not None and terms.sla != fleet.declared_sla:
+        declared = "no SLA" if fleet.declared_sla is None else f"{fleet.declared_sla:.2%}"
+        raise InvalidInput(f"fleet {name} declares {declared}", field="--declare-sla",
+                           hint="leave it out to add hosts under the fleet's declaration")
     return fleet
 
 

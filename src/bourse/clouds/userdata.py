@@ -126,12 +126,13 @@ def user_data(*, server_url: str, enrol_token: str, node_name: str, version: str
               provider: str, region: str, zone: str | None, instance_type: str, spot: bool,
               spot_price: float | None, price: float | None, python: str = "python3",
               metadata_url: str | None = None, gpus: str | None = None,
-              network: str | None = None) -> str:
+              network: str | None = None, declared_sla: float | None = None) -> str:
     """The boot script of one launched instance (see the module's docstring). ``gpus``: what
     the offer claims (``h100-80gb:8``), declared by the agent so verification checks it.
     ``network``: a gang member's ``--network``; its ``--address`` is left to the agent's
     default, the address the machine reaches the coordinator from (on a cloud, its private
-    address, which its gang peers in the same network reach)."""
+    address, which its gang peers in the same network reach). ``declared_sla``: the
+    availability its cloud declares (``--cloud-sla``), passed on as ``--declare-sla``."""
     check_values(server_url, enrol_token, node_name, version, python)
     if network is not None and not NETWORK.match(network):
         raise InvalidInput(f"network {network!r}: use 1-128 letters, digits, '.', '_', ':', "
@@ -147,10 +148,13 @@ def user_data(*, server_url: str, enrol_token: str, node_name: str, version: str
         # a cluster's pods may be free (price 0); a spot bid never is
         if amount is not None and not (math.isfinite(amount) and least < amount <= 10_000):
             raise InvalidInput(f"{field} {amount!r} is not a price in $/h", field=field)
+    if declared_sla is not None and not (math.isfinite(declared_sla) and 0 < declared_sla <= 1):
+        raise InvalidInput(f"declared_sla {declared_sla!r} is not a share in (0, 1]",
+                           field="declared_sla")
     args = agent_args(server_url=server_url, node_name=node_name, provider=provider,
                       region=region, spot=spot, spot_price=spot_price or price,
                       metadata_url=None if metadata_url is None else _metadata(metadata_url),
-                      gpus=gpus, network=network)
+                      gpus=gpus, network=network, declared_sla=declared_sla)
     script = "".join((
         HEAD.format(server=server_url, name=node_name, provider=provider, region=region,
                     zone=zone or "(any zone)", instance_type=instance_type,
@@ -167,7 +171,8 @@ def user_data(*, server_url: str, enrol_token: str, node_name: str, version: str
 
 def agent_args(*, server_url: str, node_name: str, provider: str, region: str, spot: bool,
                spot_price: float | None, metadata_url: str | None,
-               gpus: str | None = None, network: str | None = None) -> list[str]:
+               gpus: str | None = None, network: str | None = None,
+               declared_sla: float | None = None) -> list[str]:
     """``bourse agent``'s options past the token file and the work dir."""
     args = ["--server", server_url.rstrip("/"), "--name", node_name, "--provider", provider,
             "--region", region]
@@ -175,6 +180,8 @@ def agent_args(*, server_url: str, node_name: str, provider: str, region: str, s
         args += ["--declare-gpus", gpus]
     if network is not None:
         args += ["--network", network]
+    if declared_sla is not None:
+        args += ["--declare-sla", f"{declared_sla:g}"]
     if spot:
         args += ["--interruptible", "--spot-notice", "imds"]
         if spot_price is not None:

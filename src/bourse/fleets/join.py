@@ -55,6 +55,7 @@ class Join:
     version: str  # the coordinator's: what the agents run
     wheel: Path | None = None  # copied to the host, unless agent_python
     agent_python: str | None = None
+    declared_sla: float | None = None  # the availability the fleet declares
 
 
 def node_name(fleet: str, host: SshHost) -> str:
@@ -79,7 +80,8 @@ def join(client: Client, join: Join, host: SshHost, token: EnrollmentToken,
         server_url=client.url, token=token.token, node_name=name,
         version=join.version, fleet=join.fleet, region=join.region,
         network=join.network, agent_python=join.agent_python,
-        wheel=None if join.wheel is None else join.wheel.name))
+        wheel=None if join.wheel is None else join.wheel.name,
+        declared_sla=join.declared_sla))
     ran = fleet_ssh.run_script(host, join.ssh, script)
     if ran.unreachable:
         return _failed(report, "connect", *ran.why())

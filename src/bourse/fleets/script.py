@@ -14,6 +14,7 @@ WHY`` (exit 3), which :func:`outcome` reads back. Every value is checked and quo
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from dataclasses import dataclass
@@ -161,6 +162,7 @@ class HostAgent:
     network: str | None = None  # the fleet's, when its hosts reach each other
     agent_python: str | None = None  # an interpreter on the host that has bourse[agent]
     wheel: str | None = None  # the wheel's file name in ~/.bourse/wheels
+    declared_sla: float | None = None  # the fleet's declared availability, 0..1
 
 
 def install_script(agent: HostAgent) -> str:
@@ -181,6 +183,10 @@ def install_script(agent: HostAgent) -> str:
             "--provider", agent.fleet, "--region", agent.region]
     if agent.network is not None:
         args += ["--network", agent.network]
+    if agent.declared_sla is not None:
+        if not (math.isfinite(agent.declared_sla) and 0 < agent.declared_sla <= 1):
+            raise ValueError(f"declared sla {agent.declared_sla!r} is not a share in (0, 1]")
+        args += ["--declare-sla", f"{agent.declared_sla:g}"]
     return "".join((
         HEAD, PREPARE,
         INSTALL.format(version=shlex.quote(agent.version), version_text=agent.version,

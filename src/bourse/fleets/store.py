@@ -43,6 +43,7 @@ class Fleet:
     reach_each_other: bool = False
     hosts: list[FleetHost] = field(default_factory=list)
     created_at: float = 0.0
+    declared_sla: float | None = None  # the availability its hosts declare (--declare-sla)
 
     @property
     def network(self) -> str | None:

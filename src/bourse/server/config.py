@@ -100,6 +100,7 @@ class CloudsConfig:
     image: tuple[tuple[str, str], ...] = ()  # per cloud, the machine image to boot
     ssh_key: tuple[tuple[str, str], ...] = ()  # per cloud, the SSH key name a launch needs
     kube: KubeSettings = field(default_factory=KubeSettings)
+    sla: tuple[tuple[str, float], ...] = ()  # per cloud, the availability it declares
     reconcile_every_s: float = 60.0
     max_tries: int = 12  # launch calls per job and pass before it waits for blocks to expire
 
@@ -123,6 +124,9 @@ class CloudsConfig:
 
     def ssh_key_of(self, cloud: str) -> str | None:
         return dict(self.ssh_key).get(cloud)
+
+    def sla_of(self, cloud: str) -> float | None:
+        return dict(self.sla).get(cloud)
 
 
 @dataclass(frozen=True)
