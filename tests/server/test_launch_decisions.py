@@ -109,3 +109,18 @@ def test_a_gangs_places_have_a_zone() -> None:
     one, _ = candidates(Compute(gpu="a100:8"), match(Compute(gpu="a100:8"), zoneless), [],
                         blocks=[], now=1.0)
     assert one  # a one-node job takes a zone-less offer
+
+
+def test_at_one_price_the_cloud_that_delivered_more_launches_is_tried_first() -> None:
+    [offer] = [o for o in catalog_offers(("aws",)) if o.region == "us-east-1"
+               and o.instance_type == "p4d.24xlarge" and o.zone is not None][:1]
+    shaky = replace(offer, id="a-shaky", sla=0.5)  # sorts first by id
+    sure = replace(offer, id="z-sure", provider="lambda", sla=0.98)
+    unmeasured = replace(offer, id="m-new", provider="kubernetes", sla=None)
+    compute = Compute(gpu="a100:8", spot="never")
+    tries, _ = candidates(compute, match(compute, [shaky, unmeasured, sure]), [], blocks=[],
+                          now=1.0)
+    assert [m.offer.id for m in tries] == ["z-sure", "a-shaky", "m-new"]
+    cheaper = replace(unmeasured, id="m-cheap", price=offer.price - 1.0)  # price comes first
+    tries, _ = candidates(compute, match(compute, [sure, cheaper]), [], blocks=[], now=1.0)
+    assert [m.offer.id for m in tries] == ["m-cheap", "z-sure"]

@@ -372,7 +372,8 @@ class OfferView(Wire):
     gpu_memory_mib: int | None = None  # per GPU (a MIG slice: its own)
     gpu_slice: str | None = None  # MIG slices of ``gpu``: their profile ("1g.18gb")
     zone: str | None = None  # a launchable offer's availability zone, where its cloud has one
-    sla: float | None = None  # a node's measured reliability score (docs/market.md)
+    sla: float | None = None  # a node's measured reliability score, or a launchable offer's
+    # cloud's measured launch success rate (docs/market.md, "Measured reliability")
 
 
 class OfferList(Wire):

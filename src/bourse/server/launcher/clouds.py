@@ -1,5 +1,7 @@
 """The clouds a coordinator launches on: their providers, whether each may launch now, and
-the catalogue offers they can launch (``bourse clouds`` shows it)."""
+the catalogue offers they can launch (``bourse clouds`` shows it). A launchable offer's
+``sla`` is its cloud's measured launch success rate (``rate``), so that placement ranks and
+``min_reliability`` filters launches by what each cloud delivered."""
 
 from __future__ import annotations
 
@@ -50,6 +52,8 @@ class Clouds:
                                           for name in self.providers}
         self._index: tuple[tuple[str, ...], OfferIndex] | None = None
         self._pending: tuple[tuple[str, ...], OfferIndex] | None = None
+        self.rates: dict[str, float] = {}  # per cloud, its measured launch success rate
+        self._rated: dict[str, tuple[list[Offer], float, list[Offer]]] = {}
 
     @classmethod
     def from_config(cls, config: CloudsConfig) -> Clouds:
@@ -99,7 +103,26 @@ class Clouds:
 
     def offers(self, clouds: tuple[str, ...] | None = None) -> list[Offer]:
         names = self.enabled if clouds is None else tuple(c for c in self.enabled if c in clouds)
-        return [o for name in names for o in self._offers.get(name, [])]
+        return [o for name in names for o in self._of(name)]
+
+    def rate(self, rates: Mapping[str, float | None]) -> None:
+        """Each cloud's launch success rate (None: not measured yet), set as the ``sla`` of
+        its offers; the index is made again when a rate changed."""
+        known = {n: r for n, r in rates.items() if r is not None and n in self.providers}
+        if known != self.rates:
+            self.rates = known
+            self._index = self._pending = None
+
+    def _of(self, name: str) -> list[Offer]:
+        """The cloud's offers, scored with its rate (made once per listing and rate)."""
+        raw, rate = self._offers.get(name, []), self.rates.get(name)
+        if rate is None:
+            return raw
+        made = self._rated.get(name)
+        if made is None or made[0] is not raw or made[1] != rate:
+            made = (raw, rate, [replace(o, sla=rate) for o in raw])
+            self._rated[name] = made
+        return made[2]
 
     def index(self) -> OfferIndex:
         """The launchable offers of the enabled clouds, indexed (made again when the set of
@@ -123,7 +146,7 @@ class Clouds:
 
     def _unchecked_index(self, names: tuple[str, ...]) -> OfferIndex:
         if self._pending is None or self._pending[0] != names:
-            self._pending = (names, OfferIndex([o for n in names for o in self._offers[n]]))
+            self._pending = (names, OfferIndex([o for n in names for o in self._of(n)]))
         return self._pending[1]
 
     def pending_timeouts(self) -> dict[str, float]:

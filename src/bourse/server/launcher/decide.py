@@ -4,7 +4,8 @@
 terminate, and whether to block its offer); ``broken_gang``: the members a gang that never came
 up whole ends with. ``candidates``: the places to try for a job, best first: the job's matches
 under its spot policy, and under ``prefer`` the on-demand side of each offer after them by
-price, less what is blocked.
+price (then by the cloud's measured launch success rate, the offer's ``sla``), less what is
+blocked.
 """
 
 from __future__ import annotations
@@ -121,7 +122,8 @@ def candidates(compute: Compute, found: Sequence[Match], on_demand: Sequence[Mat
     seen: set[tuple[str, bool]] = set()
     tries: list[Match] = []
     blocked: list[Match] = []
-    for m in sorted(pool, key=lambda m: (m.price, m.offer.id, not m.spot)):
+    for m in sorted(pool, key=lambda m: (m.price, -(m.offer.sla or 0.0), m.offer.id,
+                                         not m.spot)):
         if (m.offer.id, m.spot) in seen or (clouds is not None and m.offer.provider not in clouds):
             continue
         if compute.num_nodes > 1 and m.offer.zone is None:

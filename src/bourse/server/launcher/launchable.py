@@ -27,6 +27,7 @@ class Launchable:
 async def launchable(launcher: Launcher, compute: Compute, project_id: str,
                      limit: int, explain_all: bool) -> Launchable:
     now = launcher.clock()
+    await launcher.rate(now)
     async with launcher.db.read() as session:
         blocks = await launches.blocks(session, now)
         project = await session.get(Project, project_id)

@@ -53,7 +53,7 @@ from bourse.server.launcher.clouds import REFRESH_EVERY_S, RELIST_AFTER_S, Cloud
 from bourse.server.launcher.decide import THROTTLE_BACKOFF_S, try_of
 from bourse.server.launcher.reconcile import RESTART_GRACE_S, reconcile
 from bourse.server.notifier import Notifier
-from bourse.server.services import launches
+from bourse.server.services import launch_figures, launches
 from bourse.server.services.capacity import live_capacity
 from bourse.server.services.jobs import active_attempt_states
 from bourse.server.services.lifecycle import set_job_state
@@ -62,6 +62,7 @@ from bourse.server.services.specs import spec_of
 log = logging.getLogger(__name__)
 WAITING_PER_TICK = 8
 SEARCHED = 50  # matches asked of the clouds' index before the project's rules narrow them
+RATE_EVERY_S = 60.0  # the clouds' launch success rates are read again this often
 CRASH_AT = "BOURSE_TEST_CRASH_AT"  # fault tests: die at a step of a launch (docs/clouds.md)
 
 UserData = Callable[..., str]
@@ -98,6 +99,7 @@ class Launcher:
         self.notes: dict[str, str] = {}  # shape -> why its jobs wait although clouds are on
         self._wake = asyncio.Event()
         self._exchange: str | None = None
+        self._rated_at = -RATE_EVERY_S
         self.started_at = clock()  # launches requested before have no call in progress
 
     def kick(self) -> None:
@@ -228,6 +230,7 @@ class Launcher:
         if not jobs:
             return
         await self.clouds.relist(RELIST_AFTER_S)  # a cluster's nodes, as they are now
+        await self.rate(now)
         async with self.db.read() as session:
             rooms = await live_capacity(session, self.config.allow_unverified)
             blocks = await launches.blocks(session, now)
@@ -239,6 +242,14 @@ class Launcher:
             if fits_any(compute, [r for r in rooms if r.node.serves(job.project_id)]):
                 continue  # placement's: a node that serves its project has room for it
             await self._launch_for(job, projects.get(job.project_id), blocks, report)
+
+    async def rate(self, now: float) -> None:
+        """The clouds' launch success rates onto their offers (read every RATE_EVERY_S)."""
+        if self._rated_at <= now < self._rated_at + RATE_EVERY_S:
+            return
+        self._rated_at = now
+        async with self.db.read() as session:
+            self.clouds.rate(await launch_figures.success_rates(session, now))
 
     def places(self, compute: Compute, project: Project | None, blocks: list[LaunchBlock],
                wanted: int = SEARCHED) -> tuple[list[Match], list[Match], list[Match],
@@ -352,12 +363,14 @@ class Launcher:
         launch, node = requested.launch, requested.node
         offer = place.offer
         url = self.config.clouds.agent_url or self.config.url
+        sla = self.config.clouds.sla_of(offer.provider)
         text = self.user_data(
             server_url=url, enrol_token=requested.enrol_secret, node_name=node.name,
             version=__version__, provider=offer.provider, region=offer.region,
             zone=offer.zone, instance_type=offer.instance_type, spot=place.spot,
             spot_price=place.price if place.spot else None, price=place.price,
-            **({"network": network} if network is not None else {}))
+            **({"network": network} if network is not None else {}),
+            **({"declared_sla": sla} if sla is not None else {}))
         return LaunchSpec(launch_id=launch.id, exchange_id=await self.exchange_id(),
                           node_id=node.id, project_id=launch.project_id, region=offer.region,
                           instance_type=offer.instance_type, user_data=text,

@@ -26,6 +26,12 @@ async def launch_figures(session: AsyncSession, now: float,
                     for r in rows.all()), now, window_s)
 
 
+async def success_rates(session: AsyncSession, now: float) -> dict[str, float | None]:
+    """Per provider, its launch success rate over the window (the ``sla`` of its launchable
+    offers: ``Clouds.rate``)."""
+    return {name: f.success_rate for name, f in (await launch_figures(session, now)).items()}
+
+
 def view_of(found: LaunchFigures | None, window_s: float = WINDOW_S) -> LaunchFiguresView:
     """The wire view (a cloud with no launch in the window has all zeros)."""
     if found is None:
