@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from bourse.core.reliability import MIN_OBSERVED_S, NodeRecord, against_declared, describe, measure
+from bourse.core.reliability import (
+    MIN_OBSERVED_S,
+    NodeRecord,
+    against_declared,
+    combine,
+    common_declared,
+    describe,
+    measure,
+)
 
 DAY = 86400.0
 
@@ -61,3 +69,23 @@ def test_a_declared_sla_is_said_beside_the_score() -> None:
     young = measure(NodeRecord(enrolled_at=0, up_s=60, up_since=None, ended=0, interrupted=0,
                                work_s=0), now=60)
     assert against_declared(0.99, young) == "declared 99.0%; not measured yet"
+
+
+def test_a_providers_nodes_add_up_weighted_by_how_long_each_was_watched() -> None:
+    old = measure(record(up_s=9 * DAY, ended=10, interrupted=1, work_s=3 * 3600.0), 10 * DAY)
+    new = measure(record(enrolled_at=9 * DAY, up_since=9 * DAY, ended=10, work_s=3600.0),
+                  10 * DAY)  # watched 1 day, all of it up
+    both = combine([old, new])
+    assert both.observed_s == 11 * DAY and both.availability == pytest.approx(10 / 11)
+    assert (both.ended, both.interrupted, both.work_h) == (20, 1, pytest.approx(4.0))
+    assert both.score == pytest.approx(10 / 11 * 0.95)
+    assert both.interruptions_per_hour == pytest.approx(0.25)
+    assert combine([]).score is None and combine([]).availability == 0.0
+    young = combine([measure(record(up_since=0.0), 1000.0)] * 3)  # 50 min watched together
+    assert young.score is None
+
+
+def test_a_provider_declares_the_sla_its_nodes_agree_on() -> None:
+    assert common_declared([0.99, None, 0.99]) == 0.99
+    assert common_declared([None, None]) is None
+    assert common_declared([0.99, 0.995]) is None  # they disagree: no one promise to hold

@@ -53,11 +53,12 @@ class Clock:
 
 def capabilities(cpus: int = 2, memory_gib: float = 8.0, gpus: int = 0,
                  gpu: GpuInfo = A100, *, network: str | None = None,
-                 address: str | None = None) -> Capabilities:
+                 address: str | None = None, provider: str | None = None) -> Capabilities:
     return Capabilities(hostname="test-host", cpus=cpus, memory_gib=memory_gib,
                         disk_free_gib=100.0, gpus=[gpu] * gpus,
                         driver="550.54.15" if gpus else None, os="Linux", python="3.11",
-                        agent_version="test", network=network, address=address)
+                        agent_version="test", network=network, address=address,
+                        provider=provider)
 
 
 def job_spec(command: list[str] | None = None, **extra: Any) -> dict[str, Any]:

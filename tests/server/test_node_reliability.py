@@ -5,16 +5,23 @@ node interrupted, published in ``GET /nodes/{id}`` and ``/metrics``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 import pytest
+from click.testing import CliRunner
 from fake_agent import FakeAgent
 from server_harness import Live, place_job, until_disconnected
 
+from bourse.cli.main import cli
 from bourse.core.hardware import Declared
 from bourse.core.reliability import MIN_OBSERVED_S
+from bourse.core.states import NodeState
+from bourse.server.db.schema import Node
 from bourse.server.services.liveness import grace_after_start
+from bourse.server.services.reliability import WINDOW_S
 
 pytestmark = pytest.mark.anyio
 Factory = Callable[..., Any]
@@ -169,3 +176,45 @@ async def test_a_bad_min_reliability_is_refused_at_submit(live: Live) -> None:
     answer = await live.exchange.client.post("/api/v1/jobs", json={
         "command": ["true"], "compute": {"min_reliability": "sometimes"}})
     assert answer.status_code == 422 and "min_reliability" in answer.text
+
+
+async def test_each_providers_nodes_are_measured_together_beside_what_it_declared(
+        live: Live, agent_factory: Factory) -> None:
+    exchange = live.exchange
+    steady: FakeAgent = await agent_factory("rack-a", provider="rack",
+                                            declared=Declared(sla=0.99))
+    flaky: FakeAgent = await agent_factory("rack-b", provider="rack",
+                                           declared=Declared(sla=0.99))
+    plain: FakeAgent = await agent_factory("lone")  # its agent named no provider
+    gone: FakeAgent = await agent_factory("old", provider="rack")
+    await gone.close()
+    await until_disconnected(exchange, gone.node_id)
+    async with exchange.state.db.write() as session:  # ended long ago: out of the window
+        node = await session.get(Node, gone.node_id)
+        assert node is not None
+        node.state, node.last_seen = NodeState.TERMINATED.value, exchange.clock() - WINDOW_S - 1
+    await there_then_away(live, flaky, 1800)  # half of its hour connected, the other all of it
+    answer = await exchange.client.get("/api/v1/providers")
+    assert answer.status_code == 200, answer.text
+    found = {p["provider"]: p for p in answer.json()["providers"]}
+    assert sorted(found) == ["node", "rack"] and found["rack"]["nodes"] == 2
+    rack = found["rack"]["reliability"]
+    assert rack["observed_s"] == pytest.approx(7200, abs=10)
+    assert rack["availability"] == pytest.approx(0.75, abs=0.01)
+    assert rack["score"] == pytest.approx(0.75, abs=0.01)
+    assert (rack["declared"], rack["meets_declared"]) == (0.99, False)
+    assert found["node"]["reliability"]["declared"] is None
+    text = (await exchange.client.get("/metrics")).text
+    figure = re.search(r'^bourse_provider_availability\{provider="rack"\} (\S+)$', text, re.M)
+    assert figure is not None and float(figure.group(1)) == pytest.approx(0.75, abs=0.01)
+    assert 'bourse_provider_declared_sla{provider="rack"} 0.99' in text
+    assert 'bourse_provider_declared_sla{provider="node"}' not in text
+    said = await anyio.to_thread.run_sync(lambda: CliRunner().invoke(
+        cli, ["nodes", "providers"], env={"BOURSE_URL": live.http_url,
+                                         "BOURSE_TOKEN": exchange.admin_token}))
+    assert said.exit_code == 0, said.output
+    line = next(row for row in said.output.splitlines() if row.startswith("rack"))
+    assert line.split()[1:4] == ["2", "2.0", "h"] and "75.0%" in line
+    assert "99.0% (missed)" in line
+    await steady.close()
+    await plain.close()

@@ -392,7 +392,14 @@ async def test_the_nodes_pages_show_each_nodes_measured_reliability(site: Site) 
     assert ">89.9%<" in row
     assert 'title="94.7% available over 2.0 d; 1 of 20 attempts interrupted' in row
     assert "not measured yet" in rows[rows.index(f'data-node-id="{young}"'):]
-    assert "<th>Reliability</th>" in (await site.client.get("/ui/nodes")).text
+    listing = (await site.client.get("/ui/nodes")).text
+    assert "<th>Reliability</th>" in listing
+    by_provider = listing[listing.index("<h2>By provider</h2>"):]
+    row = by_provider[by_provider.index('data-provider="node"'):]
+    row = row[:row.index("</tr>")]
+    # both nodes together: 95% of 2 days connected, of 2 days 20 min watched; 1 of 20 lost
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", row)
+    assert cells == ["node", "2", "2.0 d", "94.3%", "1 of 20", "89.6%", "-"], cells
     page = (await site.client.get(f"/ui/nodes/{steady}")).text
     section = page[page.index("<h2>Reliability</h2>"):page.index("<h2>Current jobs</h2>")]
     for figure in ("89.9%", "94.7% of 2.0 d connected", "20 ended, 1 interrupted", "30.0 h",

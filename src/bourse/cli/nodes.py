@@ -1,4 +1,5 @@
-"""``bourse nodes`` and ``bourse nodes show``: the machines that run jobs."""
+"""``bourse nodes``, ``bourse nodes show`` and ``bourse nodes providers``: the machines that
+run jobs, and what was measured of them."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from bourse.cli.render import age, clock, echo_json, money, table
 from bourse.cli.suggest import SuggestingGroup
 from bourse.cli.verification import render_probe
 from bourse.core.errors import InvalidInput
-from bourse.core.reliability import Reliability, against_declared
+from bourse.core.reliability import Reliability, against_declared, period
 from bourse.core.reliability import describe as describe_reliability
 from bourse.core.units import parse_duration
-from bourse.protocol.api import NodeView, ReliabilityView
+from bourse.protocol.api import NodeView, ProviderReliabilityView, ReliabilityView
 from bourse.protocol.common import Capabilities
 from bourse.sdk.client import Client
 from bourse.sdk.errors import ApiNotFound
@@ -82,6 +83,37 @@ def show(node_id: str, as_json: bool) -> None:
         echo_json(node)
     else:
         click.echo("\n".join(describe_node(node, time.time())))
+
+
+PROVIDER_HEADERS = ("PROVIDER", "NODES", "WATCHED", "AVAILABLE", "INTERRUPTED", "PER H",
+                    "SCORE", "DECLARED")
+
+
+@nodes.command("providers")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handles_errors
+def providers(as_json: bool) -> None:
+    """What the exchange measured of each provider's nodes together (those that may take work
+    and those heard in 30 days): availability, interruptions, score, and its declared SLA."""
+    with seam.open_client() as client:
+        found = client.providers()
+    if as_json:
+        echo_json(found)
+    elif found:
+        click.echo(table(PROVIDER_HEADERS, [provider_row(p) for p in found],
+                         right=(1, 2, 3, 4, 5, 6, 7)))
+    else:
+        click.echo("no nodes enrolled", err=True)
+
+
+def provider_row(view: ProviderReliabilityView) -> list[str]:
+    r = view.reliability
+    rate = "-" if r.interruptions_per_hour is None else f"{r.interruptions_per_hour:.2f}"
+    score = "-" if r.score is None else f"{r.score:.1%}"
+    declared = "-" if r.declared is None else f"{r.declared:.1%}" + (
+        "" if r.meets_declared is None else " (met)" if r.meets_declared else " (missed)")
+    return [view.provider, str(view.nodes), period(r.observed_s), f"{r.availability:.1%}",
+            f"{r.attempts_interrupted}/{r.attempts_ended}", rate, score, declared]
 
 
 def find_node(client: Client, ref: str) -> NodeView:

@@ -18,6 +18,7 @@ watched for ``MIN_OBSERVED_S`` (an hour): a node minutes old has no record, good
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 MIN_OBSERVED_S = 3600.0
@@ -49,14 +50,35 @@ class Reliability:
 def measure(record: NodeRecord, now: float) -> Reliability:
     observed = max(0.0, now - record.enrolled_at)
     live = max(0.0, now - record.up_since) if record.up_since is not None else 0.0
-    availability = min(1.0, (record.up_s + live) / observed) if observed > 0 else 0.0
-    work_h = record.work_s / 3600.0
-    kept = 1.0 - record.interrupted / record.ended if record.ended else 1.0
+    return _figures(observed, min(observed, record.up_s + live), record.ended,
+                    record.interrupted, record.work_s / 3600.0)
+
+
+def combine(parts: Sequence[Reliability]) -> Reliability:
+    """Several nodes' figures as one (a provider's): the times watched, the attempts and the
+    hours of work summed, so the availability is weighted by how long each node was watched;
+    scored once the nodes were watched ``MIN_OBSERVED_S`` together."""
+    return _figures(sum(p.observed_s for p in parts),
+                    sum(p.availability * p.observed_s for p in parts),
+                    sum(p.ended for p in parts), sum(p.interrupted for p in parts),
+                    sum(p.work_h for p in parts))
+
+
+def _figures(observed: float, up: float, ended: int, interrupted: int,
+             work_h: float) -> Reliability:
+    availability = min(1.0, up / observed) if observed > 0 else 0.0
+    kept = 1.0 - interrupted / ended if ended else 1.0
     return Reliability(
-        observed_s=observed, availability=availability, ended=record.ended,
-        interrupted=record.interrupted, work_h=work_h,
-        interruptions_per_hour=record.interrupted / work_h if work_h >= 1.0 else None,
+        observed_s=observed, availability=availability, ended=ended, interrupted=interrupted,
+        work_h=work_h, interruptions_per_hour=interrupted / work_h if work_h >= 1.0 else None,
         score=availability * max(0.0, kept) if observed >= MIN_OBSERVED_S else None)
+
+
+def common_declared(values: Iterable[float | None]) -> float | None:
+    """What a provider declared for its nodes: the one SLA those that declared one agree on;
+    None when none declared, or when they declared different ones."""
+    found = {v for v in values if v is not None}
+    return found.pop() if len(found) == 1 else None
 
 
 def describe(r: Reliability) -> str:

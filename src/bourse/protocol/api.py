@@ -323,6 +323,19 @@ class NodeList(Wire):
     nodes: list[NodeView]
 
 
+class ProviderReliabilityView(Wire):
+    """What the exchange measured of one provider's nodes together: those that may still take
+    work and those heard in the last 30 days (docs/market.md, "Measured reliability")."""
+
+    provider: str
+    nodes: int
+    reliability: ReliabilityView  # ``declared``: the SLA its nodes agree on, if any
+
+
+class ProviderReliabilityList(Wire):
+    providers: list[ProviderReliabilityView]
+
+
 class EnrollmentCreate(Wire):
     name: str | None = Field(default=None, max_length=128, pattern=r"^[^\x00]*$")
     expires_in_s: float = Field(default=24 * 3600, gt=0, le=365 * 24 * 3600,

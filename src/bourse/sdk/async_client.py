@@ -39,6 +39,7 @@ from bourse.protocol.api import (
     LogPage,
     NodeView,
     OfferList,
+    ProviderReliabilityView,
     ReclaimResult,
     RunCancelled,
     RunDetail,
@@ -197,6 +198,10 @@ class AsyncClient(Base):
 
     async def nodes(self) -> list[NodeView]:
         return await self._send(core.nodes())
+
+    async def providers(self) -> list[ProviderReliabilityView]:
+        """Each provider's nodes measured together (availability, interruptions, score)."""
+        return await self._send(core.providers())
 
     async def node(self, node_id: str) -> NodeView:
         return await self._send(core.node(node_id))

@@ -42,6 +42,7 @@ from bourse.protocol.api import (
     LogPage,
     NodeView,
     OfferList,
+    ProviderReliabilityView,
     ReclaimResult,
     RunCancelled,
     RunDetail,
@@ -258,6 +259,10 @@ class Client(Base):
 
     def nodes(self) -> list[NodeView]:
         return self._send(core.nodes())
+
+    def providers(self) -> list[ProviderReliabilityView]:
+        """Each provider's nodes measured together (availability, interruptions, score)."""
+        return self._send(core.providers())
 
     def node(self, node_id: str) -> NodeView:
         return self._send(core.node(node_id))

@@ -40,6 +40,8 @@ from bourse.protocol.api import (
     NodeView,
     OfferList,
     OfferQuery,
+    ProviderReliabilityList,
+    ProviderReliabilityView,
     ReclaimRequest,
     ReclaimResult,
     RunCancel,
@@ -227,6 +229,10 @@ def _since(value: float) -> str:
 
 def nodes() -> Call[list[NodeView]]:
     return Call("GET", "/nodes", lambda r: model(NodeList)(r).nodes)
+
+
+def providers() -> Call[list[ProviderReliabilityView]]:
+    return Call("GET", "/providers", lambda r: model(ProviderReliabilityList)(r).providers)
 
 
 def node(node_id: str) -> Call[NodeView]:

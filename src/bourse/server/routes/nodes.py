@@ -15,6 +15,7 @@ from bourse.protocol.api import (
     NodeList,
     NodeTags,
     NodeView,
+    ProviderReliabilityList,
     ReclaimRequest,
     ReclaimResult,
 )
@@ -32,6 +33,15 @@ async def list_nodes(state: State, user: User) -> NodeList:
         return NodeList(nodes=await nodes.list_nodes(session, user.scope,
                                                      set(state.hub.connections),
                                                      state.clock()))
+
+
+@router.get("/providers", responses=responses(401))
+async def list_providers(state: State, user: User) -> ProviderReliabilityList:
+    """What the exchange measured of each provider's nodes together (those the caller sees):
+    availability, interruptions, score, and the SLA they declared."""
+    async with state.db.read() as session:
+        return ProviderReliabilityList(providers=await nodes.provider_views(
+            session, user.scope, state.clock()))
 
 
 @router.get("/nodes/{node_id}", responses=responses(401, 404, 422))

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.launch_figures import LaunchFigures
 from bourse.core.states import JobState, NodeState
+from bourse.server.access import ALL
 from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.errors import responses
 from bourse.server.metrics import exposition
@@ -23,8 +24,13 @@ from bourse.server.metrics.exposition import Family
 from bourse.server.routes.deps import Admin, State
 from bourse.server.services.jobs import stalled_in
 from bourse.server.services.launch_figures import launch_figures
-from bourse.server.services.nodes import declared_sla
-from bourse.server.services.reliability import records, reliability_of
+from bourse.server.services.reliability import (
+    ProviderRecord,
+    by_provider,
+    declared_sla,
+    records,
+    reliability_of,
+)
 
 router = APIRouter(tags=["metrics"])
 LATENCY_BOUNDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
@@ -37,6 +43,7 @@ async def prometheus_metrics(state: State, _admin: Admin) -> Response:
     async with state.db.read() as session:
         families = await _families(session)
         families += await _reliability(session, state.clock())
+        families += _providers(await by_provider(session, ALL, state.clock()))
         families += _launches(await launch_figures(session, state.clock()))
     families.append(Family("bourse_agents_connected",
                            "Agents connected to this coordinator.").add(len(state.hub.connections)))
@@ -87,6 +94,30 @@ async def _reliability(session: AsyncSession, now: float) -> list[Family]:
         if promised is not None:
             declared.add(promised, **labels)
     return [availability, ended, interrupted, work, score, declared]
+
+
+def _providers(found: list[ProviderRecord]) -> list[Family]:
+    """Each provider's nodes measured together (``services.reliability.by_provider``)."""
+    availability = Family("bourse_provider_availability", "Share of the time a provider's "
+                          "nodes (those seen in 30 days) were connected since they enrolled.")
+    interrupted = Family("bourse_provider_attempts_interrupted_total", "Attempts lost with "
+                         "or preempted on a provider's nodes seen in 30 days.", "counter")
+    ended = Family("bourse_provider_attempts_ended_total", "Attempts that ended on a "
+                   "provider's nodes seen in 30 days.", "counter")
+    score = Family("bourse_provider_reliability_score", "A provider's nodes' availability "
+                   "times the share of their ended attempts not interrupted.")
+    declared = Family("bourse_provider_declared_sla", "The availability a provider's nodes "
+                      "declared, when they agree on one.")
+    for p in found:
+        r = p.reliability
+        availability.add(r.availability, provider=p.provider)
+        interrupted.add(r.interrupted, provider=p.provider)
+        ended.add(r.ended, provider=p.provider)
+        if r.score is not None:
+            score.add(r.score, provider=p.provider)
+        if p.declared is not None:
+            declared.add(p.declared, provider=p.provider)
+    return [availability, ended, interrupted, score, declared]
 
 
 def _launches(figures: dict[str, LaunchFigures]) -> list[Family]:

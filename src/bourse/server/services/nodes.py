@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.errors import NotFound
-from bourse.protocol.api import DrainResult, JobView, NodeView, ReliabilityView
+from bourse.core.reliability import Reliability
+from bourse.protocol.api import (
+    DrainResult,
+    JobView,
+    NodeView,
+    ProviderReliabilityView,
+    ReliabilityView,
+)
 from bourse.protocol.common import Capabilities, Declared, ProbeReport, VerificationReport
 from bourse.server.access import Scope
 from bourse.server.db.schema import Attempt, Job, Node
 from bourse.server.services.jobs import active_attempt_states
-from bourse.server.services.reliability import reliability_of
+from bourse.server.services.reliability import by_provider, declared_sla, reliability_of
 
 
 async def list_nodes(session: AsyncSession, scope: Scope, connected: set[str],
@@ -53,20 +59,24 @@ async def get_node(session: AsyncSession, node_id: str, scope: Scope,
 
 
 def reliability_view(node: Node, now: float) -> ReliabilityView:
-    r = reliability_of(node, now)
-    declared = declared_sla(node.declared)
+    return measured_view(reliability_of(node, now), declared_sla(node.declared))
+
+
+async def provider_views(session: AsyncSession, scope: Scope,
+                         now: float) -> list[ProviderReliabilityView]:
+    """Each provider's nodes measured together (``services.reliability.by_provider``)."""
+    return [ProviderReliabilityView(provider=p.provider, nodes=p.nodes,
+                                    reliability=measured_view(p.reliability, p.declared))
+            for p in await by_provider(session, scope, now)]
+
+
+def measured_view(r: Reliability, declared: float | None) -> ReliabilityView:
     return ReliabilityView(observed_s=r.observed_s, availability=r.availability,
                            attempts_ended=r.ended, attempts_interrupted=r.interrupted,
                            work_h=r.work_h, interruptions_per_hour=r.interruptions_per_hour,
                            score=r.score, declared=declared,
                            meets_declared=None if declared is None or r.score is None
                            else r.score >= declared)
-
-
-def declared_sla(declared: Mapping[str, Any] | None) -> float | None:
-    """The availability a node's provider declared, from its stored declaration."""
-    value = (declared or {}).get("sla")
-    return float(value) if isinstance(value, (int, float)) else None
 
 
 async def _views(session: AsyncSession, nodes: Sequence[Node], scope: Scope,

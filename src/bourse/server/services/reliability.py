@@ -3,14 +3,17 @@ they open and close, and the attempts that ended there, as they end."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, bindparam, case, select, update
+from sqlalchemy import Table, and_, bindparam, case, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
-from bourse.core.reliability import NodeRecord, Reliability, measure
+from bourse.core.reliability import NodeRecord, Reliability, combine, common_declared, measure
 from bourse.core.states import AttemptState, NodeState
+from bourse.server.access import Scope
 from bourse.server.db.database import defer_add
 from bourse.server.db.schema import Attempt, Node
 
@@ -99,3 +102,49 @@ def record_of(node: Any) -> NodeRecord:
 
 def reliability_of(node: Any, now: float) -> Reliability:
     return measure(record_of(node), now)
+
+
+WINDOW_S = 30 * 86400.0  # a provider's figures: its nodes seen in the last 30 days
+NO_PROVIDER = "node"  # a node whose agent named no provider (placement's name for it)
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderRecord:
+    """What the exchange measured of one provider's nodes together."""
+
+    provider: str
+    nodes: int
+    reliability: Reliability
+    declared: float | None  # the SLA its nodes declared, when they agree on one
+
+
+async def by_provider(session: AsyncSession, scope: Scope, now: float) -> list[ProviderRecord]:
+    """Each provider's nodes that the scope sees and that may still take work or were heard
+    in the last ``WINDOW_S`` (a launched machine terminated yesterday still counts), measured
+    together: a node that ended is measured up to when it was last heard. By provider name."""
+    rows = (await session.execute(scope.filter(select(
+        Node.capabilities, Node.declared, Node.state, Node.last_seen, *RECORD).where(or_(
+            Node.state != NodeState.TERMINATED, Node.last_seen >= now - WINDOW_S)),
+        Node.project_id))).all()
+    groups: dict[str, list[Any]] = {}
+    for row in rows:
+        name = (row.capabilities or {}).get("provider") or NO_PROVIDER
+        groups.setdefault(str(name), []).append(row)
+    return [ProviderRecord(
+        provider=name, nodes=len(members),
+        reliability=combine([reliability_of(row, _until(row, now)) for row in members]),
+        declared=common_declared(declared_sla(row.declared) for row in members))
+        for name, members in sorted(groups.items())]
+
+
+def _until(row: Any, now: float) -> float:
+    """A node that ended was watched until it was last heard."""
+    if row.state == NodeState.TERMINATED and row.last_seen is not None:
+        return min(now, float(row.last_seen))
+    return now
+
+
+def declared_sla(declared: Mapping[str, Any] | None) -> float | None:
+    """The availability a node's provider declared, from its stored declaration."""
+    value = (declared or {}).get("sla")
+    return float(value) if isinstance(value, (int, float)) else None

@@ -27,7 +27,11 @@ async def _nodes(ctx: Ctx) -> list[dict[str, object]]:
 
 
 async def nodes_page(ctx: Ctx) -> Response:
-    return page("nodes.html", **ctx.context(nodes=await _nodes(ctx), now=ctx.state.clock()))
+    async with ctx.state.db.read() as session:
+        found = await nodes.provider_views(session, ctx.scope, ctx.state.clock())
+    return page("nodes.html", **ctx.context(
+        nodes=await _nodes(ctx), now=ctx.state.clock(),
+        providers=[views.provider_cells(p) for p in found]))
 
 
 async def nodes_rows(ctx: Ctx) -> Response:

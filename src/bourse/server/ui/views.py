@@ -11,7 +11,13 @@ from dataclasses import dataclass, field
 
 from bourse.core.reliability import MIN_OBSERVED_S, Reliability, describe, period
 from bourse.core.states import ATTEMPT_UNSUCCESSFUL, JOB_ACTIVE, AttemptState, JobState
-from bourse.protocol.api import AttemptView, EventView, JobView, ReliabilityView
+from bourse.protocol.api import (
+    AttemptView,
+    EventView,
+    JobView,
+    ProviderReliabilityView,
+    ReliabilityView,
+)
 from bourse.protocol.common import Capabilities
 from bourse.server.ui.reasons import first_line
 
@@ -298,3 +304,15 @@ def reliability_section(view: ReliabilityView | None, enrolled_at: float) -> Rel
         verdict = "meets it" if view.meets_declared else "below it"
         facts += (("Declared", f"{percent(view.declared)} by its provider: {verdict}"),)
     return ReliabilitySection(facts, enrolled_at, "")
+
+
+def provider_cells(view: ProviderReliabilityView) -> dict[str, str]:
+    """A provider's row on the nodes page: its nodes' figures together."""
+    r = view.reliability
+    declared = "-" if r.declared is None else percent(r.declared) + (
+        "" if r.meets_declared is None else ": met" if r.meets_declared else ": missed")
+    return {"provider": view.provider, "nodes": str(view.nodes),
+            "watched": period(r.observed_s), "available": percent(r.availability),
+            "interrupted": f"{r.attempts_interrupted} of {r.attempts_ended}",
+            "score": NOT_MEASURED if r.score is None else percent(r.score),
+            "declared": declared, "title": describe(measured(r))}
