@@ -15,6 +15,7 @@ from sqlalchemy import ColumnElement, case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bourse.core.launch_figures import LaunchFigures
+from bourse.core.reliability import Reliability
 from bourse.core.states import JobState, NodeState
 from bourse.server.access import ALL
 from bourse.server.db.schema import Attempt, Job, Node
@@ -68,56 +69,54 @@ async def _families(session: AsyncSession) -> list[Family]:
 
 async def _reliability(session: AsyncSession, now: float) -> list[Family]:
     """What the exchange measured of each node it may still place on (core.reliability)."""
-    nodes = await records(session, Node.name, Node.declared)
-    availability = Family("bourse_node_availability",
-                          "Share of the time since a node enrolled that it was connected.")
-    ended = Family("bourse_node_attempts_ended_total", "Attempts that ended on a node.",
-                   "counter")
-    interrupted = Family("bourse_node_attempts_interrupted_total",
-                         "Attempts lost with a node or preempted on it.", "counter")
-    work = Family("bourse_node_work_hours_total",
-                  "Run time of the attempts that ended on a node, in hours.", "counter")
-    score = Family("bourse_node_reliability_score", "Availability times the share of ended "
-                   "attempts not interrupted; for nodes watched an hour or more.")
-    declared = Family("bourse_node_declared_sla", "The availability a node's provider "
-                      "declared (bourse agent --declare-sla), beside the measured score.")
-    for node in nodes:
-        r = reliability_of(node, now)
-        labels = {"node": node.id, "name": node.name}
+    measured = _Measured("node", (
+        "Share of the time since a node enrolled that it was connected.",
+        "Attempts that ended on a node.", "Attempts lost with a node or preempted on it.",
+        "Run time of the attempts that ended on a node, in hours.",
+        "Availability times the share of ended attempts not interrupted; for nodes watched an "
+        "hour or more.", "The availability a node's provider declared (bourse agent "
+        "--declare-sla), beside the measured score."))
+    for node in await records(session, Node.name, Node.declared):
+        measured.add(reliability_of(node, now), declared_sla(node.declared),
+                     node=node.id, name=node.name)
+    return list(measured.families)
+
+
+def _providers(found: list[ProviderRecord]) -> list[Family]:
+    """Each provider's nodes measured together (``services.reliability.by_provider``)."""
+    measured = _Measured("provider", (
+        "Share of the time a provider's nodes (those seen in 30 days) were connected since "
+        "they enrolled.", "Attempts that ended on a provider's nodes seen in 30 days.",
+        "Attempts lost with or preempted on a provider's nodes seen in 30 days.",
+        "Run time of the attempts that ended on a provider's nodes, in hours.",
+        "A provider's nodes' availability times the share of their ended attempts not "
+        "interrupted.", "The availability a provider's nodes declared, when they agree on one."))
+    for p in found:
+        measured.add(p.reliability, p.declared, provider=p.provider)
+    return list(measured.families)
+
+
+class _Measured:
+    """The families of what was measured of one kind of subject (a node, a provider)."""
+
+    NAMES = (("availability", "gauge"), ("attempts_ended_total", "counter"),
+             ("attempts_interrupted_total", "counter"), ("work_hours_total", "counter"),
+             ("reliability_score", "gauge"), ("declared_sla", "gauge"))
+
+    def __init__(self, subject: str, helps: tuple[str, ...]) -> None:
+        self.families = tuple(Family(f"bourse_{subject}_{name}", text, kind)
+                              for (name, kind), text in zip(self.NAMES, helps, strict=True))
+
+    def add(self, r: Reliability, declared: float | None, **labels: str) -> None:
+        availability, ended, interrupted, work, score, promised = self.families
         availability.add(r.availability, **labels)
         ended.add(r.ended, **labels)
         interrupted.add(r.interrupted, **labels)
         work.add(r.work_h, **labels)
         if r.score is not None:
             score.add(r.score, **labels)
-        promised = declared_sla(node.declared)
-        if promised is not None:
-            declared.add(promised, **labels)
-    return [availability, ended, interrupted, work, score, declared]
-
-
-def _providers(found: list[ProviderRecord]) -> list[Family]:
-    """Each provider's nodes measured together (``services.reliability.by_provider``)."""
-    availability = Family("bourse_provider_availability", "Share of the time a provider's "
-                          "nodes (those seen in 30 days) were connected since they enrolled.")
-    interrupted = Family("bourse_provider_attempts_interrupted_total", "Attempts lost with "
-                         "or preempted on a provider's nodes seen in 30 days.", "counter")
-    ended = Family("bourse_provider_attempts_ended_total", "Attempts that ended on a "
-                   "provider's nodes seen in 30 days.", "counter")
-    score = Family("bourse_provider_reliability_score", "A provider's nodes' availability "
-                   "times the share of their ended attempts not interrupted.")
-    declared = Family("bourse_provider_declared_sla", "The availability a provider's nodes "
-                      "declared, when they agree on one.")
-    for p in found:
-        r = p.reliability
-        availability.add(r.availability, provider=p.provider)
-        interrupted.add(r.interrupted, provider=p.provider)
-        ended.add(r.ended, provider=p.provider)
-        if r.score is not None:
-            score.add(r.score, provider=p.provider)
-        if p.declared is not None:
-            declared.add(p.declared, provider=p.provider)
-    return [availability, ended, interrupted, score, declared]
+        if declared is not None:
+            promised.add(declared, **labels)
 
 
 def _launches(figures: dict[str, LaunchFigures]) -> list[Family]:
