@@ -3,6 +3,9 @@ its count as a complete checkpoint every K steps and when told to stop (SIGTERM)
 resumes from the newest complete checkpoint. Modes:
 
 - ``count N K``: as above; prints ``RESUMED FROM <step>`` and ``DONE <N>``.
+- ``count N K mlflow``: the same, logging ``count`` at each step with plain
+  ``mlflow.log_metric`` to the run bourse gives the job (``MLFLOW_RUN_ID``), and printing
+  ``COUNTED <step>``.
 - ``stubborn``: ignores SIGTERM; saves a complete checkpoint at step 1, then uploads the files
   of step 2 without their marker (an upload in progress) and hangs. A later attempt prints
   the step it found and exits 0.
@@ -16,6 +19,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bourse.storage.checkpoint import latest_complete, save_checkpoint
@@ -38,19 +42,35 @@ def save(step: int) -> None:
         asyncio.run(save_checkpoint(STORES, Path(tmp), URI, step=step))
 
 
-def count(n: int, every: int) -> None:
+def count(n: int, every: int, tracked: bool = False) -> None:
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    log = mlflow_logger() if tracked else None
     step = latest()
     print(f"RESUMED FROM {step} resume={os.environ.get('BOURSE_RESUME')}", flush=True)
     while step < n:
         time.sleep(STEP_S)
         step += 1
+        if log is not None:
+            log(step)
         if step % every == 0 or stop:
             save(step)
         if stop:
             sys.exit(143)
     print(f"DONE {step}", flush=True)
+
+
+def mlflow_logger() -> Callable[[int], None]:
+    """Plain MLflow, as any script uses it: ``start_run`` continues the job's run."""
+    import mlflow
+
+    mlflow.start_run()
+
+    def log(step: int) -> None:
+        mlflow.log_metric("count", float(step), step=step)
+        print(f"COUNTED {step}", flush=True)
+
+    return log
 
 
 def stubborn() -> None:
@@ -70,6 +90,6 @@ def stubborn() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "count":
-        count(int(sys.argv[2]), int(sys.argv[3]))
+        count(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:] == ["mlflow"])
     else:
         stubborn()

@@ -11,7 +11,9 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from dataplane_harness import start, stop
 from harness import Agent, Exchange
@@ -146,3 +148,79 @@ def test_reclaim_during_upload_and_a_job_ignoring_sigterm(ready: Spot) -> None:
     assert killed.ended_at - killed.preempted_at >= 1.5
     assert killed.cost is not None and killed.lost_work_s is not None
     assert result_line(b, job.id, 2, "RESUMED FROM") == "1"  # not the half-uploaded step 2
+
+
+COUNT_TO = 200  # 20 s of counting: still at it once the Lightning run was moved
+
+
+def test_mlflow_curves_continue_across_reclaims(ready: Spot) -> None:
+    """Issue 23's promise: a Lightning script with MLFlowLogger and a plain script with
+    ``mlflow.log_metric``, both unchanged, reclaimed mid-run: each run's curve goes on from
+    where the checkpoint left it, every step once, in the UI's curves and `bourse runs
+    compare`."""
+    exchange = ready.exchange
+    lightning = submit(exchange, "digits_job.py", str(EPOCHS), STEP_SLEEP, "track")
+    plain = submit(exchange, "counter_job.py", "count", str(COUNT_TO), "5", "mlflow")
+    _reclaim_once(ready, lightning.id, "epoch 3 ")  # then the plain one, moved or not yet
+    _reclaim_once(ready, plain.id, "COUNTED 10")
+    for job in (lightning, plain):
+        done = exchange.wait_ended(job.id, timeout=180)
+        assert done.state == "SUCCEEDED", done.reason
+        assert [a.state for a in done.attempts[:-1]] == ["PREEMPTED"] * (len(done.attempts) - 1)
+        assert len(done.attempts) >= 2
+    steps = EPOCHS * 14  # 1,400 samples in batches of 100 (digits_job.loaders)
+    assert _drawn(exchange, lightning.id, "train_loss") == list(range(steps))
+    assert _drawn(exchange, plain.id, "count") == list(range(1, COUNT_TO + 1))
+    history = _history(exchange, plain.id, "count")
+    assert [(h["step"], h["value"]) for h in history] == [
+        (n, float(n)) for n in range(1, COUNT_TO + 1)]  # stored once each, as logged
+    said = subprocess.run(
+        [sys.executable, "-m", "bourse", "runs", "compare", lightning.id, plain.id, "--json"],
+        env={**os.environ, "BOURSE_URL": exchange.coordinator.url,
+             "BOURSE_TOKEN": exchange.coordinator.token},
+        capture_output=True, text=True, timeout=60, check=False)
+    assert said.returncode == 0, said.stderr
+    compared = json.loads(said.stdout)
+    assert "count" in json.dumps(compared) and "train_loss" in json.dumps(compared)
+    assert said.stdout.count(lightning.id) >= 1 and said.stdout.count(plain.id) >= 1
+
+
+def _reclaim_once(ready: Spot, job_id: str, progress: str) -> None:
+    """Reclaim the node running ``job_id``'s first attempt once it printed ``progress`` (unless
+    a reclaim of the other job's node already moved it), the other node made ready for it."""
+    exchange = ready.exchange
+    job = exchange.wait_job(job_id, lambda j: j.state == "RUNNING", 60, "to run")
+    if job.attempt > 1:
+        return
+    current, other = ready.other(job.node_id)
+    exchange.wait_for(lambda: stdout_has(current, job_id, 1, progress) or
+                      exchange.client.job(job_id).attempt > 1, 60, progress.strip())
+    if exchange.client.job(job_id).attempt > 1:
+        return
+    if node_state(exchange, other) != "online":
+        renew(exchange, other)
+    exchange.client.reclaim(current.node_id or "", notice_s=5)
+    exchange.wait_job(job_id, lambda j: j.state == "RUNNING" and j.attempt > 1, 90,
+                      "to run again")
+
+
+def _drawn(exchange: Exchange, job_id: str, key: str) -> list[int]:
+    """The steps the run's page charts of ``key`` (``/ui/tracking/runs/ID/curves``)."""
+    url = exchange.coordinator.url
+    with httpx.Client(base_url=url, headers={"Origin": url}) as ui:
+        signed = ui.post("/ui/login", data={"token": exchange.coordinator.token})
+        assert signed.status_code == 303, signed.text
+        assert ui.get(f"/ui/tracking/runs/{job_id}").status_code == 200
+        curves = ui.get(f"/ui/tracking/runs/{job_id}/curves").json()
+    [chart] = [c for c in curves["charts"] if c["key"] == key]
+    return [int(x) for x in chart["x"]]
+
+
+def _history(exchange: Exchange, job_id: str, key: str) -> list[dict[str, Any]]:
+    with httpx.Client(base_url=exchange.coordinator.url, headers={
+            "Authorization": f"Bearer {exchange.coordinator.token}"}) as http:
+        answer = http.get("/api/2.0/mlflow/metrics/get-history",
+                          params={"run_id": job_id, "metric_key": key})
+    assert answer.status_code == 200, answer.text
+    found: list[dict[str, Any]] = answer.json()["metrics"]
+    return sorted(found, key=lambda m: int(m["step"]))
