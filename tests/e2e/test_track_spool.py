@@ -1,5 +1,6 @@
 """bourse.track inside a real job, through a real agent's spool: the coordinator is killed
-while the job logs, and the run's curve still holds every step once when it is back."""
+while the job logs, and the run's curve still holds every step once when it is back; and an
+old script that logs only to TensorBoard has its scalars in its run, imported by the agent."""
 
 from __future__ import annotations
 
@@ -64,3 +65,29 @@ def test_track_records_survive_a_coordinator_restart(
     assert run["params"] == {"lr": "1e-3"} and run["metrics"]["loss"]["count"] == 40
     curve = run_json(exchange, f"{job}/metrics/loss")
     assert [s for s, _ in curve["points"]] == list(range(40))
+
+
+TENSORBOARD_ONLY = """\
+from torch.utils.tensorboard import SummaryWriter
+writer = SummaryWriter()  # ./runs/<time>_<host>/, as old scripts leave it
+for step in range(30):
+    writer.add_scalar("train/loss", 1.0 / (step + 1), step)
+writer.close()
+"""
+
+
+def test_an_old_scripts_tensorboard_scalars_reach_its_run(
+        exchange_factory: Callable[..., Exchange]) -> None:
+    exchange = exchange_factory()
+    exchange.agent("a")
+    job = exchange.client.submit(JobSpec(command=[sys.executable, "-c", TENSORBOARD_ONLY],
+                                         compute=Compute(cpus=0.5))).id
+    assert exchange.wait_ended(job).state == "SUCCEEDED"
+    exchange.wait_for(lambda: (run_json(exchange, job) or {}).get("metrics", {}).get(
+        "train/loss", {}).get("count") == 30, 30, "the imported scalars")
+    curve = run_json(exchange, f"{job}/metrics/train/loss")
+    assert [s for s, _ in curve["points"]] == list(range(30))
+    assert curve["points"][1][1] == pytest.approx(0.5)
+    events = exchange.client.events(job)
+    said = [e.message + str(e.data.get("text", "")) for e in events]
+    assert any("imported 30 TensorBoard scalar(s) from 1 event file(s)" in m for m in said), said

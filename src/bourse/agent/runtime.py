@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bourse.agent import gang, shim
+from bourse.agent import gang, shim, tensorboard
 from bourse.agent import watch as watching
 from bourse.agent.attempt import StartError, base_env, exit_info, job_env, prepare
 from bourse.agent.execs import drop_beside, save_beside
@@ -435,6 +435,7 @@ class Runtime:
                 shim.signal_group(watch.pid, signal.SIGKILL)
             if self._isolation.pool is not None:  # and of its user (no thread hop without)
                 await asyncio.to_thread(self._isolation.stop, watch.adir)
+            await self._import_tensorboard(watch)
             while not (watch.stale or watch.tailer.step(time.time(), final=True)):
                 await asyncio.sleep(self._poll)
             if watch.stale:
@@ -447,6 +448,16 @@ class Runtime:
         finally:
             if self._watches.get(watch.key) is watch:
                 del self._watches[watch.key]
+
+    async def _import_tensorboard(self, watch: Watch) -> None:
+        """The TensorBoard scalars the job left, into its run (``agent.tensorboard``)."""
+        record = None if watch.stale else self._spool.get_attempt(*watch.key)
+        try:
+            msg = watch.start_message(record) if record is not None else None
+        except ValueError:  # unreadable: nothing of the job is followed
+            return
+        if msg is not None:
+            await tensorboard.import_after(msg, watch.adir, self._emitter(watch.key))
 
     async def _report_end(self, watch: Watch, ended: Ended) -> None:
         record = self._spool.get_attempt(*watch.key)
