@@ -16,6 +16,7 @@ from bourse.agent.shim import AttemptDir
 from bourse.agent.spool import Spool
 from bourse.protocol.agent import DataPlan, JobEvent, LogChunk, StartJob
 from bourse.protocol.common import JobSpec
+from bourse.protocol.track import TrackBatch
 
 
 class Coordinator:
@@ -28,6 +29,7 @@ class Coordinator:
         self.after = 0
         self.bodies: dict[tuple[str, int, int], dict[str, Any]] = {}
         self.order: list[tuple[str, int, int]] = []  # first reception order
+        self.tracks: list[TrackBatch] = []  # the tracking records, as sent
 
     def reconnect(self, spool: Spool) -> None:
         """A new agent (or connection): everything unacknowledged is read again."""
@@ -38,6 +40,9 @@ class Coordinator:
         rows = self.spool.pending(self.after, 1000)
         for row in rows:
             body = row.body()
+            if row.type == "track":  # a tracking record (its own seq): kept apart
+                self.tracks.append(TrackBatch.model_validate(body))
+                continue
             model = JobEvent if row.type == "job_event" else LogChunk
             model.model_validate(body)
             key = (body["job_id"], body["attempt"], body["seq"])

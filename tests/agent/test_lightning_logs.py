@@ -111,6 +111,8 @@ async def test_a_preempted_plain_lightning_script_resumes_with_the_one_line(
     assert first["data"]["kept"] == {"lightning_logs": plan(store).lightning_logs}
     assert kept(store, 1, "events.out.tfevents.*") and kept(store, 1, "hparams.yaml")
     assert kept(store, 1, "*.ckpt")  # Lightning's own, from the epochs it finished
+    imported = {m[0] for batch in c.tracks for m in batch.metrics}  # agent.tensorboard
+    assert imported and all(batch.attempt == 1 for batch in c.tracks), imported
 
     second = await run(agent, 2, [sys.executable, str(EXAMPLE), "3"], store)
     assert second["exit_code"] == 0, stdout(agent, 2)

@@ -437,10 +437,13 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])),
 
 SCALARS = """\
 import time
+import torch
 from torch.utils.tensorboard import SummaryWriter
 with SummaryWriter("tb-logs") as writer:
     for step in range(20):
         writer.add_scalar("train_loss", 1.0 / (step + 1), step)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    writer.add_graph(model, torch.zeros(1, 4))  # the graph plugin shows it
 time.sleep(600)
 """
 
@@ -495,6 +498,8 @@ def test_tensorboard_opens_from_the_job_page(page: Page, exchange: UiExchange) -
         board.reload()
     expect(board).to_have_title("TensorBoard")
     expect(board.locator("body")).to_contain_text("train_loss")  # read through its own API
+    graphs = board.evaluate("fetch('data/plugin/graphs/info').then(r => r.json())")
+    assert any(run.get("run_graph") for run in graphs.values()), graphs  # the model's graph
     shot(board, "tensorboard")
     board.close()
     exchange.client.cancel(job_id)
