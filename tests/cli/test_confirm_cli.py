@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-from cli_exchange import FakeExchange, job_view
+from cli_exchange import TOKEN, URL, FakeExchange, job_view
 from click.testing import CliRunner, Result
 
 from bourse.cli import confirm
 from bourse.cli.main import cli
+from bourse.sdk.client import Client
 
 
 def run(*args: str, answer: str | None = None) -> Result:
@@ -117,3 +119,22 @@ def test_revoke_and_rm_with_yes_and_json(exchange: FakeExchange) -> None:
     removed = run("secrets", "rm", "-y", "HF_TOKEN")
     assert (removed.exit_code, removed.stdout) == (0, "")
     assert "secret HF_TOKEN deleted" in removed.stderr
+
+
+def test_removing_a_fleets_hosts_asks_first_and_rm_is_its_other_name(
+        exchange: FakeExchange, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bourse.fleets import store
+    from bourse.fleets.store import Fleet, FleetHost
+
+    monkeypatch.setenv("BOURSE_HOME", str(tmp_path))
+    url = Client(URL, TOKEN).url
+    store.save(Fleet(name="rack", exchange=url, price_per_hour=1.5, region="on-prem",
+                     reach_each_other=False, hosts=[FleetHost("u@h1", "rack-h1", "n-1", 1.0)]))
+    for name in ("remove", "rm"):
+        refused = run("fleets", name, "rack")
+        assert refused.exit_code == 2, refused.output
+        assert "remove 1 host(s) of fleet rack: no terminal to confirm on" in refused.stderr
+    assert [h.ssh for h in store.load(url)[0].hosts] == ["u@h1"]  # nothing was done
+    assert [r.method for r in exchange.requests if r.method != "GET"] == []
+    listed = run("fleets", "--help").output.split("Commands:")[1].splitlines()
+    assert [line.split()[0] for line in listed if line.strip()] == ["add", "remove"]

@@ -174,3 +174,24 @@ def test_login_writes_a_context_and_makes_it_current(home: Path, fake: FakeExcha
     assert load_contexts().current == "lab"
     assert run("login", URL, "--token", "wrong", "--name", "bad").exit_code != 0
     assert load_contexts().find("bad") is None  # a refused token is not kept
+
+
+def test_json_says_what_each_change_did_and_never_the_token(
+        home: Path, fake: FakeExchange, monkeypatch: pytest.MonkeyPatch) -> None:
+    def client(url: str, token: str, **_: Any) -> Client:
+        return Client(url, token, transport=httpx.MockTransport(fake))
+
+    monkeypatch.setattr(access, "Client", client)
+    added = add("lab", "http://lab:1", SECRET, "--json")
+    assert json.loads(added.stdout) == {"name": "lab", "url": "http://lab:1", "action": "added",
+                                        "file": str(home / "contexts.json"), "current": "lab"}
+    add("prod", "http://prod:1", SECRET)
+    assert json.loads(run("context", "use", "prod", "--json").stdout) == {
+        "current": "prod", "url": "http://prod:1"}
+    assert json.loads(run("context", "rm", "lab", "-y", "--json").stdout) == {
+        "removed": "lab", "current": "prod"}
+    logged = run("login", URL, "--token", TOKEN, "--json")
+    assert logged.exit_code == 0, logged.output
+    assert json.loads(logged.stdout)["context"] == "default"
+    every = added.stdout + logged.stdout
+    assert SECRET not in every and TOKEN not in every

@@ -16,17 +16,13 @@ from bourse.cli.suggest import nearest, unknown
 # commands that print no data of their own to offer as JSON, and why
 NO_JSON = {
     "exec": "the command's own output and exit code",
-    "login": "a one-line confirmation on stderr",
     "audit export": "CSV: --csv is the machine-readable form",
     "demo": "a narrated walk-through",
     "completion": "a shell script",
-    "context add": "a one-line confirmation on stderr",
-    "context use": "a one-line confirmation on stderr",
-    "context rm": "a one-line confirmation on stderr",
     "schema": "a JSON Schema: JSON already",
 }
 DESTRUCTIVE = ("stop", "tokens revoke", "secrets rm", "nodes reclaim", "runs stop",
-               "context rm", "rm", "services stop", "services rollback")
+               "context rm", "rm", "services stop", "services rollback", "fleets remove")
 
 
 def commands() -> Iterator[tuple[str, click.Command]]:

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from cli_exchange import FakeExchange
+from cli_exchange import FakeExchange, job_view
 from click.testing import CliRunner
 
 from bourse.cli import progress
@@ -86,3 +86,60 @@ def test_a_long_step_on_a_terminal_draws_a_bar_to_the_end() -> None:
     assert (task.completed, task.total, task.description) == (4 * MiB, 4 * MiB,
                                                               "uploading code")
     step.close()
+
+
+def test_a_waiting_job_turns_a_spinner_on_a_terminal_until_it_runs(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+
+    from rich.console import Console
+
+    from bourse.cli.run import StatusLine
+    from bourse.core.states import JobState
+    from bourse.protocol.api import JobView
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120)
+    clock = Clock()
+    waiting = progress.Waiting(enabled=True, console=console, clock=clock)
+    line = StatusLine(client=None, waiting=waiting)  # type: ignore[arg-type]
+    job = JobView.model_validate(job_view("j1", "PENDING",
+                                          pending_reason="launching p4d.24xlarge on aws"))
+    line(job)
+    assert waiting._status is not None  # turning, with the reason
+    clock.now += 125
+    line(job)  # the same reason: no second line, the time waited moves on
+    status = waiting._status
+    assert status is not None and "(2 min 05 s)" in str(status.status)
+    line(job.model_copy(update={"state": JobState.SUCCEEDED}))  # ended: gone
+    assert waiting._status is None
+    said = "bourse: PENDING: launching p4d.24xlarge on aws"
+    assert capsys.readouterr().err.count(said) == 1  # said once, before the spinner turned
+    assert "PENDING: launching p4d.24xlarge on aws (2 min 05 s)" in out.getvalue()
+
+
+def test_off_a_terminal_waiting_shows_no_spinner(capsys: pytest.CaptureFixture[str]) -> None:
+    waiting = progress.Waiting(enabled=False)
+    waiting.show("PENDING")
+    waiting.say("bourse: PENDING")
+    assert waiting._status is None and capsys.readouterr().err == "bourse: PENDING\n"
+    assert progress.waited(8.9) == "8 s" and progress.waited(3605) == "60 min 05 s"
+
+
+def test_fleets_say_each_host_as_it_is_done(capsys: pytest.CaptureFixture[str]) -> None:
+    from bourse.cli.fleets import _each
+    from bourse.fleets.join import Report
+
+    def work(host: str) -> Report:
+        return Report(host=host, ok=host != "u@b", step="verify" if host == "u@b" else "joined",
+                      detail="")
+
+    reports = _each(["u@a", "u@b"], work, say="installing the agent on")
+    assert [r.host for r in reports] == ["u@a", "u@b"]  # the hosts' order
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "bourse: installing the agent on 2 host(s), 2 at once"
+    assert sorted(err[1:]) == ["bourse: u@a: ok at joined (1 of 2 done)",
+                               "bourse: u@b: failed at verify (2 of 2 done)"] or sorted(
+        err[1:]) == ["bourse: u@a: ok at joined (2 of 2 done)",
+                     "bourse: u@b: failed at verify (1 of 2 done)"]
+    assert _each(["u@a"], work, say=None) and capsys.readouterr().err == ""

@@ -259,7 +259,7 @@ def test_remove_drains_a_host_then_waits_for_the_last_ones_work_and_forces_it(
     pid = host.agent_pid
     assert pid is not None and alive(pid)
     removed = fleet.bourse("fleets", "remove", "rack", "--host", fleet.ssh(index), *fleet.args,
-                           "--wait", "90s", "--json")
+                           "-y", "--wait", "90s", "--json")
     assert removed.returncode == 0, removed.stdout + removed.stderr + fleet.diagnose()
     [report] = json.loads(removed.stdout)
     assert (report["ok"], report["step"]) == (True, "removed")
@@ -278,7 +278,7 @@ def test_remove_drains_a_host_then_waits_for_the_last_ones_work_and_forces_it(
                                      max_retries=0))
     long_running = fleet.exchange.wait_running(long_job.id, timeout=120)
     assert long_running.node_id == last["node_id"]
-    kept = fleet.bourse("fleets", "remove", "rack", *fleet.args, "--wait", "2s", "--json")
+    kept = fleet.bourse("fleets", "rm", "rack", *fleet.args, "--wait", "2s", "--yes", "--json")
     assert kept.returncode == 1, kept.stdout + kept.stderr
     [kept_report] = json.loads(kept.stdout)
     assert (kept_report["ok"], kept_report["step"]) == (False, "drain")
@@ -291,7 +291,7 @@ def test_remove_drains_a_host_then_waits_for_the_last_ones_work_and_forces_it(
     attempt = last_host.work / "jobs" / long_job.id / "1"
     shim = wait_for(lambda: job_pid(attempt), 15, "the job's shim")
     forced = fleet.bourse("fleets", "remove", "rack", *fleet.args, "--wait", "1s", "--force",
-                          "--json")
+                          "-y", "--json")
     assert forced.returncode == 0, forced.stdout + forced.stderr
     wait_for(lambda: not alive(last_pid) and not alive(shim) and job_pid(attempt) is None, 15,
              "the agent and the job to be stopped",

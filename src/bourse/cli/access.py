@@ -28,8 +28,9 @@ TOKEN_HEADERS = ("ID", "NAME", "PROJECT", "ROLE", "CREATED", "EXPIRES", "STATUS"
               "shell's history).")
 @click.option("--name", metavar="CONTEXT", help="The context to write (default: the one "
               "--context or BOURSE_CONTEXT names, else `default`).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
-def login(url: str, token: str | None, name: str | None) -> None:
+def login(url: str, token: str | None, name: str | None, as_json: bool) -> None:
     """Check a token against an exchange and keep both as a context, made current (file
     mode 0600; `bourse context` lists and switches them)."""
     context = check_name(name or os.environ.get("BOURSE_CONTEXT") or "default")
@@ -37,6 +38,9 @@ def login(url: str, token: str | None, name: str | None) -> None:
     with Client(url, secret) as client:
         client.jobs(limit=1)  # refused here, not at the next command, if the token is wrong
     path = save_credentials(url, secret, context=context)
+    if as_json:
+        echo_json({"url": url, "context": context, "current": True, "file": str(path)})
+        return
     click.echo(f"logged in to {url}; context {context} (current) in {path}", err=True)
 
 

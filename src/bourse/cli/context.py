@@ -42,8 +42,10 @@ def context() -> None:
               "`pass bourse/prod | bourse context add prod --url URL --token-stdin`.")
 @click.option("--use", "make_current", is_flag=True,
               help="Make it the current context (the first context always is).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
-def add(name: str, url: str, token: str | None, token_stdin: bool, make_current: bool) -> None:
+def add(name: str, url: str, token: str | None, token_stdin: bool, make_current: bool,
+        as_json: bool) -> None:
     """Add a context (or replace the one of that name). The token is kept in a file only
     you can read (mode 0600) and never shown again."""
     entry = Context(check_name(name), check_url(url), check_token(_token(token, token_stdin)))
@@ -53,6 +55,10 @@ def add(name: str, url: str, token: str | None, token_stdin: bool, make_current:
     verb = "replaced" if before.find(name) else "added"
     current = ("it is the current context" if after.current == name else
                f"the current one is still {after.current} (`bourse context use {name}`)")
+    if as_json:
+        echo_json({"name": name, "url": entry.url, "action": verb, "file": str(path),
+                   "current": after.current})
+        return
     click.echo(f"{verb} context {name} ({entry.url}) in {path}; {current}", err=True)
 
 
@@ -77,12 +83,16 @@ def interactive() -> bool:
 
 @context.command("use")
 @click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
-def use(name: str) -> None:
+def use(name: str, as_json: bool) -> None:
     """Make NAME the current context: every later command (and `Client()`) uses it."""
     after = load_contexts().use(name)
     save_contexts(after)
     entry = after.get(name)
+    if as_json:
+        echo_json({"current": name, "url": entry.url})
+        return
     click.echo(f"current context: {name} ({entry.url})", err=True)
 
 
@@ -138,8 +148,9 @@ def show(as_json: bool) -> None:
 @context.command("rm")
 @click.argument("name")
 @yes_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
-def remove(name: str, yes: bool) -> None:
+def remove(name: str, yes: bool, as_json: bool) -> None:
     """Remove a context and its token from this machine (the token stays valid on the
     exchange: `bourse tokens revoke` ends it)."""
     contexts = load_contexts()
@@ -147,5 +158,8 @@ def remove(name: str, yes: bool) -> None:
     confirm(f"remove context {name} ({entry.url})?", yes=yes, what=f"remove context {name}")
     after = contexts.remove(name)
     save_contexts(after)
+    if as_json:
+        echo_json({"removed": name, "current": after.current})
+        return
     note = "" if after.current else "; no context is current now (`bourse context use NAME`)"
     click.echo(f"removed context {name}{note}", err=True)

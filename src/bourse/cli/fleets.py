@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -20,6 +20,7 @@ from typing import TypeVar
 import click
 
 from bourse.cli import client as seam
+from bourse.cli.confirm import confirm, yes_option
 from bourse.cli.errors import EXIT_NO_RESULT, handles_errors
 from bourse.cli.nodes import last_seen
 from bourse.cli.render import echo_json, money, table
@@ -64,7 +65,7 @@ def _ssh_options(func: click.decorators.FC) -> click.decorators.FC:
 @handles_errors
 def fleets(ctx: click.Context, as_json: bool) -> None:
     """SSH fleets: their hosts, each one's node, state and last seen (`fleets add`,
-    `fleets remove`)."""
+    `fleets remove` or `rm`)."""
     if ctx.invoked_subcommand is not None:
         return
     with seam.open_client() as client:
@@ -102,6 +103,9 @@ def _node_json(node: NodeView | None) -> dict[str, object]:
     return {"state": node.state, "verification": node.verification_status,
             "connected": node.connected, "last_seen": node.last_seen,
             "drained": node.drained_at is not None}
+
+
+fleets.aliases = {"rm": "remove"}
 
 
 @fleets.command("add")
@@ -161,7 +165,8 @@ def add(name: str, targets: tuple[str, ...], identity: Path | None, ssh_config: 
                 wheel=None if agent_python else find_wheel(version, wheel),
                 declared_sla=fleet.declared_sla)
     reports = _each(list(zip(hosts, tokens, strict=True)),
-                    lambda pair: _join_one(join, pair[0], pair[1]))
+                    lambda pair: _join_one(join, pair[0], pair[1]),
+                    say=None if as_json else "installing the agent on")
     now = time.time()
     for host, report in zip(hosts, reports, strict=True):
         if report.ok:
@@ -243,10 +248,21 @@ def _join_one(join: Join, host: SshHost, token: EnrollmentToken) -> Report:
                       detail=f"{type(exc).__name__}: {exc}", hint="a bug of bourse: report it")
 
 
-def _each(items: Sequence[T], work: Callable[[T], Report]) -> list[Report]:
-    """``work`` on every host, a few at once; the reports in the hosts' order."""
+def _each(items: Sequence[T], work: Callable[[T], Report], *, say: str | None) -> list[Report]:
+    """``work`` on every host, a few at once; the reports in the hosts' order. ``say``: what
+    is done to them, said on stderr at the start and as each host is done (None: quiet, as
+    for --json)."""
+    if say:
+        click.echo(f"bourse: {say} {len(items)} host(s), {min(PARALLEL, len(items))} at once",
+                   err=True)
     with ThreadPoolExecutor(max_workers=min(PARALLEL, len(items))) as pool:
-        return list(pool.map(work, items))
+        futures = [pool.submit(work, item) for item in items]
+        for n, done in enumerate(as_completed(futures), 1):
+            report = done.result()
+            if say:
+                click.echo(f"bourse: {report.host}: {'ok' if report.ok else 'failed'} at "
+                           f"{report.step} ({n} of {len(futures)} done)", err=True)
+        return [f.result() for f in futures]
 
 
 def _show(reports: list[Report], as_json: bool) -> None:
@@ -272,12 +288,14 @@ def _show(reports: list[Report], as_json: bool) -> None:
               help="Past --wait, stop the agent anyway: its jobs are retried elsewhere.")
 @click.option("--forget", is_flag=True,
               help="Drop a host from the fleet even if its agent could not be stopped.")
+@yes_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
 def remove(name: str, only: tuple[str, ...], identity: Path | None, ssh_config: Path | None,
-           accept_new_host_keys: bool, wait: str, force: bool, forget: bool,
+           accept_new_host_keys: bool, wait: str, force: bool, forget: bool, yes: bool,
            as_json: bool) -> None:
-    """Drain hosts (no new work; running work finishes) and stop their agents over SSH."""
+    """Drain hosts (no new work; running work finishes) and stop their agents over SSH
+    (`fleets rm` too); asks first, unless -y."""
     options = SshOptions(identity=identity, config=ssh_config, accept_new=accept_new_host_keys)
     options.check()
     leave = Leave(ssh=options, wait_s=parse_duration(wait, field="--wait"), force=force)
@@ -288,8 +306,13 @@ def remove(name: str, only: tuple[str, ...], identity: Path | None, ssh_config: 
         raise InvalidInput(f"no fleet {name!r} on this exchange", field="NAME",
                            hint="`bourse fleets` lists them")
     chosen = _chosen(fleet, only)
+    hosts = f"{len(chosen)} host(s) of fleet {name}"
+    confirm(f"remove {hosts} ({', '.join(h.ssh for h in chosen[:5])}"
+            f"{', ...' if len(chosen) > 5 else ''})? their agents stop once their work ends",
+            yes=yes, what=f"remove {hosts}")
     reports = _each([parse_host(h.ssh) for h in chosen],
-                    lambda host: _leave_one(leave, host, fleet.host(host.label)))
+                    lambda host: _leave_one(leave, host, fleet.host(host.label)),
+                    say=None if as_json else "draining")
     gone = {r.host for r in reports if r.ok or forget}
     fleet.hosts = [h for h in fleet.hosts if h.ssh not in gone]
     fleet_store.save(fleet)

@@ -1,4 +1,5 @@
-"""Progress of the CLI's long steps (packing and uploading code), on stderr.
+"""Progress of the CLI's long steps (packing and uploading code; a job waiting to run), on
+stderr.
 
 On a terminal a step is a rich bar with bytes, speed and time left, gone when the step ends;
 anywhere else (a CI log, a pipe) it is a plain line at most every few seconds, so a log shows
@@ -24,7 +25,9 @@ import click
 from bourse.sdk.bundle import human_size
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.progress import Progress, TaskID
+    from rich.status import Status
 
 Report = Callable[[int, int], None]
 QUIET_S = 0.5  # a step shorter than this shows nothing
@@ -122,3 +125,49 @@ def step(label: str, *, enabled: bool = True) -> Iterator[Report]:
 
 def _ignore(done: int, total: int) -> None:
     return None
+
+
+class Waiting:
+    """While a job waits to run (placed, its inputs arriving, its environment building, a
+    machine launching for it): on a terminal a rich spinner with what it waits for and for how
+    long, the once-per-change lines printed above it; gone once the job runs or ends. Off a
+    terminal it shows nothing (the lines alone say it)."""
+
+    def __init__(self, *, enabled: bool | None = None, console: Console | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.enabled = stderr_is_terminal() if enabled is None else enabled
+        self._console, self._clock, self._started = console, clock, clock()
+        self._status: Status | None = None
+
+    def say(self, text: str) -> None:
+        """A line that stays (above the spinner, when one turns)."""
+        if self._status is not None and self._console is not None:
+            self._console.print(text, markup=False, highlight=False)
+        else:
+            click.echo(text, err=True)
+
+    def show(self, text: str) -> None:
+        """Turn (or keep turning) with ``text`` and the time waited so far."""
+        if not self.enabled:
+            return
+        label = f"{text} ({waited(self._clock() - self._started)})"
+        if self._status is None:
+            from rich.console import Console
+            from rich.status import Status
+
+            self._console = self._console or Console(stderr=True)
+            self._status = Status(label, console=self._console)
+            self._status.start()
+        else:
+            self._status.update(label)
+
+    def stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+
+def waited(seconds: float) -> str:
+    """``8 s``, ``2 min 05 s``."""
+    whole = int(seconds)
+    return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"

@@ -22,6 +22,7 @@ from bourse.cli.errors import handles_errors
 from bourse.cli.logs import finish, follow_job, printer_for
 from bourse.cli.offers import compute_from_flags, compute_options
 from bourse.core.errors import InvalidInput
+from bourse.core.states import JOB_WAITING as WAITING
 from bourse.core.states import JobState
 from bourse.core.units import parse_duration
 from bourse.protocol.api import JobView
@@ -97,16 +98,24 @@ def report_input(name: str, plan: Plan, result: TransferResult) -> None:
 class StatusLine:
     """Says on stderr, once per change, why the job is waiting and where it was placed."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, waiting: progress.Waiting | None = None) -> None:
         self._client = client
         self._last = ""
         self._explained: set[int] = set()  # attempts whose placement reason was shown
+        self._waiting = waiting or progress.Waiting()
 
     def __call__(self, job: JobView) -> None:
         text = self.describe(job)
         if text and text != self._last:
-            click.echo(f"bourse: {text}", err=True)
+            self._waiting.say(f"bourse: {text}")
             self._last = text
+        if job.state in WAITING and text:
+            self._waiting.show(text)
+        else:
+            self._waiting.stop()
+
+    def stop(self) -> None:
+        self._waiting.stop()
 
     def describe(self, job: JobView) -> str:
         if job.state == JobState.PENDING:
@@ -305,7 +314,10 @@ def _attach(client: Client, job: JobView) -> JobView:
         return follow_job(client, job.id, printer_for(job.spec.compute.num_nodes),
                           on_job=status)
     except KeyboardInterrupt:
+        status.stop()
         click.echo(f"\ndetached from {job.id}; it keeps running.\n"
                    f"  reattach: bourse logs -f {job.id}\n"
                    f"  stop:     bourse stop {job.id}", err=True)
         sys.exit(130)
+    finally:
+        status.stop()

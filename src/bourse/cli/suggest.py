@@ -32,7 +32,13 @@ def unknown(name: str, known: Iterable[str]) -> str:
 
 
 class SuggestingGroup(click.Group):
-    """A group whose unknown subcommand errors name the nearest known ones."""
+    """A group whose unknown subcommand errors name the nearest known ones; ``aliases``: other
+    names of its commands, accepted but not listed (``fleets rm`` for ``fleets remove``)."""
+
+    aliases: dict[str, str] = {}  # noqa: RUF012 (read only; a group sets its own)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, self.aliases.get(cmd_name, cmd_name))
 
     def resolve_command(self, ctx: click.Context, args: list[str]
                         ) -> tuple[str | None, click.Command | None, list[str]]:
