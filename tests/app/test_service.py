@@ -23,7 +23,7 @@ max_retries: 1
 service:
   port: 8000
   readiness: {path: /health, timeout: 2s, initial_delay: 5s}
-  replicas: {min: 2, max: 4, target_rps: 50}
+  replicas: {min: 2, max: 4, target_rps: 50, target_p99: 250ms}
   rollout:
     steps: [10, 50, 100]
     pause: 30s
@@ -42,14 +42,15 @@ def test_the_same_fields_make_the_same_version_as_the_task_file(tmp_path: Path) 
                       compute=Compute(cpus=1), env={"MODEL": "small", "THREADS": 2},
                       max_retries=1,
                       readiness=Readiness(path="/health", timeout="2s", initial_delay="5s"),
-                      replicas=Replicas(min=2, max=4, target_rps=50),
+                      replicas=Replicas(min=2, max=4, target_rps=50, target_p99="250ms"),
                       rollout=Rollout(steps=[10, 50, 100], pause="30s", max_error_increase=2,
                                       max_p99_increase="150ms", min_requests=80,
                                       ready_timeout="5m"))
     assert service.body("a" * 64) == from_file
     policy = from_file.policy
     assert (policy.pause_s, policy.error_margin, policy.p99_margin_ms, policy.min_requests,
-            policy.readiness_timeout_s, policy.target_rps) == (30, 0.02, 150, 80, 2, 50)
+            policy.readiness_timeout_s, policy.target_rps, policy.target_p99_ms) == (
+                30, 0.02, 150, 80, 2, 50, 250)
     assert from_file.job.ports == []  # each replica's port is the coordinator's to give
 
 

@@ -72,3 +72,27 @@ def test_scale_down_waits() -> None:
     assert desired(s, 4, 10, None, 100) == (4, 100)  # lower asked: wait
     assert desired(s, 4, 10, 100, 120) == (4, 100)
     assert desired(s, 4, 10, 100, 131) == (1, None)
+
+
+@pytest.mark.parametrize(("p99_ms", "current", "count"), [
+    (500.0, 2, 4),  # twice the target: twice the replicas
+    (260.0, 2, 2),  # within 10 % of it: as many
+    (100.0, 4, 2),  # well under it: fewer
+    (None, 3, 1),  # no request in the window: the latency asks for nothing
+    (5000.0, 3, 6),  # never past max
+])
+def test_a_p99_target_scales_by_p99_over_target(p99_ms: float | None, current: int,
+                                               count: int) -> None:
+    assert wanted(Scaling(1, 6, target_p99_ms=250), 10.0, current, p99_ms) == count
+
+
+def test_with_both_targets_the_larger_ask_wins() -> None:
+    both = Scaling(1, 10, target_rps=50, target_p99_ms=250)
+    assert wanted(both, 400, 2, 260.0) == 8  # the rate asks more
+    assert wanted(both, 50, 2, 1000.0) == 8  # the latency asks more
+    s = Scaling(1, 6, down_after_s=30, target_p99_ms=250)
+    assert desired(s, 2, 5, None, 0, p99_ms=600.0) == (5, None)  # up at once
+    assert desired(s, 5, 5, None, 10, p99_ms=50.0) == (5, 10)  # down waits
+    assert desired(s, 5, 5, 10, 41, p99_ms=50.0) == (1, None)
+    with pytest.raises(ValueError, match="invalid scaling"):
+        Scaling(1, 2, target_p99_ms=0)

@@ -107,6 +107,27 @@ async def test_the_gateway_before_replicas_are_ready_and_after_stop(
     assert all(j["state"] == "CANCELLED" for j in await _jobs(exchange))
 
 
+@pytest.mark.anyio
+async def test_the_keeper_adds_replicas_when_the_p99_passes_its_target(
+        exchange: Exchange) -> None:
+    client = exchange.client
+    scaled = body("1", min_replicas=1, max_replicas=4, target_p99_ms=200)
+    assert (await client.post("/api/v1/services", json=scaled)).status_code == 200
+    keeper = ServiceKeeper(exchange.state)
+    await keeper.run_once()
+    assert len(await _jobs(exchange)) == 1
+    route = keeper.gateway.route("default", "web")
+    assert route is not None
+    now = exchange.clock()
+    for i in range(50):  # the last seconds' requests: p99 about 550 ms (buckets 5 % apart)
+        keeper.gateway.record(route, 1, now - 5 + i / 10, 550.0, False)
+    await keeper.run_once()
+    assert len(await _jobs(exchange)) == 3  # 1 x 550 / 200, rounded up
+    exchange.clock.advance(11)  # out of the rate window: no p99, the latency asks for nothing
+    await keeper.run_once()
+    assert len([j for j in await _jobs(exchange) if j["state"] != "CANCELLED"]) == 3  # waits
+
+
 @pytest.mark.parametrize(("policy", "words"), [
     ({"steps": [50, 10, 100]}, "must rise"),
     ({"min_replicas": 3, "max_replicas": 2}, "below min_replicas"),

@@ -42,9 +42,9 @@ class Service:
     """A service's version: ``command`` (a bash script, or an argv) run by each replica,
     which serves HTTP on ``$PORT`` (``port`` or the next free one above it); ``compute``
     per replica; ``readiness`` a path or a :class:`Readiness`; ``replicas`` a count or
-    :class:`Replicas` (min, max, ``target_rps``); ``rollout`` a :class:`Rollout` (steps,
-    pause, rollback rules). ``env``, ``secrets``, ``setup`` and ``max_retries`` are the task
-    file's."""
+    :class:`Replicas` (min, max, ``target_rps``, ``target_p99``); ``rollout`` a
+    :class:`Rollout` (steps, pause, rollback rules). ``env``, ``secrets``, ``setup`` and
+    ``max_retries`` are the task file's."""
 
     def __init__(self, name: str, command: str | Sequence[str], *, port: int,
                  compute: Compute | str, readiness: str | Readiness | None = None,

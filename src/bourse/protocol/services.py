@@ -24,6 +24,7 @@ class ServicePolicy(Wire):
     min_replicas: int = Field(default=1, ge=0, le=1000)
     max_replicas: int = Field(default=1, ge=1, le=1000)
     target_rps: float | None = Field(default=None, gt=0)
+    target_p99_ms: float | None = Field(default=None, gt=0, le=600_000)
     steps: list[int] = Field(default_factory=lambda: [10, 50, 100], min_length=1,
                              max_length=20)
     pause_s: float = Field(default=60.0, ge=0, le=86400)

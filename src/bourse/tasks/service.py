@@ -63,6 +63,17 @@ class Replicas(Strict):
     max: int = Field(default=1, ge=1, le=MAX_REPLICAS, strict=True)
     target_rps: float | None = Field(default=None, gt=0, description=(
         "requests/s one replica should serve; the count follows the traffic in [min, max]"))
+    target_p99: Duration | None = Field(default=None, description=(
+        "the p99 latency to keep (e.g. 250ms): above it the count grows by p99 / target, "
+        "below it shrinks, in [min, max]"))
+
+    @field_validator("target_p99")
+    @classmethod
+    def _p99(cls, value: Duration | None) -> Duration | None:
+        if value is not None and parse_duration(value, field="target_p99", at_most=600) <= 0:
+            raise InvalidInput(f"target_p99 {value!r} is no latency to keep",
+                               field="target_p99", hint="write e.g. 250ms")
+        return value
 
     @model_validator(mode="after")
     def _ordered(self) -> Replicas:

@@ -30,6 +30,8 @@ def policy_of(service: Service) -> ServicePolicy:
         initial_delay_s=parse_duration(readiness.initial_delay, field="readiness.initial_delay")
         if readiness else 0.0,
         min_replicas=replicas.min, max_replicas=replicas.max, target_rps=replicas.target_rps,
+        target_p99_ms=None if replicas.target_p99 is None else parse_duration(
+            replicas.target_p99, field="replicas.target_p99") * 1000,
         steps=list(rollout.steps), pause_s=parse_duration(rollout.pause, field="rollout.pause"),
         error_margin=rollout.max_error_increase / 100,
         p99_margin_ms=parse_duration(rollout.max_p99_increase,

@@ -191,12 +191,14 @@ class ServiceKeeper:
         policy = ServicePolicy.model_validate(version.policy)
         mine = [(r, j) for r, j in replicas
                 if r.version == version.number and not r.ended and not j.cancel_requested]
-        rps = 0.0 if route is None else route.figures(
-            version.number, now, since=now - RATE_WINDOW_S).rps
-        scaling = Scaling(max(policy.min_replicas, 1), policy.max_replicas, policy.target_rps)
+        figures = None if route is None else route.figures(
+            version.number, now, since=now - RATE_WINDOW_S)
+        scaling = Scaling(max(policy.min_replicas, 1), policy.max_replicas, policy.target_rps,
+                          target_p99_ms=policy.target_p99_ms)
         key = (service.id, version.number)
-        want, self._lower_since[key] = desired(scaling, len(mine), rps,
-                                               self._lower_since.get(key), now)
+        want, self._lower_since[key] = desired(
+            scaling, len(mine), figures.rps if figures else 0.0, self._lower_since.get(key),
+            now, p99_ms=figures.p99_ms if figures else None)
         for _ in range(want - len(mine)):
             await self._add_replica(session, service, version, now)
             done.submitted += 1
