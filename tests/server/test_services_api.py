@@ -4,12 +4,17 @@ by hand, and the gateway's answers before any replica is ready."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from click.testing import CliRunner, Result
 from pydantic import ValidationError
-from server_harness import Exchange, job_spec
+from server_harness import Exchange, Live, job_spec
 
+from bourse.cli.main import cli
 from bourse.protocol.services import ServicePolicy
 from bourse.server.serving.keeper import ServiceKeeper
 
@@ -126,6 +131,38 @@ async def test_the_keeper_adds_replicas_when_the_p99_passes_its_target(
     exchange.clock.advance(11)  # out of the rate window: no p99, the latency asks for nothing
     await keeper.run_once()
     assert len([j for j in await _jobs(exchange) if j["state"] != "CANCELLED"]) == 3  # waits
+
+
+TASK = """\
+name: web
+run: python -m http.server $PORT
+service:
+  port: 18100
+  readiness: /
+  replicas: {min: 1, max: 2, target_p99: 300ms}
+"""
+
+
+@pytest.mark.anyio
+async def test_serve_and_services_answer_json_for_scripts(live: Live, tmp_path: Path) -> None:
+    task = tmp_path / "web.yaml"
+    task.write_text(TASK)
+    env = {"BOURSE_URL": live.http_url, "BOURSE_TOKEN": live.exchange.admin_token}
+
+    async def bourse(*args: str) -> Any:
+        said: Result = await anyio.to_thread.run_sync(
+            lambda: CliRunner().invoke(cli, list(args), env=env))
+        assert said.exit_code == 0, said.output
+        return json.loads(said.stdout)
+
+    served = await bourse("serve", str(task), "--no-code", "--json")
+    assert (served["name"], served["stable"], served["url"]) == ("web", 1, "/svc/default/web/")
+    [listed] = await bourse("services", "--json")
+    assert listed["name"] == "web"
+    shown = await bourse("services", "show", "web", "--json")
+    assert shown["versions"][0]["number"] == 1
+    stopped = await bourse("services", "stop", "web", "-y", "--json")
+    assert stopped["state"] == "stopped"
 
 
 @pytest.mark.parametrize(("policy", "words"), [

@@ -160,3 +160,52 @@ def test_a_closed_port_sent_nothing_and_a_dropped_request_had_no_answer() -> Non
         assert len(server.seen) == 1  # it reached the replica: not retried if a POST
 
     asyncio.run(scenario())
+
+
+class _Local:
+    """Every replica's node shares our loopback (its connection says so)."""
+
+    direct = True
+
+    def get(self, node_id: str) -> _Local:
+        return self
+
+
+def _sent(method: str, body: bytes = b"") -> Request:
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return Request(_request_for(method, body).scope, receive)
+
+
+def test_a_get_that_got_no_answer_goes_to_another_replica_and_a_post_never_does() -> None:
+    from bourse.server.serving.forward import Forwarder
+    from bourse.server.serving.gateway import Gateway, ReplicaInfo
+    from bourse.server.streams.tunnels import Unreachable
+
+    async def scenario() -> None:
+        gateway, upstream = Gateway(), Upstream("/predict", "/svc/p/web")
+        async with replica(drop=True) as dropping, replica() as good:
+            route = gateway.sync("s-1", "p", "web", {1: 100}, [
+                ReplicaInfo(job, 1, server.port, f"n-{job}", 1, 0.0, "/", 1.0, 0.0)
+                for job, server in (("drop", dropping), ("good", good))])
+
+            def ready() -> None:  # both in the rotation, the dropping one tried first
+                for job, last in (("drop", 0.0), ("good", 1.0)):
+                    route.replicas[job].ready, route.replicas[job].last = True, last
+
+            forwarder = Forwarder(gateway, tunnels=None, connections=_Local(),  # type: ignore[arg-type]
+                                  direct=Direct())
+            ready()
+            answer = await forwarder.forward(_sent("GET"), route, upstream)
+            assert answer.status_code == 201 and (len(dropping.seen), len(good.seen)) == (1, 1)
+            assert not route.replicas["drop"].ready  # out of the rotation at once
+            ready()
+            with pytest.raises(Unreachable, match="did not answer"):
+                await forwarder.forward(_sent("POST", b"x"), route, upstream)
+            assert (len(dropping.seen), len(good.seen)) == (2, 1)  # a POST is never sent twice
+            assert all(r.outstanding == 0 for r in route.replicas.values())
+            assert forwarder.direct is not None
+            await forwarder.direct.close()
+
+    asyncio.run(scenario())
