@@ -13,7 +13,8 @@ file renamed):
    submits a job with the Compute, the same checkpoint prefix and the same command: its
    first attempt resumes from that checkpoint (``BourseCheckpoint`` looks there first).
 
-No network call and no coordinator is involved until step 3, so a run started with plain
+A plain PyTorch loop does step 2 itself with :class:`Watch`. No network call and no
+coordinator is involved until step 3, so a run started with plain
 ``python train.py`` (or ``bourse run --local``) needs only the callback and a checkpoint
 prefix in the exchange's store (``BOURSE_CHECKPOINT_URI=s3://...`` with store credentials,
 e.g. from ``bourse cp``'s grant, docs/burst.md).
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -104,6 +106,28 @@ def answer(folder: Path, checkpoint: str, step: int, argv: Sequence[str], cwd: P
     _write(folder / HANDED, asdict(handed))
     (folder / REQUEST).unlink(missing_ok=True)
     return handed
+
+
+class Watch:
+    """A plain training loop's side of the handshake (what ``BourseCheckpoint`` does for
+    Lightning): ``asked()`` once a step — a ``stat`` — and, once it has saved its checkpoint
+    to its prefix in the exchange's store, ``handed(uri, step)`` before it exits. Inert in a
+    job on the exchange (``BOURSE_JOB_ID`` set): a burst reaches a job as a notice, SIGTERM."""
+
+    def __init__(self, environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> None:
+        environ = os.environ if environ is None else environ
+        self.folder = None if environ.get("BOURSE_JOB_ID") else control_dir(environ, cwd)
+
+    def asked(self) -> bool:
+        """Whether ``bourse burst --here`` asks this run to hand itself over."""
+        return self.folder is not None and requested(self.folder) is not None
+
+    def handed(self, checkpoint: str, step: int) -> Handed:
+        """Say where the run saved (``checkpoint``, at ``step``); then it should exit."""
+        if self.folder is None:
+            raise InvalidInput("a job on the exchange hands over through its notice, not "
+                               "handed()", hint="call handed() only when asked() said so")
+        return answer(self.folder, checkpoint, step, sys.argv, Path.cwd())
 
 
 def wait_handed(folder: Path, timeout_s: float, poll_s: float = 0.1) -> Handed:
