@@ -80,3 +80,18 @@ def test_a_marker_the_job_linked_elsewhere_is_not_written_through(tmp_path: Path
     (tmp_path / ("track.jsonl" + tensorboard.MARKER)).symlink_to(target)
     assert tensorboard.import_once(work, track) is None
     assert target.read_text() == "keep me" and not track.exists()
+
+
+def test_fifos_and_garbage_are_skipped_never_waited_on(tmp_path: Path) -> None:
+    import os
+
+    work, track = tmp_path / "work", tmp_path / "track.jsonl"
+    write(work / "runs", "loss", 3)
+    os.mkfifo(work / "runs" / (tensorboard.EVENTS + "fifo"))  # an open would block for ever
+    (work / (tensorboard.EVENTS + "junk")).write_bytes(b"\xff" * 64)  # no record in it
+    done = tensorboard.import_once(work, track)
+    assert done is not None and done.points == 3
+    blocked = tmp_path / "fifo-track.jsonl"
+    os.mkfifo(blocked)  # the job left a FIFO where its track file goes
+    with pytest.raises(OSError):  # refused at once (ENXIO, or not a regular file)
+        tensorboard.import_once(work, blocked)

@@ -106,23 +106,28 @@ def test_a_waiting_job_turns_a_spinner_on_a_terminal_until_it_runs(
     job = JobView.model_validate(job_view("j1", "PENDING",
                                           pending_reason="launching p4d.24xlarge on aws"))
     line(job)
-    assert waiting._status is not None  # turning, with the reason
-    clock.now += 125
-    line(job)  # the same reason: no second line, the time waited moves on
-    status = waiting._status
-    assert status is not None and "(2 min 05 s)" in str(status.status)
+    assert waiting._live is not None  # turning, with the reason
+    clock.now += 125  # no new view of the job: the time waited moves on by itself
+    assert waiting.label() == "PENDING: launching p4d.24xlarge on aws (2 min 05 s)"
+    line(job)  # the same reason: no second line
+    rendered = io.StringIO()
+    Console(file=rendered, force_terminal=True, width=120).print(waiting)
+    assert "(2 min 05 s)" in rendered.getvalue()
     line(job.model_copy(update={"state": JobState.SUCCEEDED}))  # ended: gone
-    assert waiting._status is None
+    assert waiting._live is None
+    line(job)  # waiting again (a retry): its time counts from now
+    assert waiting.label().endswith("(0 s)")
+    waiting.stop()
     said = "bourse: PENDING: launching p4d.24xlarge on aws"
     assert capsys.readouterr().err.count(said) == 1  # said once, before the spinner turned
-    assert "PENDING: launching p4d.24xlarge on aws (2 min 05 s)" in out.getvalue()
+    assert "PENDING: launching p4d.24xlarge on aws" in out.getvalue()
 
 
 def test_off_a_terminal_waiting_shows_no_spinner(capsys: pytest.CaptureFixture[str]) -> None:
     waiting = progress.Waiting(enabled=False)
     waiting.show("PENDING")
     waiting.say("bourse: PENDING")
-    assert waiting._status is None and capsys.readouterr().err == "bourse: PENDING\n"
+    assert waiting._live is None and capsys.readouterr().err == "bourse: PENDING\n"
     assert progress.waited(8.9) == "8 s" and progress.waited(3605) == "60 min 05 s"
 
 

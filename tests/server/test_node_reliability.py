@@ -189,10 +189,10 @@ async def test_each_providers_nodes_are_measured_together_beside_what_it_declare
     gone: FakeAgent = await agent_factory("old", provider="rack")
     await gone.close()
     await until_disconnected(exchange, gone.node_id)
-    async with exchange.state.db.write() as session:  # ended long ago: out of the window
+    async with exchange.state.db.write() as session:  # silent for long: out of the window
         node = await session.get(Node, gone.node_id)
         assert node is not None
-        node.state, node.last_seen = NodeState.TERMINATED.value, exchange.clock() - WINDOW_S - 1
+        node.state, node.last_seen = NodeState.LOST.value, exchange.clock() - WINDOW_S - 1
     await there_then_away(live, flaky, 1800)  # half of its hour connected, the other all of it
     answer = await exchange.client.get("/api/v1/providers")
     assert answer.status_code == 200, answer.text

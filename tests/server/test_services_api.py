@@ -16,6 +16,7 @@ from server_harness import Exchange, Live, job_spec
 
 from bourse.cli.main import cli
 from bourse.protocol.services import ServicePolicy
+from bourse.server.serving import keeper as keeper_module
 from bourse.server.serving.keeper import ServiceKeeper
 
 POLICY = {"port": 18000, "readiness_path": "/health", "min_replicas": 2, "max_replicas": 2,
@@ -114,7 +115,7 @@ async def test_the_gateway_before_replicas_are_ready_and_after_stop(
 
 @pytest.mark.anyio
 async def test_the_keeper_adds_replicas_when_the_p99_passes_its_target(
-        exchange: Exchange) -> None:
+        exchange: Exchange, monkeypatch: pytest.MonkeyPatch) -> None:
     client = exchange.client
     scaled = body("1", min_replicas=1, max_replicas=4, target_p99_ms=200)
     assert (await client.post("/api/v1/services", json=scaled)).status_code == 200
@@ -126,11 +127,18 @@ async def test_the_keeper_adds_replicas_when_the_p99_passes_its_target(
     now = exchange.clock()
     for i in range(50):  # the last seconds' requests: p99 about 550 ms (buckets 5 % apart)
         keeper.gateway.record(route, 1, now - 5 + i / 10, 550.0, False)
+    serving = [1]  # replicas whose readiness probe answered (none run here: no agent)
+    monkeypatch.setattr(keeper_module, "_serving", lambda _route, _version: serving[0])
     await keeper.run_once()
     assert len(await _jobs(exchange)) == 3  # 1 x 550 / 200, rounded up
+    await keeper.run_once()  # the p99 is as high, but the new two do not serve yet
+    assert len(await _jobs(exchange)) == 3
+    serving[0] = 3
+    await keeper.run_once()  # all three serve and the p99 is still high: up again, to max
+    assert len(await _jobs(exchange)) == 4
     exchange.clock.advance(11)  # out of the rate window: no p99, the latency asks for nothing
     await keeper.run_once()
-    assert len([j for j in await _jobs(exchange) if j["state"] != "CANCELLED"]) == 3  # waits
+    assert len([j for j in await _jobs(exchange) if j["state"] != "CANCELLED"]) == 4  # waits
 
 
 TASK = """\

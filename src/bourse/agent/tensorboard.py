@@ -8,8 +8,10 @@ nothing else writes it), which the tailer then spools as it spools the job's own
 is a metric named by its tag, at its step and wall time. Once per attempt: a marker beside the
 track file is written first, so a restarted agent never imports twice (at the price of an
 import cut short by a crash staying short). Bounded: the working directory is walked
-``MAX_DEPTH`` deep and at most ``MAX_ENTRIES`` entries, links are never followed, and at most
-``MAX_BYTES`` of event files are read.
+``MAX_DEPTH`` deep and at most ``MAX_ENTRIES`` entries, at most ``MAX_BYTES`` of event files are
+read and ``MAX_POINTS`` scalars imported; only regular files are opened (never a link, a FIFO
+or a device the job left in their place), and a file that cannot be read or parsed is skipped,
+never the attempt's end.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import asyncio
 import logging
 import math
 import os
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +38,8 @@ log = logging.getLogger(__name__)
 EVENTS = "events.out.tfevents."
 MAX_DEPTH = 4
 MAX_ENTRIES = 20_000
-MAX_BYTES = 256 * 1024 * 1024
+MAX_BYTES = 64 * 1024 * 1024  # the CRC-32C in Python reads about 8 MiB/s
+MAX_POINTS = 500_000
 PER_RECORD = 1000  # points per record: a log-batch's
 MAX_KEY = 250
 MARKER = ".tensorboard-imported"
@@ -63,24 +67,33 @@ def event_files(root: Path) -> tuple[list[Path], bool]:
             return sorted(found), True
         for name in sorted(files):
             path = Path(top) / name
-            if name.startswith(EVENTS) and not path.is_symlink():
-                total += path.stat().st_size
-                if total > MAX_BYTES:
-                    return sorted(found), True
-                found.append(path)
+            if not name.startswith(EVENTS):
+                continue
+            info = path.lstat()
+            if not stat.S_ISREG(info.st_mode):
+                continue  # a link, a FIFO, a device: never opened
+            total += info.st_size
+            if total > MAX_BYTES:
+                return sorted(found), True
+            found.append(path)
     return sorted(found), False
 
 
+def regular(path: Path, flags: int, mode: int = 0o600) -> int:
+    """An fd of ``path`` opened only if it is a regular file, never through a link, and
+    without waiting (a FIFO a job swapped in after the walk would block an open for ever)."""
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, mode)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    os.set_blocking(fd, True)
+    return fd
+
+
 def read(path: Path) -> bytes:
-    """The file's bytes, never through a link (a job could swap one in after the walk)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        with os.fdopen(fd, "rb") as f:
-            fd = -1
-            return f.read(MAX_BYTES)
-    finally:
-        if fd >= 0:
-            os.close(fd)
+    """The file's bytes (at most ``MAX_BYTES``), a regular file only."""
+    with os.fdopen(regular(path, os.O_RDONLY), "rb") as f:
+        return f.read(MAX_BYTES)
 
 
 def records(points: Iterable[Scalar]) -> Iterator[TrackRecord]:
@@ -88,9 +101,11 @@ def records(points: Iterable[Scalar]) -> Iterator[TrackRecord]:
     clamped, as ``bourse.track`` writes them; a tag too long for a key is left out)."""
     batch: list[tuple[str, float | None, int, int]] = []
     for s in points:
-        if not 0 < len(s.tag) <= MAX_KEY:
+        if not 0 < len(s.tag) <= MAX_KEY or not -(2**63) <= s.step < 2**63:
             continue
-        batch.append((s.tag, _value(s.value), s.step, max(0, int(s.wall_time * 1000))))
+        wall = s.wall_time * 1000
+        batch.append((s.tag, _value(s.value), s.step,
+                      int(wall) if math.isfinite(wall) and 0 <= wall < 2**62 else 0))
         if len(batch) == PER_RECORD:
             yield TrackRecord(metrics=batch)
             batch = []
@@ -117,15 +132,23 @@ def import_once(workdir: Path, track: Path) -> Imported | None:
         os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
     except FileExistsError:
         return None
-    points = 0
-    fd = os.open(track, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "ab") as out:
+    points, read_files = 0, 0
+    with os.fdopen(regular(track, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as out:
         out.write(b"\n")  # after a last line the job left without its newline
         for path in files:
-            for record in records(scalars(read(path))):
+            if points >= MAX_POINTS:
+                truncated = True
+                break
+            try:
+                found = list(records(scalars(read(path))))
+            except Exception as exc:  # a file that is not what its name says: skipped
+                log.warning("TensorBoard file %s not imported: %s", path, exc)
+                continue
+            read_files += 1
+            for record in found:
                 points += len(record.metrics)
                 out.write(record.model_dump_json().encode() + b"\n")
-    return Imported(len(files), points, truncated)
+    return Imported(read_files, points, truncated)
 
 
 async def import_after(msg: StartJob, adir: AttemptDir,
@@ -137,6 +160,9 @@ async def import_after(msg: StartJob, adir: AttemptDir,
         done = await asyncio.to_thread(import_once, cwd, track_file(adir))
     except (StartError, OSError) as exc:
         log.warning("TensorBoard files of %s not imported: %s", adir.root, exc)
+        return
+    except Exception:  # never the attempt's end: it is reported whatever happens here
+        log.exception("importing the TensorBoard files of %s failed", adir.root)
         return
     if done is not None:
         more = "; some were left out (too many files or bytes)" if done.truncated else ""

@@ -93,8 +93,8 @@ PROVIDER_HEADERS = ("PROVIDER", "NODES", "WATCHED", "AVAILABLE", "INTERRUPTED", 
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handles_errors
 def providers(as_json: bool) -> None:
-    """What the exchange measured of each provider's nodes together (those that may take work
-    and those heard in 30 days): availability, interruptions, score, and its declared SLA."""
+    """What the exchange measured of each provider's nodes together (those heard in the last
+    30 days): availability, interruptions, score, and its declared SLA."""
     with seam.open_client() as client:
         found = client.providers()
     if as_json:

@@ -26,8 +26,9 @@ from bourse.sdk.bundle import human_size
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.live import Live
     from rich.progress import Progress, TaskID
-    from rich.status import Status
+    from rich.spinner import Spinner
 
 Report = Callable[[int, int], None]
 QUIET_S = 0.5  # a step shorter than this shows nothing
@@ -130,41 +131,61 @@ def _ignore(done: int, total: int) -> None:
 class Waiting:
     """While a job waits to run (placed, its inputs arriving, its environment building, a
     machine launching for it): on a terminal a rich spinner with what it waits for and for how
-    long, the once-per-change lines printed above it; gone once the job runs or ends. Off a
-    terminal it shows nothing (the lines alone say it)."""
+    long (counted at each refresh, from when it began to wait), the once-per-change lines
+    printed above it; gone once the job runs or ends. Off a terminal it shows nothing (the
+    lines alone say it). The job's own output is never redirected (stdout stays stdout)."""
 
     def __init__(self, *, enabled: bool | None = None, console: Console | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.enabled = stderr_is_terminal() if enabled is None else enabled
-        self._console, self._clock, self._started = console, clock, clock()
-        self._status: Status | None = None
+        self._console, self._clock = console, clock
+        self._started: float | None = None
+        self.text = ""
+        self._live: Live | None = None
+        self._spinner: Spinner | None = None
 
     def say(self, text: str) -> None:
         """A line that stays (above the spinner, when one turns)."""
-        if self._status is not None and self._console is not None:
+        if self._live is not None and self._console is not None:
             self._console.print(text, markup=False, highlight=False)
         else:
             click.echo(text, err=True)
 
+    def label(self) -> str:
+        """What the spinner says now: the reason and the time waited so far."""
+        started = self._clock() if self._started is None else self._started
+        return f"{self.text} ({waited(self._clock() - started)})"
+
+    def __rich__(self) -> Spinner:
+        assert self._spinner is not None
+        self._spinner.update(text=self.label())
+        return self._spinner
+
     def show(self, text: str) -> None:
-        """Turn (or keep turning) with ``text`` and the time waited so far."""
+        """Turn (or keep turning) with ``text``."""
         if not self.enabled:
             return
-        label = f"{text} ({waited(self._clock() - self._started)})"
-        if self._status is None:
+        self.text = text
+        if self._started is None:
+            self._started = self._clock()
+        if self._live is None:
             from rich.console import Console
-            from rich.status import Status
+            from rich.live import Live
+            from rich.spinner import Spinner
 
             self._console = self._console or Console(stderr=True)
-            self._status = Status(label, console=self._console)
-            self._status.start()
-        else:
-            self._status.update(label)
+            self._spinner = Spinner("dots")
+            self._live = Live(self, console=self._console, transient=True,
+                              refresh_per_second=4, redirect_stdout=False,
+                              redirect_stderr=False)
+            self._live.start()
 
     def stop(self) -> None:
-        if self._status is not None:
-            self._status.stop()
-            self._status = None
+        """Gone; a later wait (a retried attempt) counts its time from its own start."""
+        self._started = None
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
 
 
 def waited(seconds: float) -> str:

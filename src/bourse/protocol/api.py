@@ -324,8 +324,8 @@ class NodeList(Wire):
 
 
 class ProviderReliabilityView(Wire):
-    """What the exchange measured of one provider's nodes together: those that may still take
-    work and those heard in the last 30 days (docs/market.md, "Measured reliability")."""
+    """What the exchange measured of one provider's nodes together: those heard in the last 30
+    days (docs/market.md, "Measured reliability")."""
 
     provider: str
     nodes: int

@@ -75,7 +75,7 @@ async def _reliability(session: AsyncSession, now: float) -> list[Family]:
         "Run time of the attempts that ended on a node, in hours.",
         "Availability times the share of ended attempts not interrupted; for nodes watched an "
         "hour or more.", "The availability a node's provider declared (bourse agent "
-        "--declare-sla), beside the measured score."))
+        "--declare-sla), beside the measured score."), counters=True)
     for node in await records(session, Node.name, Node.declared):
         measured.add(reliability_of(node, now), declared_sla(node.declared),
                      node=node.id, name=node.name)
@@ -90,7 +90,8 @@ def _providers(found: list[ProviderRecord]) -> list[Family]:
         "Attempts lost with or preempted on a provider's nodes seen in 30 days.",
         "Run time of the attempts that ended on a provider's nodes, in hours.",
         "A provider's nodes' availability times the share of their ended attempts not "
-        "interrupted.", "The availability a provider's nodes declared, when they agree on one."))
+        "interrupted.", "The availability a provider's nodes declared, when they agree on one."),
+        counters=False)
     for p in found:
         measured.add(p.reliability, p.declared, provider=p.provider)
     return list(measured.families)
@@ -99,13 +100,17 @@ def _providers(found: list[ProviderRecord]) -> list[Family]:
 class _Measured:
     """The families of what was measured of one kind of subject (a node, a provider)."""
 
-    NAMES = (("availability", "gauge"), ("attempts_ended_total", "counter"),
-             ("attempts_interrupted_total", "counter"), ("work_hours_total", "counter"),
-             ("reliability_score", "gauge"), ("declared_sla", "gauge"))
+    NAMES = ("availability", "attempts_ended", "attempts_interrupted", "work_hours",
+             "reliability_score", "declared_sla")
+    COUNTS = frozenset({"attempts_ended", "attempts_interrupted", "work_hours"})
 
-    def __init__(self, subject: str, helps: tuple[str, ...]) -> None:
-        self.families = tuple(Family(f"bourse_{subject}_{name}", text, kind)
-                              for (name, kind), text in zip(self.NAMES, helps, strict=True))
+    def __init__(self, subject: str, helps: tuple[str, ...], *, counters: bool) -> None:
+        """``counters``: the counts only grow (a node's), so they are counters (``_total``);
+        a provider's sum over a moving set of nodes may fall, so it is a gauge."""
+        self.families = tuple(
+            Family(f"bourse_{subject}_{name}_total", text, "counter")
+            if counters and name in self.COUNTS else Family(f"bourse_{subject}_{name}", text)
+            for name, text in zip(self.NAMES, helps, strict=True))
 
     def add(self, r: Reliability, declared: float | None, **labels: str) -> None:
         availability, ended, interrupted, work, score, promised = self.families

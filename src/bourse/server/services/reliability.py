@@ -119,12 +119,15 @@ class ProviderRecord:
 
 
 async def by_provider(session: AsyncSession, scope: Scope, now: float) -> list[ProviderRecord]:
-    """Each provider's nodes that the scope sees and that may still take work or were heard
-    in the last ``WINDOW_S`` (a launched machine terminated yesterday still counts), measured
-    together: a node that ended is measured up to when it was last heard. By provider name."""
+    """Each provider's nodes that the scope sees and that were heard in the last ``WINDOW_S``
+    (or enrolled in it and never heard: a launched machine terminated yesterday still counts,
+    one silent for longer does not), measured together: a node that ended or was drained is
+    measured up to when it was last heard. By provider name."""
+    since = now - WINDOW_S
     rows = (await session.execute(scope.filter(select(
-        Node.capabilities, Node.declared, Node.state, Node.last_seen, *RECORD).where(or_(
-            Node.state != NodeState.TERMINATED, Node.last_seen >= now - WINDOW_S)),
+        Node.capabilities, Node.declared, Node.state, Node.last_seen, Node.drained_at,
+        *RECORD).where(or_(Node.last_seen >= since, and_(
+            Node.last_seen.is_(None), Node.created_at >= since))),
         Node.project_id))).all()
     groups: dict[str, list[Any]] = {}
     for row in rows:
@@ -138,8 +141,10 @@ async def by_provider(session: AsyncSession, scope: Scope, now: float) -> list[P
 
 
 def _until(row: Any, now: float) -> float:
-    """A node that ended was watched until it was last heard."""
-    if row.state == NodeState.TERMINATED and row.last_seen is not None:
+    """A node that ended, or was drained (taken out of the fleet), was watched until it was
+    last heard: its provider retired it, its silence since is not downtime."""
+    ended = row.state == NodeState.TERMINATED or row.drained_at is not None
+    if ended and row.last_seen is not None:
         return min(now, float(row.last_seen))
     return now
 

@@ -193,12 +193,15 @@ class ServiceKeeper:
                 if r.version == version.number and not r.ended and not j.cancel_requested]
         figures = None if route is None else route.figures(
             version.number, now, since=now - RATE_WINDOW_S)
+        # the latency asks again only once every replica it has serves: a p99 over the
+        # target would otherwise double the count at each pass before the new ones take load
+        settled = route is not None and _serving(route, version.number) >= len(mine)
         scaling = Scaling(max(policy.min_replicas, 1), policy.max_replicas, policy.target_rps,
                           target_p99_ms=policy.target_p99_ms)
         key = (service.id, version.number)
         want, self._lower_since[key] = desired(
             scaling, len(mine), figures.rps if figures else 0.0, self._lower_since.get(key),
-            now, p99_ms=figures.p99_ms if figures else None)
+            now, p99_ms=figures.p99_ms if figures and settled else None)
         for _ in range(want - len(mine)):
             await self._add_replica(session, service, version, now)
             done.submitted += 1
@@ -267,3 +270,8 @@ def _infos(replicas: Sequence[tuple[ServiceReplica, Job]],
                                  job.attempt, job.updated_at, policy.readiness_path,
                                  policy.readiness_timeout_s, policy.initial_delay_s))
     return infos
+
+
+def _serving(route: Route, version: int) -> int:
+    """How many of the version's replicas take traffic (their readiness probe answered)."""
+    return sum(1 for r in route.replicas.values() if r.info.version == version and r.ready)
