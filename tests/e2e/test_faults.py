@@ -255,9 +255,14 @@ def test_a_success_heard_after_the_loss_window_ends_the_job_once(
     # attempt 1: 2 s, well inside the node's lease (the loss window less the fence's margin,
     # 8.3 s after the cut): a loaded machine once stretched a 5 s attempt past it, and the
     # attempt was fenced instead of succeeding
+    # a verified before the job and b: the job runs on a (b, verified first, once took it)
+    exchange.wait_for(lambda: next((n.verification_status for n in exchange.client.nodes()
+                                    if n.id == cut_off.node_id), None) in ("pass", "warn"), 30,
+                      "a to be verified")
     job = exchange.client.submit(lines_job(400, 0.05, first_lines=40)).id
     other = exchange.agent("b")
     exchange.wait_for(lambda: stored_lines(exchange.client, job) >= 3, 30, "the first lines")
+    assert exchange.client.job(job).node_id == cut_off.node_id
     wait_heartbeat(exchange, cut_off.node_id or "")
     proxy.cut(silent=True)
     attempt = cut_off.attempt_dir(job, 1)
