@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bourse.protocol.agent import StartJob
+
 PROC = Path("/proc")
 LISTEN = "0A"  # include/net/tcp_states.h: TCP_LISTEN = 10
 # where a listener receives connections made to 127.0.0.1 (a dual-stack "::" socket does too)
@@ -259,3 +261,12 @@ class PortGuard:
                 self._owned.clear()
             self._owned[key] = _Owned(now, held)
         return why
+
+
+def taken_port(msg: StartJob) -> str | None:
+    """Why a declared port of the job cannot be its own on this node (something listens
+    there already: its requests would reach that), or None. A container's ports are in its
+    own network, so nothing on the node takes them."""
+    if msg.spec.compute.image is not None:
+        return None
+    return busy(p.number for p in msg.spec.ports) if msg.spec.ports else None

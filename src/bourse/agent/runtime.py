@@ -45,7 +45,7 @@ from bourse.agent.execs import drop_beside, save_beside
 from bourse.agent.fence import FENCED_REASON, Lease
 from bourse.agent.hooks import AttemptHooks, Emit
 from bourse.agent.isolation import Isolation
-from bourse.agent.listeners import busy
+from bourse.agent.listeners import taken_port
 from bourse.agent.shim import AttemptDir
 from bourse.agent.spool import AttemptRecord, AttemptStatus, Spool
 from bourse.agent.tailer import LogTailer
@@ -246,7 +246,7 @@ class Runtime:
         met = self._went_on(key, await self._meet(key, msg, meeting))
         if met is None:
             return
-        taken = _taken_port(msg)
+        taken = taken_port(msg)
         if taken is not None:
             self._fail_start(key, taken, elsewhere=True)
             return
@@ -490,12 +490,3 @@ class Runtime:
         except Exception as exc:
             log.exception("finishing attempt %s failed", watch.key)
             return {"outputs_error": f"the agent failed after the job ended: {exc}"}
-
-
-def _taken_port(msg: StartJob) -> str | None:
-    """Why a declared port of the job cannot be its own on this node (something listens
-    there already: its requests would reach that), or None. A container's ports are in its
-    own network, so nothing on the node takes them."""
-    if msg.spec.compute.image is not None:
-        return None
-    return busy(p.number for p in msg.spec.ports) if msg.spec.ports else None

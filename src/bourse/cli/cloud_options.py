@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import click
@@ -146,20 +146,25 @@ def clouds_config(*, clouds: tuple[str, ...], idle_timeout: str, boot_timeout: s
 def declared_slas(text: str | None) -> tuple[tuple[str, float], ...]:
     """``aws=99.5%,kubernetes=0.99`` as (cloud, share) pairs."""
     out: dict[str, float] = {}
-    for part in (p.strip() for p in (text or "").split(",")):
-        if not part:
-            continue
-        name, sep, share = part.partition("=")
-        name = name.strip().lower()
+    for part, key, sep, share in _pairs(text):
+        name = key.lower()
         if not sep or name not in CLOUDS:
             raise click.BadParameter(f"{part!r} is not CLOUD=SHARE with a cloud of "
                                      f"{', '.join(CLOUDS)} (e.g. aws=99.5%)",
                                      param_hint="--cloud-sla")
         try:
-            out[name] = parse_share(share.strip(), field="--cloud-sla")
+            out[name] = parse_share(share, field="--cloud-sla")
         except InvalidInput as exc:
             raise click.BadParameter(f"{part!r}: {exc}", param_hint="--cloud-sla") from exc
     return tuple(sorted(out.items()))
+
+
+def _pairs(text: str | None) -> Iterator[tuple[str, str, str, str]]:
+    """``K=V,K=V`` as (the part, K, "=" or "" when it has none, V), each stripped."""
+    for part in (p.strip() for p in (text or "").split(",")):
+        if part:
+            key, sep, value = part.partition("=")
+            yield part, key.strip(), sep, value.strip()
 
 
 def _duration(text: str, flag: str, at_most: float) -> float:
@@ -176,23 +181,20 @@ def gpu_prices(text: str | None) -> tuple[tuple[str, float], ...]:
     """``a100=1.2,h100-80gb=2.5,*=1`` as (model id, $/GPU-hour) pairs: a family names each
     of its models; ``*`` any other model."""
     out: dict[str, float] = {}
-    for part in (p.strip() for p in (text or "").split(",")):
-        if not part:
-            continue
-        label, sep, amount = part.partition("=")
+    for part, label, sep, amount in _pairs(text):
         try:
             price = float(amount)
         except ValueError:
             price = -1.0
-        if not sep or not label.strip() or not (0 <= price <= 10_000):
+        if not sep or not label or not (0 <= price <= 10_000):
             raise click.BadParameter(f"{part!r} is not MODEL=USD (e.g. a100=1.2, *=0.5); the "
                                      "price is per GPU-hour, 0 to 10000",
                                      param_hint="--kube-gpu-price")
-        if label.strip() == "*":
+        if label == "*":
             out["*"] = price
             continue
         try:
-            models = catalogue().resolve(label.strip()).models
+            models = catalogue().resolve(label).models
         except InvalidInput as exc:
             raise click.BadParameter(str(exc), param_hint="--kube-gpu-price") from exc
         out.update({m.id: price for m in models})

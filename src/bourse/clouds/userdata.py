@@ -23,6 +23,7 @@ import shlex
 from bourse.core.agent_values import NETWORK, check_label, check_values, systemd_unit
 from bourse.core.errors import InvalidInput
 from bourse.core.interruption import base_url
+from bourse.core.units import parse_share
 
 MAX_BYTES = 16 * 1024  # EC2's limit on user data, before base64
 GPUS = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}(:[1-9][0-9]{0,2})?$")  # the agent checks it
@@ -148,9 +149,8 @@ def user_data(*, server_url: str, enrol_token: str, node_name: str, version: str
         # a cluster's pods may be free (price 0); a spot bid never is
         if amount is not None and not (math.isfinite(amount) and least < amount <= 10_000):
             raise InvalidInput(f"{field} {amount!r} is not a price in $/h", field=field)
-    if declared_sla is not None and not (math.isfinite(declared_sla) and 0 < declared_sla <= 1):
-        raise InvalidInput(f"declared_sla {declared_sla!r} is not a share in (0, 1]",
-                           field="declared_sla")
+    if declared_sla is not None:
+        parse_share(declared_sla, field="declared_sla")  # (0, 1]
     args = agent_args(server_url=server_url, node_name=node_name, provider=provider,
                       region=region, spot=spot, spot_price=spot_price or price,
                       metadata_url=None if metadata_url is None else _metadata(metadata_url),

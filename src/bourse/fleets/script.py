@@ -14,7 +14,6 @@ WHY`` (exit 3), which :func:`outcome` reads back. Every value is checked and quo
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from bourse.core.agent_values import (
     check_values,
     systemd_unit,
 )
+from bourse.core.units import parse_share
 
 WHEEL = re.compile(r"^bourse-[A-Za-z0-9_.+!-]+-py3-none-any\.whl$")
 STEPS = ("prepare", "install", "token", "start")
@@ -184,9 +184,8 @@ def install_script(agent: HostAgent) -> str:
     if agent.network is not None:
         args += ["--network", agent.network]
     if agent.declared_sla is not None:
-        if not (math.isfinite(agent.declared_sla) and 0 < agent.declared_sla <= 1):
-            raise ValueError(f"declared sla {agent.declared_sla!r} is not a share in (0, 1]")
-        args += ["--declare-sla", f"{agent.declared_sla:g}"]
+        sla = parse_share(agent.declared_sla, field="declared_sla")  # (0, 1]
+        args += ["--declare-sla", f"{sla:g}"]
     return "".join((
         HEAD, PREPARE,
         INSTALL.format(version=shlex.quote(agent.version), version_text=agent.version,

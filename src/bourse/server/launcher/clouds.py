@@ -53,7 +53,6 @@ class Clouds:
         self._index: tuple[tuple[str, ...], OfferIndex] | None = None
         self._pending: tuple[tuple[str, ...], OfferIndex] | None = None
         self.rates: dict[str, float] = {}  # per cloud, its measured launch success rate
-        self._rated: dict[str, tuple[list[Offer], float, list[Offer]]] = {}
 
     @classmethod
     def from_config(cls, config: CloudsConfig) -> Clouds:
@@ -114,15 +113,10 @@ class Clouds:
             self._index = self._pending = None
 
     def _of(self, name: str) -> list[Offer]:
-        """The cloud's offers, scored with its rate (made once per listing and rate)."""
+        """The cloud's offers, scored with its rate (the index that holds them is made again
+        only when a listing or a rate changed)."""
         raw, rate = self._offers.get(name, []), self.rates.get(name)
-        if rate is None:
-            return raw
-        made = self._rated.get(name)
-        if made is None or made[0] is not raw or made[1] != rate:
-            made = (raw, rate, [replace(o, sla=rate) for o in raw])
-            self._rated[name] = made
-        return made[2]
+        return raw if rate is None else [replace(o, sla=rate) for o in raw]
 
     def index(self) -> OfferIndex:
         """The launchable offers of the enabled clouds, indexed (made again when the set of
