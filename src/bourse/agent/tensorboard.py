@@ -32,6 +32,7 @@ from bourse.agent.track import track_file
 from bourse.core.tfevents import Scalar, scalars
 from bourse.protocol.agent import StartJob
 from bourse.protocol.track import TrackRecord
+from bourse.track.writer import clean
 
 log = logging.getLogger(__name__)
 
@@ -97,26 +98,20 @@ def read(path: Path) -> bytes:
 
 
 def records(points: Iterable[Scalar]) -> Iterator[TrackRecord]:
-    """The scalars as track records of at most ``PER_RECORD`` points (NaN as None, infinities
-    clamped, as ``bourse.track`` writes them; a tag too long for a key is left out)."""
+    """The scalars as track records of at most ``PER_RECORD`` points (values as
+    ``bourse.track`` writes them: ``clean``; a tag too long for a key is left out)."""
     batch: list[tuple[str, float | None, int, int]] = []
     for s in points:
         if not 0 < len(s.tag) <= MAX_KEY or not -(2**63) <= s.step < 2**63:
             continue
         wall = s.wall_time * 1000
-        batch.append((s.tag, _value(s.value), s.step,
+        batch.append((s.tag, clean(s.value), s.step,
                       int(wall) if math.isfinite(wall) and 0 <= wall < 2**62 else 0))
         if len(batch) == PER_RECORD:
             yield TrackRecord(metrics=batch)
             batch = []
     if batch:
         yield TrackRecord(metrics=batch)
-
-
-def _value(value: float) -> float | None:
-    if math.isnan(value):
-        return None
-    return max(-1.7976931348623157e308, min(value, 1.7976931348623157e308))
 
 
 def import_once(workdir: Path, track: Path) -> Imported | None:
